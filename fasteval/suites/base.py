@@ -1,0 +1,134 @@
+"""What a suite is: a loader of tasks, its named settings, its prompts and its scorer.
+
+The core never names a benchmark: it asks the registry for a suite by name and talks to it
+only through this interface. A malformed dataset row is yielded as a LoadError so the rest of
+the suite still runs and the error lands on a record.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from fasteval.blobs import BlobStore
+from fasteval.tools.base import ToolResult
+from fasteval.types import Message, Task, ToolCall, Trajectory
+
+ToolProtocol = Literal["native", "text"]
+
+
+@dataclass(slots=True)
+class Setting:
+    """A named way of running a suite (tools on/off, rounds, fidelity...). Recorded on every record."""
+
+    name: str
+    tools: list[str] | None = None
+    """Tool names offered; None means the task's own tool list."""
+    max_rounds: int = 10
+    fidelity: str = "reference"
+    tool_protocol: ToolProtocol = "native"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LoadError:
+    """A dataset row that could not become a Task; it becomes an error record, not a crash."""
+
+    task_id: str
+    message: str
+
+
+@dataclass(slots=True)
+class Score:
+    value: float | None
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    """Set when scoring itself failed (e.g. judge_error): the record gets status error."""
+
+
+@dataclass(slots=True)
+class ScoreContext:
+    blobs: BlobStore
+    services: dict[str, Any] = field(default_factory=dict)
+
+
+class Suite(ABC):
+    """A benchmark: tasks, settings, prompts and scoring in one place."""
+
+    name: ClassVar[str]
+
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        self.options = options
+        self.blobs = blobs
+
+    @abstractmethod
+    def load(self) -> Iterator[Task | LoadError]:
+        """Yield tasks in a deterministic order with stable ids."""
+
+    def default_settings(self) -> list[Setting]:
+        return [Setting(name="default")]
+
+    def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
+        """System message text; text-protocol suites put the tool signatures here."""
+        return None
+
+    def tools(self, task: Task, setting: Setting) -> list[str]:
+        return list(task.tools if setting.tools is None else setting.tools)
+
+    def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
+        """The message that opens a user turn; suites override for their prompt format."""
+        turn = task.turns[turn_index]
+        content: list[dict[str, Any]] = [{"type": "image", "image": ref} for ref in turn.images]
+        content.append({"type": "text", "text": turn.text})
+        return {"role": "user", "content": content}
+
+    def history_before_turn(
+        self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory
+    ) -> list[Message] | None:
+        """Replace the conversation before a later user turn (None keeps the real history).
+
+        VisualToolBench's reference harness, for instance, sends a text-only history with the
+        golden answers as earlier replies.
+        """
+        return None
+
+    def tool_result_messages(
+        self, call: ToolCall, result: ToolResult, setting: Setting
+    ) -> list[Message] | None:
+        """Messages that carry a tool result back (None: the loop's standard format).
+
+        The standard format is a ``tool`` message, with images moved to a following user message
+        when the provider cannot take images in tool messages. VistaHop overrides this with a
+        user message wrapped in <tool_response>.
+        """
+        return None
+
+    def extract_answer(self, text: str, setting: Setting) -> str:
+        """The answer inside a final assistant message (e.g. the last <answer> tag)."""
+        return text.strip()
+
+    def answer_on_max_rounds(self, task: Task, turn_index: int, setting: Setting) -> str | None:
+        """An answer to record when the round budget runs out (reference quirks), or None."""
+        return None
+
+    @abstractmethod
+    async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
+        """Score a finished trajectory; judge failures come back as Score.error, never as 0."""
+
+
+SUITES: dict[str, Callable[[dict[str, Any], BlobStore], Suite]] = {}
+
+
+def register_suite(cls: type[Suite]) -> type[Suite]:
+    SUITES[cls.name] = cls
+    return cls
+
+
+def make_suite(name: str, options: dict[str, Any], blobs: BlobStore) -> Suite:
+    try:
+        factory = SUITES[name]
+    except KeyError:
+        raise KeyError(f"unknown suite {name!r}; known suites: {sorted(SUITES)}") from None
+    return factory(options, blobs)

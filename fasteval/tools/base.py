@@ -1,0 +1,85 @@
+"""What a tool is: a JSON schema the model sees and an async ``run`` the agent loop calls.
+
+Tools never raise for bad model input: they return a ToolResult with status ``error`` and a
+message the model can read and act on. Shared resources (sandbox pool, cache, HTTP session,
+model roles) arrive through ``ToolContext.services`` so tools stay free of globals.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from fasteval.blobs import BlobStore
+from fasteval.types import ImageRef, Task, ToolStatus
+
+Fidelity = str  # "reference" reproduces the benchmark harness; "fixed" is our corrected behaviour
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool may touch while serving one job."""
+
+    blobs: BlobStore
+    task: Task
+    images: list[ImageRef]
+    """Original images of the task shown so far, in order (tools index into these)."""
+    fidelity: Fidelity = "reference"
+    session_id: str = ""
+    """The job id: lets stateful tools (sandbox sessions) pin state to one trajectory."""
+    services: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolResult:
+    status: ToolStatus
+    output: str = ""
+    images: list[ImageRef] = field(default_factory=list)
+    error: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Facts recorded on the tool call but not shown to the model (provider, query, ranks)."""
+
+    @classmethod
+    def fail(cls, message: str, **extra: Any) -> ToolResult:
+        return cls(status="error", output=message, error=message, extra=dict(extra))
+
+
+class Tool(ABC):
+    """A callable the model can invoke by name."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI ``tools`` entry for this tool."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    @abstractmethod
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Execute one call; never raise for bad arguments, return ToolResult.fail instead."""
+
+
+TOOLS: dict[str, Callable[..., Tool]] = {}
+
+
+def register_tool(cls: type[Tool]) -> type[Tool]:
+    """Class decorator: make a tool available by name to suites and configs."""
+    TOOLS[cls.name] = cls
+    return cls
+
+
+def make_tool(name: str, **options: Any) -> Tool:
+    try:
+        factory = TOOLS[name]
+    except KeyError:
+        raise KeyError(f"unknown tool {name!r}; known tools: {sorted(TOOLS)}") from None
+    return factory(**options)
