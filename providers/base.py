@@ -1,0 +1,81 @@
+"""One provider interface: ``chat(request) -> response`` in OpenAI chat format.
+
+Capability differences are small overridable methods with safe defaults, not if-chains in the
+core. Providers raise ProviderError with a ``kind`` from the retry taxonomy; the retry,
+rate-limit and concurrency layer around every provider (providers.client) acts on that kind.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fasteval.types import Message, Usage
+
+ErrorKind = Literal["rate_limit", "transient", "timeout", "fatal", "auth", "context_overflow", "bad_response"]
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    """A chat completion request. Image parts are {"type": "image", "image": ImageRef}."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    """Sampling parameters (temperature, max_tokens, ...), merged over the model's defaults."""
+    seed: int | None = None
+
+
+@dataclass(slots=True)
+class ToolCallRequest:
+    """A tool call the model asked for; ``arguments`` is the raw JSON text it wrote."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    content: str | None
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+
+
+class ProviderError(Exception):
+    """A failed request, classified so the retry layer knows what to do with it."""
+
+    def __init__(self, kind: ErrorKind, message: str, *, status: int | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        code = f" HTTP {self.status}" if self.status else ""
+        return f"{self.kind}{code}: {self.args[0]}"
+
+
+class Provider(ABC):
+    """A model endpoint. Subclasses implement ``chat`` and override capabilities as needed."""
+
+    @abstractmethod
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        """Send one request; raise ProviderError (classified) on failure."""
+
+    def endpoint_id(self) -> str:
+        """Identity of the endpoint for limiters and cache keys (never includes secrets)."""
+        return type(self).__name__
+
+    def tool_message_images(self) -> bool:
+        """Can a ``tool`` message carry image parts? If not, images go in a following user message."""
+        return False
+
+    def accepts_seed(self) -> bool:
+        return True
+
+    async def close(self) -> None:
+        """Release connections."""
