@@ -77,5 +77,5 @@ class Provider(ABC):
     def accepts_seed(self) -> bool:
         return True
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027
         """Release connections."""

@@ -1,0 +1,188 @@
+"""OpenAI-compatible chat client on aiohttp: OpenAI, vLLM, SGLang, gateways and our sim server.
+
+It only translates and classifies: images (content-hash refs) become data URLs through the
+image resolver, HTTP failures become ProviderError kinds. Retries, limits and accounting live
+once in providers.client around every provider.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from fasteval.types import Message, Usage
+from providers.base import ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+
+ImageResolver = Callable[[str], Awaitable[str]]
+"""Maps an ImageRef to a data URL (encoding happens off the event loop, cached)."""
+
+_OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too many tokens",
+                     "prompt is too long", "input is too long")
+
+
+@dataclass(slots=True)
+class Timeouts:
+    """Separate limits: connecting, waiting for bytes, and one whole attempt."""
+
+    connect_s: float = 10.0
+    read_s: float = 120.0
+    attempt_s: float = 300.0
+
+
+class OpenAICompatProvider(Provider):
+    """POST {base_url}/chat/completions with tools, tool calls and image parts."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        timeouts: Timeouts | None = None,
+        tool_message_images: bool = False,
+        image_resolver: ImageResolver | None = None,
+        session: aiohttp.ClientSession | None = None,
+        max_connections: int = 1024,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.extra_body = dict(extra_body or {})
+        self.timeouts = timeouts or Timeouts()
+        self._tool_message_images = tool_message_images
+        self.image_resolver = image_resolver
+        self._session = session
+        self._own_session = session is None
+        self._max_connections = max_connections
+
+    def endpoint_id(self) -> str:
+        return f"{self.base_url}#{self.model}"
+
+    def tool_message_images(self) -> bool:
+        return self._tool_message_images
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.api_key_env:
+            key = os.environ.get(self.api_key_env)
+            if not key:
+                raise ProviderError("auth", f"environment variable {self.api_key_env} is not set")
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, json_serialize=lambda o: orjson.dumps(o).decode())
+            self._own_session = True
+        return self._session
+
+    async def _wire_messages(self, messages: list[Message]) -> list[Message]:
+        out: list[Message] = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, list) and any(p.get("type") == "image" for p in content):
+                parts: list[dict[str, Any]] = []
+                for p in content:
+                    if p.get("type") == "image":
+                        if self.image_resolver is None:
+                            raise ProviderError("fatal", "request holds images but no image resolver is set")
+                        url = await self.image_resolver(p["image"])
+                        parts.append({"type": "image_url", "image_url": {"url": url}})
+                    else:
+                        parts.append(p)
+                m = {**m, "content": parts}
+            out.append(m)
+        return out
+
+    async def build_payload(self, request: ChatRequest) -> dict[str, Any]:
+        payload: dict[str, Any] = {"model": self.model, "messages": await self._wire_messages(request.messages)}
+        if request.tools:
+            payload["tools"] = request.tools
+        payload.update(self.extra_body)
+        payload.update(request.params)
+        if request.seed is not None and self.accepts_seed():
+            payload["seed"] = request.seed
+        return payload
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        payload = await self.build_payload(request)
+        body = orjson.dumps(payload)
+        timeout = aiohttp.ClientTimeout(total=self.timeouts.attempt_s, sock_connect=self.timeouts.connect_s,
+                                        sock_read=self.timeouts.read_s)
+        session = self._get_session()
+        try:
+            async with session.post(f"{self.base_url}/chat/completions", data=body, headers=self._headers(),
+                                    timeout=timeout) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"))
+        except ProviderError:
+            raise
+        except TimeoutError as e:
+            raise ProviderError("timeout", f"no complete answer within the timeouts ({e!r})") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+            raise ProviderError("transient", f"connection failed: {e!r}") from None
+        return parse_response(raw)
+
+    async def close(self) -> None:
+        if self._own_session and self._session is not None and not self._session.closed:
+            await self._session.close()
+
+
+def classify_http_error(status: int, body: bytes, retry_after: str | None) -> ProviderError:
+    """Map an HTTP failure onto the retry taxonomy."""
+    text = body[:500].decode("utf-8", "replace")
+    low = text.lower()
+    if status == 429:
+        return ProviderError("rate_limit", text or "rate limited", status=status, retry_after=_seconds(retry_after))
+    if status in (401, 403):
+        return ProviderError("auth", text or "not authorised", status=status)
+    if status in (400, 413, 422) and any(m in low for m in _OVERFLOW_MARKERS):
+        return ProviderError("context_overflow", text, status=status)
+    if status in (408, 409) or status >= 500:
+        return ProviderError("transient", text or f"server error {status}", status=status,
+                             retry_after=_seconds(retry_after))
+    return ProviderError("fatal", text or f"request rejected ({status})", status=status)
+
+
+def _seconds(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def parse_response(raw: bytes) -> ChatResponse:
+    """Parse a chat completion body; a malformed one is a retryable bad_response."""
+    try:
+        data = orjson.loads(raw)
+        choice = data["choices"][0]
+        msg = choice["message"]
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as e:
+        raise ProviderError("bad_response", f"malformed completion body ({e!r}): {raw[:200]!r}") from None
+    calls = []
+    for i, tc in enumerate(msg.get("tool_calls") or []):
+        fn = tc.get("function") or {}
+        args = fn.get("arguments", "")
+        if not isinstance(args, str):
+            args = orjson.dumps(args).decode()
+        calls.append(ToolCallRequest(id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name", "")), arguments=args))
+    usage = data.get("usage") or {}
+    content = msg.get("content")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ChatResponse(
+        content=content,
+        tool_calls=calls,
+        finish_reason=str(choice.get("finish_reason") or "stop"),
+        usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+    )
