@@ -1,0 +1,140 @@
+"""The sim server: a real OpenAI-compatible HTTP endpoint on loopback with scripted models.
+
+The demo, the tests and the benchmarks all talk to it over real sockets, so the whole client
+path (HTTP, retries, limits, timeouts) is exercised. Faults are injected per model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from providers.sim.policies import POLICIES
+from providers.sim.spec import SimModel
+
+
+class SimServer:
+    """Serves ``POST /v1/chat/completions`` for a set of SimModels; counts what it saw."""
+
+    def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0) -> None:
+        self.models = {m.name: m for m in models}
+        self.host = host
+        self.port = port
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.by_outcome: dict[str, int] = {}
+        self._rngs = {m.name: random.Random(m.seed) for m in models}
+        self._schedules = {m.name: list(m.faults.schedule) for m in models}
+        self._runner: web.AppRunner | None = None
+        self._counter = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.handle_chat)
+        app.router.add_get("/v1/models", self.handle_models)
+        app.router.add_get("/sim/stats", self.handle_stats)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
+        await site.start()
+        server = site._server
+        if self.port == 0 and server is not None:
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def handle_models(self, request: web.Request) -> web.Response:
+        data = {"object": "list", "data": [{"id": n, "object": "model"} for n in self.models]}
+        return web.json_response(data)
+
+    async def handle_stats(self, request: web.Request) -> web.Response:
+        return web.json_response({"requests": self.requests, "in_flight": self.in_flight,
+                                  "max_in_flight": self.max_in_flight, "by_outcome": self.by_outcome})
+
+    def _fault(self, model: SimModel) -> str:
+        schedule = self._schedules[model.name]
+        if schedule:
+            return schedule.pop(0)
+        f, rng = model.faults, self._rngs[model.name]
+        r = rng.random()
+        for name, p in (("429", f.p_429), ("500", f.p_500), ("hang", f.p_hang), ("drop", f.p_drop),
+                        ("malformed", f.p_malformed)):
+            if r < p:
+                return name
+            r -= p
+        return "ok"
+
+    async def handle_chat(self, request: web.Request) -> web.StreamResponse:
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self._chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body: dict[str, Any] = orjson.loads(await request.read())
+        model = self.models.get(str(body.get("model")))
+        if model is None:
+            return web.json_response({"error": {"message": f"model {body.get('model')!r} not found"}}, status=404)
+        fault = self._fault(model)
+        self.by_outcome[fault] = self.by_outcome.get(fault, 0) + 1
+        if model.latency_ms or model.latency_jitter_ms:
+            rng = self._rngs[model.name]
+            delay = max(0.0, rng.gauss(model.latency_ms, model.latency_jitter_ms)) / 1000
+            await asyncio.sleep(delay)
+        if fault == "429":
+            return web.json_response({"error": {"message": "rate limited (sim)"}}, status=429,
+                                     headers={"Retry-After": str(model.faults.retry_after_s)})
+        if fault == "500":
+            return web.json_response({"error": {"message": "internal error (sim)"}}, status=500)
+        if fault == "overflow":
+            return web.json_response({"error": {"message": "This model's maximum context length is 8192 tokens"}},
+                                     status=400)
+        if fault == "hang":
+            await asyncio.sleep(model.faults.hang_s)
+        if fault == "drop":
+            if request.transport is not None:
+                request.transport.close()
+            return web.Response(status=500)
+        if fault == "malformed":
+            return web.Response(body=b'{"choices": [{"message": ', content_type="application/json")
+        self._counter += 1
+        policy = POLICIES.get(model.policy)
+        if policy is None:
+            return web.json_response({"error": {"message": f"unknown sim policy {model.policy!r}"}}, status=400)
+        reply = policy(model, body, self._counter)
+        return web.Response(body=orjson.dumps(_completion(model.name, body, reply)), content_type="application/json")
+
+
+def _completion(name: str, body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+    prompt_chars = sum(len(orjson.dumps(m.get("content"))) for m in body.get("messages") or [])
+    out_chars = len(reply.get("content") or "") + len(orjson.dumps(reply.get("tool_calls") or []))
+    message = {"role": "assistant", "content": reply.get("content")}
+    finish = "stop"
+    if reply.get("tool_calls"):
+        message["tool_calls"] = reply["tool_calls"]
+        finish = "tool_calls"
+    return {
+        "id": f"simcmpl-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
+        "model": name, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": max(1, out_chars // 4),
+                  "total_tokens": prompt_chars // 4 + max(1, out_chars // 4)},
+    }

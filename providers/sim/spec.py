@@ -1,0 +1,48 @@
+"""What one simulated model is: its policy, its latency and the faults it injects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Faults:
+    """Probabilities per request, plus an exact schedule consumed first (for tests).
+
+    Schedule entries: "429", "500", "hang", "drop", "malformed", "overflow", "ok".
+    """
+
+    p_429: float = 0.0
+    retry_after_s: float = 0.05
+    p_500: float = 0.0
+    p_hang: float = 0.0
+    hang_s: float = 3600.0
+    p_drop: float = 0.0
+    p_malformed: float = 0.0
+    schedule: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SimModel:
+    """A scripted model served under ``name`` by the sim server."""
+
+    name: str
+    policy: str = "tools"
+    tool_uses: int = 2
+    latency_ms: float = 0.0
+    latency_jitter_ms: float = 0.0
+    seed: int = 0
+    faults: Faults = field(default_factory=Faults)
+    script: list[dict[str, str]] = field(default_factory=list)
+    """For the ``scripted`` policy: [{"match": regex, "reply": text}], first match wins."""
+    default_reply: str = "I don't know."
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, name: str, cfg: dict[str, Any]) -> SimModel:
+        known = {"policy", "tool_uses", "latency_ms", "latency_jitter_ms", "seed", "script", "default_reply"}
+        faults = Faults(**(cfg.get("faults") or {}))
+        kwargs = {k: cfg[k] for k in known if k in cfg}
+        options = {k: v for k, v in cfg.items() if k not in known | {"faults", "provider", "name", "model"}}
+        return cls(name=name, faults=faults, options=options, **kwargs)
