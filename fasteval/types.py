@@ -75,6 +75,8 @@ class ToolCall:
     images: list[ImageRef] = field(default_factory=list)
     turn: int = 0
     round: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Facts for metrics that the model did not see (search provider, query, ranks...)."""
 
 
 @dataclass(slots=True)

@@ -13,6 +13,10 @@ from typing import Any, Literal
 
 from fasteval.types import Message, Usage
 
+TOOL_IMAGES_PREFIX = "Images returned by the tool call above"
+"""Opens the user message that carries tool-result images for providers that cannot take them
+in a ``tool`` message (inspect-ai's fallback; vLLM rejects them for some chat templates)."""
+
 ErrorKind = Literal["rate_limit", "transient", "timeout", "fatal", "auth", "context_overflow", "bad_response"]
 
 
@@ -25,6 +29,8 @@ class ChatRequest:
     params: dict[str, Any] = field(default_factory=dict)
     """Sampling parameters (temperature, max_tokens, ...), merged over the model's defaults."""
     seed: int | None = None
+    image_profile: str = "original"
+    """How images are encoded for the wire (a suite's choice, e.g. "jpeg85"; see fasteval.images)."""
 
 
 @dataclass(slots=True)

@@ -88,7 +88,8 @@ class ModelClient:
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""
         if self.params:
-            request = ChatRequest(request.messages, request.tools, {**self.params, **request.params}, request.seed)
+            request = ChatRequest(request.messages, request.tools, {**self.params, **request.params}, request.seed,
+                                  request.image_profile)
         if self.cache is not None:
             return await self.cache(request, lambda: self._chat_uncached(request))
         return await self._chat_uncached(request)

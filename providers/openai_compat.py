@@ -18,8 +18,8 @@ import orjson
 from fasteval.types import Message, Usage
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 
-ImageResolver = Callable[[str], Awaitable[str]]
-"""Maps an ImageRef to a data URL (encoding happens off the event loop, cached)."""
+ImageResolver = Callable[[str, str], Awaitable[str]]
+"""Maps (ImageRef, encoding profile) to a data URL (encoding happens off the event loop, cached)."""
 
 _OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too many tokens",
                      "prompt is too long", "input is too long")
@@ -83,7 +83,7 @@ class OpenAICompatProvider(Provider):
             self._own_session = True
         return self._session
 
-    async def _wire_messages(self, messages: list[Message]) -> list[Message]:
+    async def _wire_messages(self, messages: list[Message], profile: str) -> list[Message]:
         out: list[Message] = []
         for m in messages:
             content = m.get("content")
@@ -93,7 +93,7 @@ class OpenAICompatProvider(Provider):
                     if p.get("type") == "image":
                         if self.image_resolver is None:
                             raise ProviderError("fatal", "request holds images but no image resolver is set")
-                        url = await self.image_resolver(p["image"])
+                        url = await self.image_resolver(p["image"], profile)
                         parts.append({"type": "image_url", "image_url": {"url": url}})
                     else:
                         parts.append(p)
@@ -102,7 +102,7 @@ class OpenAICompatProvider(Provider):
         return out
 
     async def build_payload(self, request: ChatRequest) -> dict[str, Any]:
-        payload: dict[str, Any] = {"model": self.model, "messages": await self._wire_messages(request.messages)}
+        payload: dict[str, Any] = {"model": self.model, "messages": await self._wire_messages(request.messages, request.image_profile)}
         if request.tools:
             payload["tools"] = request.tools
         payload.update(self.extra_body)

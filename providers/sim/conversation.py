@@ -11,8 +11,7 @@ import numpy as np
 import orjson
 import pyvips
 
-TOOL_IMAGES_PREFIX = "Images returned by the tool call above"
-"""Text that opens the user message carrying tool-result images (see fasteval.agent)."""
+from providers.base import TOOL_IMAGES_PREFIX
 
 _TOOLS_BLOCK = re.compile(r"<tools>(.*?)</tools>", re.S)
 
