@@ -101,9 +101,13 @@ def _text_result_message(result: ToolResult) -> Message:
     return {"role": "user", "content": content}
 
 
-async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv) -> Trajectory:
-    """Play every user turn of ``task``; raises ProviderError when the model fails for good."""
-    traj = Trajectory()
+async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj: Trajectory | None = None) -> Trajectory:
+    """Play every user turn of ``task`` into ``traj``.
+
+    Raises ProviderError when the model fails for good; ``traj`` then holds what happened so
+    far, which the caller records with the error.
+    """
+    traj = traj if traj is not None else Trajectory()
     suite, setting = env.suite, env.setting
     specs = [t.spec() for t in env.tools.values()]
     text_protocol = setting.tool_protocol == "text"

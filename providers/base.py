@@ -17,7 +17,8 @@ TOOL_IMAGES_PREFIX = "Images returned by the tool call above"
 """Opens the user message that carries tool-result images for providers that cannot take them
 in a ``tool`` message (inspect-ai's fallback; vLLM rejects them for some chat templates)."""
 
-ErrorKind = Literal["rate_limit", "transient", "timeout", "fatal", "auth", "context_overflow", "bad_response"]
+ErrorKind = Literal["rate_limit", "transient", "timeout", "fatal", "auth", "context_overflow", "bad_response",
+                    "bad_input"]
 
 
 @dataclass(slots=True)

@@ -1,0 +1,16 @@
+"""Suites; importing this package registers the built-in ones by name."""
+
+from fasteval.suites import demo, jsonl
+from fasteval.suites.base import (
+           SUITES,
+           LoadError,
+           Score,
+           ScoreContext,
+           Setting,
+           Suite,
+           make_suite,
+           register_suite,
+)
+
+__all__ = ["SUITES", "LoadError", "Score", "ScoreContext", "Setting", "Suite", "demo", "jsonl", "make_suite",
+           "register_suite"]

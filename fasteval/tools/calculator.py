@@ -73,10 +73,11 @@ def _eval(node: ast.AST) -> float:
     raise CalcError(f"unsupported expression element: {ast.dump(node)[:60]}")
 
 
-def format_number(value: float) -> str:
+def format_number(value: float) -> int | float:
+    """Integral results as ints (``49``, not ``49.0``), as the reference tool prints them."""
     if isinstance(value, int) or float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+        return int(value)
+    return float(value)
 
 
 @register_tool

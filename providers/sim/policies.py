@@ -7,6 +7,7 @@ times; ``direct`` answers at once from the full image; ``scripted`` replies by r
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Callable
 from typing import Any
@@ -51,11 +52,22 @@ def _last_number(text: str) -> str | None:
     return nums[-1] if nums else None
 
 
+def _tool_number(text: str) -> str | None:
+    """The ``result`` of a calculator reply, else the last number in the text."""
+    try:
+        obj = orjson.loads(text)
+        if isinstance(obj, dict) and isinstance(obj.get("result"), int | float):
+            return _fmt(float(obj["result"]))
+    except orjson.JSONDecodeError:
+        pass
+    return _last_number(text)
+
+
 def _fmt(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
-def _demo_step(view: View, n: int) -> Reply | None:
+def _demo_step(view: View, n: int, misread: float = 0.0, seed: Any = None) -> Reply | None:
     """The demo task: read a grey patch inside a box, add a number; later turns subtract."""
     done = [name for name, _, _ in view.tool_results]
     sub = _SUB.search(view.user_text)
@@ -63,7 +75,7 @@ def _demo_step(view: View, n: int) -> Reply | None:
         prev = _last_number(view.previous_answers[-1]) or "0"
         if "calculator" in view.tools and "calculator" not in done:
             return call(view, "calculator", {"expression": f"{prev} - {sub.group(1)}"}, n)
-        result = _last_number(view.tool_results[-1][1]) if view.tool_results else None
+        result = _tool_number(view.tool_results[-1][1]) if view.tool_results else None
         return answer(view, result or _fmt(float(prev) - float(sub.group(1))))
     box, add = _BOX.search(view.user_text), _ADD.search(view.user_text)
     if not (box and add):
@@ -74,11 +86,13 @@ def _demo_step(view: View, n: int) -> Reply | None:
     crops = [imgs for name, _, imgs in view.tool_results if name == "image_zoom_in_tool" and imgs]
     source = crops[-1][-1] if crops else (view.images[0] if view.images else None)
     level = round(image_level(source)) if source else 0
+    if misread and random.Random(f"{seed}|{view.user_text}").random() < misread:
+        level += random.Random(f"{seed}|{view.user_text}|delta").choice([-3, -2, -1, 1, 2, 3])
     if "calculator" in view.tools and "calculator" not in done:
         return call(view, "calculator", {"expression": f"{level} + {add.group(1)}"}, n)
     calc = [t for name, t, _ in view.tool_results if name == "calculator"]
-    if calc and _last_number(calc[-1]) is not None:
-        return answer(view, str(_last_number(calc[-1])))
+    if calc and _tool_number(calc[-1]) is not None:
+        return answer(view, str(_tool_number(calc[-1])))
     return answer(view, _fmt(level + int(add.group(1))))
 
 
@@ -108,7 +122,7 @@ def _example_args(spec: dict[str, Any]) -> dict[str, Any]:
 @register_policy("tools")
 def tools_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
     view = read_conversation(body)
-    step = _demo_step(view, n)
+    step = _demo_step(view, n, float(model.options.get("misread_rate", 0.0)), body.get("seed"))
     if step is not None:
         return step
     if view.tools and len(view.tool_results) < model.tool_uses:

@@ -125,7 +125,13 @@ class SimServer:
 
 
 def _completion(name: str, body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
-    prompt_chars = sum(len(orjson.dumps(m.get("content"))) for m in body.get("messages") or [])
+    prompt_chars = 0
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        if isinstance(content, list):  # an image costs a fixed 256 tokens, like a tiled vision encoder
+            prompt_chars += sum(1024 if p.get("type") == "image_url" else len(p.get("text", "")) for p in content)
+        else:
+            prompt_chars += len(content or "")
     out_chars = len(reply.get("content") or "") + len(orjson.dumps(reply.get("tool_calls") or []))
     message = {"role": "assistant", "content": reply.get("content")}
     finish = "stop"

@@ -1,0 +1,199 @@
+"""The ``fasteval`` command: run, status, report, merge, tool run (and cache, rescore, score-file)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+from rich.console import Console
+from rich.table import Table
+
+from fasteval.config import ConfigError, load_config
+from fasteval.merge import MergeConflict, merge_runs
+from fasteval.models import ModelConfigError
+from fasteval.report import report, status
+from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
+
+EXIT_INTERRUPTED = 130
+
+
+def _print_json(obj: Any) -> None:
+    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    try:
+        cfg = load_config(a.config)
+        shard = parse_shard(a.shard) if a.shard else None
+    except (ConfigError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    run_dir = Path(a.run_dir or Path("runs") / Path(a.config).stem)
+    if shard and not a.run_dir:
+        run_dir = run_dir.with_name(f"{run_dir.name}-shard{shard[0]}of{shard[1]}")
+    opts = RunOptions(run_dir=run_dir, shard=shard, max_concurrency=a.max_concurrency, force=a.force,
+                      keep_errors=a.keep_errors, progress=False if a.no_progress else None)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run_dir / "run.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    try:
+        result = uvloop.run(run_sweep(cfg, opts))
+    except (ConfigChanged, ModelConfigError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
+          f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
+    if result.interrupted:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    try:
+        st = status(Path(a.run_dir))
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.format == "json":
+        _print_json(st)
+        return 0
+    t = Table(title=f"{a.run_dir}: {st['done']} done, {st['error']} error, {st['remaining']} remaining of {st['total']}")
+    for col in ("group", "value", "total", "done", "error", "remaining"):
+        t.add_column(col)
+    for dim in ("model", "suite", "setting", "seed"):
+        for k, v in st[f"by_{dim}"].items():
+            t.add_row(dim, k, str(v["total"]), str(v["done"]), str(v["error"]), str(v["remaining"]))
+    _console().print(t)
+    return 0
+
+
+def _console() -> Console:
+    """Wide enough for the report table even when stdout is a pipe or a CI log."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _fmt(x: float | None, pct: bool = True) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}" if pct else f"{x:.3f}"
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    run_dir = Path(a.run_dir)
+    if not (run_dir / "manifest.json").exists():
+        print(f"error: {run_dir} is not a run folder (no manifest.json)", file=sys.stderr)
+        return 2
+    rep = report(run_dir)
+    if a.format == "json":
+        _print_json(rep)
+        return 0
+    t = Table(title=f"{run_dir}: score (%) mean ± std over seeds")
+    for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k"):
+        t.add_column(col)
+    for r in rep["rows"]:
+        ci = r["ci95"]
+        t.add_row(r["model"], r["suite"], r["setting"], f"{_fmt(r['mean'])} ± {_fmt(r['std'])}",
+                  f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
+                  str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
+    _console().print(t)
+    for extra in rep.get("suite_tables", []):
+        _console().print(extra)
+    return 0
+
+
+def cmd_merge(a: argparse.Namespace) -> int:
+    try:
+        out = merge_runs(Path(a.out), [Path(s) for s in a.sources])
+    except MergeConflict as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _print_json(out)
+    return 0
+
+
+def cmd_tool_run(a: argparse.Namespace) -> int:
+    from fasteval.toolrun import run_tool_once
+
+    try:
+        args = orjson.loads(a.args)
+    except orjson.JSONDecodeError as e:
+        print(f"error: --args is not valid JSON: {e}", file=sys.stderr)
+        return 2
+    if not isinstance(args, dict):
+        print("error: --args must be a JSON object", file=sys.stderr)
+        return 2
+    out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="fasteval-tool-"))
+    try:
+        result = uvloop.run(run_tool_once(a.name, args, [Path(p) for p in a.image], a.fidelity, out))
+    except (KeyError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    _print_json(result)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
+                                 "multimodal models that think with images.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run (or resume) a sweep")
+    r.add_argument("config")
+    r.add_argument("--run-dir")
+    r.add_argument("--shard", help="i/n: run only this deterministic share of the jobs")
+    r.add_argument("--max-concurrency", type=int)
+    r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
+    r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
+    r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
+    r.set_defaults(func=cmd_run)
+    s = sub.add_parser("status", help="what is done and what remains in a run folder")
+    s.add_argument("run_dir")
+    s.add_argument("--format", choices=["table", "json"], default="table")
+    s.set_defaults(func=cmd_status)
+    p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
+    p.add_argument("run_dir")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_report)
+    m = sub.add_parser("merge", help="join shard run folders into one")
+    m.add_argument("out")
+    m.add_argument("sources", nargs="+")
+    m.set_defaults(func=cmd_merge)
+    t = sub.add_parser("tool", help="tools by hand")
+    tsub = t.add_subparsers(dest="tool_command", required=True)
+    tr = tsub.add_parser("run", help="run one tool exactly as the agent loop would")
+    tr.add_argument("name")
+    tr.add_argument("--args", default="{}")
+    tr.add_argument("--image", action="append", default=[])
+    tr.add_argument("--fidelity", choices=["reference", "fixed"], default="reference")
+    tr.add_argument("--out")
+    tr.set_defaults(func=cmd_tool_run)
+    _add_optional_commands(sub)
+    return ap
+
+
+def _add_optional_commands(sub: Any) -> None:
+    """Commands that live with their packages (cache/, scoring)."""
+    from cache.cli import add_cache_parser
+
+    add_cache_parser(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    a = build_parser().parse_args(argv)
+    code: int = a.func(a)
+    return code
+
+
+if __name__ == "__main__":
+    asyncio.set_event_loop_policy(None)
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Live progress: jobs done/error/total, in-flight per endpoint, retries, backoff, tokens, ETA.
+
+On a terminal it is a rich Live panel refreshed a few times a second; elsewhere (CI, logs) it
+prints one plain line every ``interval_s``. Either way it reads counters, never blocks jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from providers.client import ModelClient
+
+
+@dataclass(slots=True)
+class Counters:
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+    def eta_s(self) -> float | None:
+        finished = self.done + self.errors
+        elapsed = time.monotonic() - self.started_at
+        if finished == 0 or elapsed <= 0:
+            return None
+        return (self.total - finished) / (finished / elapsed)
+
+
+def _fmt_eta(eta: float | None) -> str:
+    if eta is None:
+        return "?"
+    m, s = divmod(int(eta), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+class ProgressDisplay:
+    """Renders the counters and the endpoint limiters; extra limiters come as callables."""
+
+    def __init__(self, counters: Counters, clients: dict[str, ModelClient],
+                 extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
+                 live: bool | None = None, interval_s: float = 10.0) -> None:
+        self.counters = counters
+        self.clients = clients
+        self.extra = extra or {}
+        self.live = sys.stderr.isatty() if live is None else live
+        self.interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self.console = Console(stderr=True)
+
+    def table(self) -> Table:
+        c = self.counters
+        t = Table(title=(f"jobs {c.done + c.errors}/{c.total} (ok {c.done}, error {c.errors}, "
+                         f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}"),
+                  title_justify="left")
+        for col in ("endpoint", "in flight", "limit", "waiting", "requests", "retries", "429s", "backoff s", "tokens"):
+            t.add_column(col, justify="right" if col != "endpoint" else "left")
+        for name, cl in self.clients.items():
+            s = cl.stats
+            t.add_row(name, str(cl.limit.in_flight), str(cl.limit.limit), str(cl.limit.waiting), str(s.requests),
+                      str(s.retries), str(s.rate_limited), f"{s.backoff_s:.1f}",
+                      str(s.prompt_tokens + s.completion_tokens))
+        for name, fn in self.extra.items():
+            st = fn()
+            t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", "")), str(st.get("waiting", "")),
+                      str(st.get("requests", "")), "", "", "", "")
+        return t
+
+    def line(self) -> str:
+        c = self.counters
+        parts = [f"jobs {c.done + c.errors}/{c.total} ok={c.done} error={c.errors} in_flight={c.in_flight} "
+                 f"eta={_fmt_eta(c.eta_s())}"]
+        for name, cl in self.clients.items():
+            s = cl.stats
+            parts.append(f"{name}: {cl.limit.in_flight}/{cl.limit.limit} req={s.requests} retries={s.retries} "
+                         f"backoff={s.backoff_s:.1f}s tok={s.prompt_tokens + s.completion_tokens}")
+        return " | ".join(parts)
+
+    async def _run(self) -> None:
+        if self.live:
+            with Live(self.table(), console=self.console, refresh_per_second=4, transient=False) as live:
+                while True:
+                    await asyncio.sleep(0.25)
+                    live.update(self.table())
+        else:
+            while True:
+                await asyncio.sleep(self.interval_s)
+                print(self.line(), file=sys.stderr, flush=True)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if not self.live:
+            print(self.line(), file=sys.stderr, flush=True)

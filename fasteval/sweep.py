@@ -1,0 +1,357 @@
+"""One sweep: plan the jobs, skip what the run folder already holds, run the rest, record each.
+
+Jobs start lazily from the plan iterator under a global in-flight cap (never thousands of idle
+coroutines); per-endpoint limits live in each ModelClient. Every finished job, ok or error,
+is one appended JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
+ones; what was written stays, and the same command resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import platform
+import signal
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fasteval.suites
+import fasteval.tools  # noqa: F401  (registers the built-in tools)
+from fasteval.agent import AgentEnv, run_agent
+from fasteval.blobs import BlobStore
+from fasteval.config import SweepConfig, config_diff
+from fasteval.images import ImageEncoder
+from fasteval.models import build_client, image_resolver
+from fasteval.progress import Counters, ProgressDisplay
+from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
+from fasteval.services import Closer, start_services
+from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
+from fasteval.tools.base import TOOLS, make_tool
+from fasteval.types import Job, Record, Task, Trajectory
+from providers.base import ProviderError
+from providers.client import ModelClient
+from providers.sim import SimModel, SimServer
+
+log = logging.getLogger("fasteval")
+__version__ = "0.1.0"
+
+
+class ConfigChanged(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class RunOptions:
+    run_dir: Path
+    shard: tuple[int, int] | None = None
+    max_concurrency: int | None = None
+    force: bool = False
+    keep_errors: bool = False
+    progress: bool | None = None
+
+
+@dataclass(slots=True)
+class SuiteRun:
+    suite: Suite
+    settings: list[Setting]
+    items: list[Task | LoadError]
+
+
+@dataclass(slots=True)
+class SweepResult:
+    total: int = 0
+    skipped: int = 0
+    ok: int = 0
+    errors: int = 0
+    interrupted: bool = False
+    wall_s: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    i, _, n = text.partition("/")
+    idx, count = int(i), int(n)
+    if not 0 <= idx < count:
+        raise ValueError(f"--shard {text}: expected i/n with 0 <= i < n")
+    return idx, count
+
+
+def in_shard(job_id: str, shard: tuple[int, int] | None) -> bool:
+    return shard is None or int(job_id, 16) % shard[1] == shard[0]
+
+
+def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
+    """Settings from the config, each filled in from the suite's default of the same name."""
+    defaults = {s.name: s for s in suite.default_settings()}
+    if not entries:
+        return list(defaults.values())
+    out = []
+    for e in entries:
+        base = defaults.get(e["name"])
+        merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
+        options = {**merged.get("options", {}), **(e.get("options") or {})}
+        merged.update({k: v for k, v in e.items() if k != "options"})
+        merged["options"] = options
+        out.append(Setting(**merged))
+    return out
+
+
+def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
+    suite = make_suite(entry["name"], dict(entry.get("options") or {}), blobs)
+    items: list[Task | LoadError] = []
+    seen: set[str] = set()
+    try:
+        for item in suite.load():
+            if isinstance(item, Task) and item.id in seen:
+                item = LoadError(task_id=f"{item.id}#dup{len(items)}", message=f"duplicate task id {item.id!r}")
+            seen.add(item.task_id if isinstance(item, LoadError) else item.id)
+            items.append(item)
+    except Exception as e:  # a loader that dies still leaves what it loaded and one error record
+        items.append(LoadError(task_id=f"{entry['name']}-load", message=f"loader failed: {type(e).__name__}: {e}"))
+    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
+
+
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+    """Every job of the sweep in a deterministic order (models interleaved so endpoints share work)."""
+    models = [m["name"] for m in cfg.models]
+    for run in runs:
+        for setting in run.settings:
+            for item in run.items:
+                tid = item.task_id if isinstance(item, LoadError) else item.id
+                for seed in cfg.seeds:
+                    for model in models:
+                        job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
+                        if in_shard(job.job_id, shard):
+                            yield job, run, setting, item
+
+
+def _versions() -> dict[str, str]:
+    import aiohttp
+    import pyvips
+    return {"fasteval": __version__, "python": platform.python_version(), "aiohttp": aiohttp.__version__,
+            "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
+
+
+def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
+    """Create or check the run folder's manifest; refuse a changed config unless forced."""
+    opts.run_dir.mkdir(parents=True, exist_ok=True)
+    old = read_manifest(opts.run_dir)
+    now = datetime.now(UTC).isoformat()
+    if old is not None and old.get("config_hash") != cfg.hash():
+        changes = config_diff(old.get("config", {}), cfg.raw)
+        if not opts.force:
+            raise ConfigChanged(
+                f"the config differs from the one this run folder was started with ({opts.run_dir}):\n  "
+                + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
+        log.warning("config changed (forced): %s", "; ".join(changes))
+    manifest = {
+        "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path),
+        "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
+        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
+    }
+    write_manifest(opts.run_dir, manifest)
+
+
+class Sweep:
+    """Runs one config into one run folder."""
+
+    def __init__(self, cfg: SweepConfig, opts: RunOptions) -> None:
+        self.cfg = cfg
+        self.opts = opts
+        self.counters = Counters()
+        self.clients: dict[str, ModelClient] = {}
+        self.roles: dict[str, ModelClient] = {}
+        self.services: dict[str, Any] = {}
+        self._stop = asyncio.Event()
+
+    def _sim_models(self) -> list[SimModel]:
+        sims = [SimModel.from_config(m["name"], m) for m in self.cfg.models if m["provider"] == "sim"]
+        sims += [SimModel.from_config(role, spec) for role, spec in self.cfg.roles.items() if spec["provider"] == "sim"]
+        return sims
+
+    async def run(self) -> SweepResult:
+        t0 = time.monotonic()
+        prepare_run_dir(self.cfg, self.opts)
+        blobs = BlobStore(self.opts.run_dir / "blobs")
+        runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
+        done = latest_by_job([self.opts.run_dir / RECORDS])
+        finished = {jid for jid, r in done.items() if r.get("status") == "ok" or self.opts.keep_errors}
+        jobs_total = 0
+        by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
+        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
+            jobs_total += 1
+            for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
+                             ("seed", str(job.seed))):
+                by[dim][val] = by[dim].get(val, 0) + 1
+        manifest = read_manifest(self.opts.run_dir) or {}
+        manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
+                            "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
+        write_manifest(self.opts.run_dir, manifest)
+        self.counters.total = jobs_total
+        sim: SimServer | None = None
+        sims = self._sim_models()
+        if sims:
+            sim = SimServer(sims)
+            await sim.start()
+        encoder = ImageEncoder(blobs)
+        resolver = image_resolver(encoder)
+        closers: list[Closer] = []
+        result = SweepResult(total=jobs_total)
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"))
+        display: ProgressDisplay | None = None
+        try:
+            sim_url = sim.base_url if sim else None
+            for m in self.cfg.models:
+                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url, resolver=resolver)
+            for role, spec in self.cfg.roles.items():
+                self.roles[role] = build_client(role, spec, sim_base_url=sim_url, resolver=resolver)
+            needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
+                      for name in run.suite.tools(item, s) if name in TOOLS
+                      for req in getattr(TOOLS[name], "requires", ())}
+            self.services, closers = await start_services(needed, self.cfg.run)
+            self.services.update(self.roles)
+            await writer.start()
+            display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
+                                      extra={n: s.stats for n, s in self.services.items() if hasattr(s, "stats")
+                                             and not isinstance(s, ModelClient)})
+            display.start()
+            self._install_signals()
+            await self._launch(runs, finished, writer, blobs, result)
+        finally:
+            if display is not None:
+                await display.stop()
+            await writer.close()
+            for closer in closers:
+                await closer()
+            for c in list(self.clients.values()) + list(self.roles.values()):
+                await c.close()
+            encoder.close()
+            if sim is not None:
+                await sim.stop()
+            self._remove_signals()
+        result.wall_s = time.monotonic() - t0
+        result.skipped = self.counters.skipped
+        result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
+        return result
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+    def _remove_signals(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
+                      result: SweepResult) -> None:
+        cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
+        slots = asyncio.Semaphore(cap)
+        running: set[asyncio.Task[None]] = set()
+        stop_wait = asyncio.create_task(self._stop.wait())
+        tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
+        try:
+            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard):
+                if self._stop.is_set():
+                    break
+                if job.job_id in finished:
+                    self.counters.skipped += 1
+                    self.counters.total -= 1
+                    continue
+                acquire = asyncio.create_task(slots.acquire())
+                await asyncio.wait({acquire, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                if not acquire.done():
+                    acquire.cancel()
+                    break
+                task = asyncio.create_task(self._one(job, run, setting, item, writer, blobs, result, tools_cache))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                task.add_done_callback(lambda _t: slots.release())
+            while running and not self._stop.is_set():
+                await asyncio.wait(running | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if running:
+                for t in running:
+                    t.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+                result.interrupted = True
+            if self._stop.is_set():
+                result.interrupted = True
+            stop_wait.cancel()
+
+    def _tools_for(self, run: SuiteRun, setting: Setting, task: Task,
+                   cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]]) -> dict[str, Any]:
+        names = tuple(run.suite.tools(task, setting))
+        key = (run.suite.name, setting.name, names)
+        if key not in cache:
+            opts = dict(setting.options.get("tool_options") or {})
+            cache[key] = {n: make_tool(n, fidelity=setting.fidelity, **(opts.get(n) or {})) for n in names}
+        return cache[key]
+
+    async def _one(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, writer: RecordWriter,
+                   blobs: BlobStore, result: SweepResult, tools_cache: dict[tuple[str, str, tuple[str, ...]],
+                                                                         dict[str, Any]]) -> None:
+        self.counters.in_flight += 1
+        t0 = time.monotonic()
+        client = self.clients[job.model]
+        rec = Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
+                     seed=job.seed, status="error", score=None, answer=None)
+        traj = Trajectory()
+        try:
+            if isinstance(item, LoadError):
+                rec.error, rec.error_kind = item.message, "load_error"
+            else:
+                rec.metadata = {k: v for k, v in item.metadata.items() if isinstance(v, str | int | float | bool)}
+                env = AgentEnv(client=client, suite=run.suite, setting=setting, blobs=blobs, services=self.services,
+                               tools=self._tools_for(run, setting, item, tools_cache))
+                retries_before = client.stats.retries
+                try:
+                    await run_agent(item, job.seed, job.job_id, env, traj)
+                    score = await run.suite.score(item, traj, setting, ScoreContext(blobs=blobs, services=self.services))
+                    rec.score, rec.score_details = score.value, score.details
+                    if score.error:
+                        rec.error, rec.error_kind = score.error, "judge_error"
+                    else:
+                        rec.status = "ok"
+                except ProviderError as e:
+                    rec.error, rec.error_kind = str(e), e.kind
+                    traj.termination, traj.termination_reason = "error", str(e)
+                rec.retries = client.stats.retries - retries_before
+        except asyncio.CancelledError:
+            self.counters.in_flight -= 1
+            raise
+        except Exception as e:  # our bug or a suite's: record it, keep the sweep going
+            rec.error, rec.error_kind = f"{type(e).__name__}: {e}", "internal"
+            log.error("job %s failed internally:\n%s", job.job_id, traceback.format_exc())
+            traj.termination, traj.termination_reason = "error", rec.error
+        rec.answer = traj.answers[-1] if traj.answers else None
+        rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
+        rec.usage = {"prompt_tokens": sum(u.prompt_tokens for u in traj.usage_by_turn),
+                     "completion_tokens": sum(u.completion_tokens for u in traj.usage_by_turn)}
+        rec.latency_s = round(time.monotonic() - t0, 4)
+        rec.trajectory = asdict(traj)
+        if rec.status == "ok":
+            self.counters.done += 1
+            result.ok += 1
+        else:
+            self.counters.errors += 1
+            result.errors += 1
+        self.counters.in_flight -= 1
+        writer.write(rec)
+
+
+async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:
+    return await Sweep(cfg, opts).run()
