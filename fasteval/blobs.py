@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import uuid
 from pathlib import Path
 
 from fasteval.types import ImageRef
@@ -28,7 +29,8 @@ class BlobStore:
         p = self.path(ref)
         if not p.exists():
             p.parent.mkdir(exist_ok=True)
-            tmp = p.with_suffix(f".tmp{os.getpid()}")
+            # A unique temp name per writer: tools in threads and other processes may put the same image.
+            tmp = p.with_name(f"{ref}.tmp-{os.getpid()}-{uuid.uuid4().hex[:12]}")
             tmp.write_bytes(data)
             os.replace(tmp, p)
         return ref

@@ -122,6 +122,8 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) 
     for run in runs:
         for setting in run.settings:
             for item in run.items:
+                if isinstance(item, Task) and not run.suite.applies_to(item, setting):
+                    continue
                 tid = item.task_id if isinstance(item, LoadError) else item.id
                 for seed in cfg.seeds:
                     for model in models:
@@ -315,6 +317,8 @@ class Sweep:
                 rec.error, rec.error_kind = item.message, "load_error"
             else:
                 rec.metadata = {k: v for k, v in item.metadata.items() if isinstance(v, str | int | float | bool)}
+                rec.metadata["max_rounds"] = setting.max_rounds
+                rec.metadata["fidelity"] = setting.fidelity
                 env = AgentEnv(client=client, suite=run.suite, setting=setting, blobs=blobs, services=self.services,
                                tools=self._tools_for(run, setting, item, tools_cache))
                 retries_before = client.stats.retries

@@ -76,11 +76,11 @@ class ModelClient:
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, ProviderError) and exc.retry_after is not None:
-            delay = exc.retry_after
+            # The server said when; honour it even above our own backoff cap.
+            delay = min(exc.retry_after, self.retry.total_budget_s)
         else:
             delay = self.retry.base_delay_s * (2 ** (state.attempt_number - 1))
-            delay = random.uniform(delay / 2, delay)
-        delay = min(delay, self.retry.max_delay_s)
+            delay = min(random.uniform(delay / 2, delay), self.retry.max_delay_s)
         self.stats.retries += 1
         self.stats.backoff_s += delay
         return delay

@@ -74,6 +74,10 @@ class Suite(ABC):
         """System message text; text-protocol suites put the tool signatures here."""
         return None
 
+    def applies_to(self, task: Task, setting: Setting) -> bool:
+        """Whether a setting runs on a task (e.g. a diagnostic setting for one task type only)."""
+        return True
+
     def tools(self, task: Task, setting: Setting) -> list[str]:
         return list(task.tools if setting.tools is None else setting.tools)
 

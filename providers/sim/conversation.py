@@ -84,7 +84,8 @@ def read_conversation(body: dict[str, Any]) -> View:
             view.tool_results.append((pending.get(m.get("tool_call_id", ""), ""), text, imgs))
         elif role == "user":
             if text_protocol and text.lstrip().startswith("<tool_response>"):
-                view.tool_results.append((pending.get("text", ""), text, imgs))
+                inner = text.strip().removeprefix("<tool_response>").removesuffix("</tool_response>").strip()
+                view.tool_results.append((pending.get("text", ""), inner, imgs))
             elif view.tool_results and text.startswith(TOOL_IMAGES_PREFIX):
                 # images of a tool result that the loop moved into a following user message
                 name, t, prev = view.tool_results[-1]

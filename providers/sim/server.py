@@ -105,6 +105,8 @@ class SimServer:
                                      headers={"Retry-After": str(model.faults.retry_after_s)})
         if fault == "500":
             return web.json_response({"error": {"message": "internal error (sim)"}}, status=500)
+        if fault in ("400", "401"):
+            return web.json_response({"error": {"message": f"rejected (sim {fault})"}}, status=int(fault))
         if fault == "overflow":
             return web.json_response({"error": {"message": "This model's maximum context length is 8192 tokens"}},
                                      status=400)

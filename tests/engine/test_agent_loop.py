@@ -1,0 +1,150 @@
+"""The agent loop end to end through run_sweep against the sim server: protocols, rounds, turns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from fasteval.agent import parse_text_tool_call
+from fasteval.config import load_config
+from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.demo import render
+from fasteval.sweep import RunOptions, run_sweep
+from fasteval.types import Task, Trajectory, Turn
+
+
+def write_config(tmp: Path, cfg: dict[str, Any]) -> Path:
+    p = tmp / "sweep.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    return p
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (run_dir / "records.jsonl").read_bytes().splitlines()]
+
+
+def demo_cfg(**model: Any) -> dict[str, Any]:
+    return {
+        "seeds": [0, 1],
+        "models": [{"name": "sim-tools", "provider": "sim", "policy": "tools", **model}],
+        "suites": [{"name": "demo", "options": {"n_tasks": 4, "image_size": [320, 240]},
+                    "settings": [{"name": "tools", "tools": ["image_zoom_in_tool", "calculator"], "max_rounds": 6}]}],
+    }
+
+
+async def test_native_tool_calls_solve_demo_tasks_including_multi_turn(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, demo_cfg()))
+    res = await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    assert (res.ok, res.errors) == (8, 0)
+    recs = records(tmp_path / "run")
+    assert all(r["score"] == 1.0 for r in recs)
+    multi = [r for r in recs if r["metadata"]["turns"] == 2]
+    assert multi, "the demo suite has a two-turn task"
+    traj = multi[0]["trajectory"]
+    assert len(traj["answers"]) == 2 and len(traj["usage_by_turn"]) == 2
+    names = [c["name"] for c in traj["tool_calls"]]
+    assert names[:2] == ["image_zoom_in_tool", "calculator"] and names[-1] == "calculator"
+    zoom = traj["tool_calls"][0]
+    assert zoom["status"] == "ok" and len(zoom["images"]) == 1
+    assert (tmp_path / "run" / "blobs" / zoom["images"][0][:2] / zoom["images"][0]).exists()
+    # images are content hashes in the record, never bytes
+    assert b"base64" not in (tmp_path / "run" / "records.jsonl").read_bytes()
+
+
+async def test_tool_images_go_in_tool_message_when_the_provider_allows(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, demo_cfg(tool_message_images=True)))
+    await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    traj = records(tmp_path / "run")[0]["trajectory"]
+    tool_msgs = [m for m in traj["messages"] if m["role"] == "tool" and isinstance(m["content"], list)]
+    assert tool_msgs and any(p["type"] == "image" for p in tool_msgs[0]["content"])
+    assert not any(m["role"] == "user" and "Images returned" in str(m["content"]) for m in traj["messages"])
+
+
+async def test_max_rounds_ends_the_turn(tmp_path: Path) -> None:
+    cfg_d = demo_cfg()
+    cfg_d["suites"][0]["settings"][0]["max_rounds"] = 1
+    cfg = load_config(write_config(tmp_path, cfg_d))
+    await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    recs = records(tmp_path / "run")
+    assert {r["termination"] for r in recs} == {"max_rounds"}
+    assert all(r["rounds"] == len(r["trajectory"]["answers"]) for r in recs)  # one round per turn
+    assert all(r["score"] == 0.0 and r["status"] == "ok" for r in recs)
+
+
+async def test_tool_errors_reach_the_model(tmp_path: Path) -> None:
+    data = tmp_path / "tasks.jsonl"
+    # no image at all: the zoom tool must fail with a reason, and the model must see it
+    data.write_bytes(orjson.dumps({"id": "t1", "prompt": "zoom please", "answer": "x",
+                                   "tools": ["image_zoom_in_tool", "calculator"]}) + b"\n")
+    cfg = load_config(write_config(tmp_path, {
+        "models": [{"name": "sim", "provider": "sim", "policy": "tools", "tool_uses": 2}],
+        "suites": [{"name": "jsonl", "options": {"path": str(data)}}]}))
+    await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    (rec,) = records(tmp_path / "run")
+    calls = rec["trajectory"]["tool_calls"]
+    assert [c["name"] for c in calls] == ["calculator", "image_zoom_in_tool"]
+    assert [c["status"] for c in calls] == ["ok", "error"]
+    tool_msgs = [m for m in rec["trajectory"]["messages"] if m["role"] == "tool"]
+    assert tool_msgs[1]["content"] == calls[1]["output"] and calls[1]["error"]
+    assert rec["status"] == "ok" and rec["answer"] == calls[1]["output"][:200].strip()
+
+
+@register_suite
+class TextProtocolSuite(Suite):
+    """A test suite speaking the <tool_call> text protocol with the tools in the system prompt."""
+
+    name = "test-text-protocol"
+
+    def load(self) -> Iterator[Task | LoadError]:
+        import random
+
+        png, box, level = render(random.Random(5), 320, 240)
+        ref = self.blobs.put(png)
+        text = (f"A uniform grey square lies inside the box [{box[0]}, {box[1]}, {box[2]}, {box[3]}] (0-1000). "
+                f"Read its grey level and add 7 to it.")
+        yield Task(id="t0", turns=[Turn(text=text, images=[ref], reference=str(level + 7))],
+                   tools=["image_zoom_in_tool", "calculator"])
+        yield LoadError(task_id="broken-row", message="row 2: field 'image' is not valid base64")
+
+    def default_settings(self) -> list[Setting]:
+        return [Setting(name="text", tool_protocol="text", max_rounds=5)]
+
+    def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
+        lines = "\n".join(orjson.dumps(s).decode() for s in tool_specs)
+        return f"# Tools\n<tools>\n{lines}\n</tools>\nCall a tool with <tool_call>{{json}}</tool_call>."
+
+    def extract_answer(self, text: str, setting: Setting) -> str:
+        return text.replace("<answer>", "").replace("</answer>", "").strip()
+
+    async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
+        return Score(value=float(trajectory.answers[-1] == task.turns[-1].reference))
+
+
+async def test_text_protocol_and_load_errors(tmp_path: Path) -> None:
+    cfg = load_config(write_config(tmp_path, {
+        "models": [{"name": "sim", "provider": "sim", "policy": "tools"}],
+        "suites": [{"name": "test-text-protocol"}]}))
+    res = await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    assert (res.ok, res.errors) == (1, 1)
+    recs = {r["task_id"]: r for r in records(tmp_path / "run")}
+    ok = recs["t0"]
+    assert ok["score"] == 1.0
+    msgs = ok["trajectory"]["messages"]
+    assert "<tool_call>" in msgs[2]["content"] and msgs[3]["role"] == "user"
+    assert msgs[3]["content"][0]["text"].startswith("<tool_response>")
+    assert "tools" not in msgs[0]  # no native tools field: the protocol is text
+    bad = recs["broken-row"]
+    assert bad["status"] == "error" and bad["error_kind"] == "load_error" and "base64" in bad["error"]
+
+
+def test_parse_text_tool_call_takes_the_first_valid_span() -> None:
+    call = parse_text_tool_call('x <tool_call>{"name": "a", "arguments": {"q": 1}}</tool_call>'
+                                '<tool_call>{"name": "b", "arguments": {}}</tool_call>')
+    assert call is not None and call.name == "a" and orjson.loads(call.arguments) == {"q": 1}
+    assert parse_text_tool_call("<tool_call>{not json}</tool_call>") is None
+    assert parse_text_tool_call("no call here") is None
+    assert parse_text_tool_call('<tool_call>["a"]</tool_call>') is None
