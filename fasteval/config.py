@@ -36,6 +36,17 @@ class SweepConfig:
         return config_hash(self.raw)
 
 
+_SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "authorization", "password"})
+
+
+def _check_no_secrets(spec: dict[str, Any], where: str) -> None:
+    """Refuse keys written into a config: it is copied into every run folder's manifest."""
+    for key in spec:
+        if str(key).lower() in _SECRET_KEYS:
+            raise ConfigError(f"{where}: do not put secrets in configs ({key!r}); put the key in an "
+                              f"environment variable and name it with api_key_env")
+
+
 def _expand_includes(items: list[Any], base: Path) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for item in items:
@@ -69,6 +80,7 @@ def load_config(path: str | Path) -> SweepConfig:
         raise ConfigError(f"{p}: 'models' is empty")
     names = [m.get("name") for m in models]
     for m in models:
+        _check_no_secrets(m, f"{p}: model {m.get('name')}")
         if not m.get("name") or not m.get("provider"):
             raise ConfigError(f"{p}: every model needs 'name' and 'provider' (got {m})")
     if len(set(names)) != len(names):
@@ -85,6 +97,7 @@ def load_config(path: str | Path) -> SweepConfig:
     for role, spec in roles.items():
         if not isinstance(spec, dict) or not spec.get("provider"):
             raise ConfigError(f"{p}: role {role!r} needs a 'provider'")
+        _check_no_secrets(spec, f"{p}: role {role}")
     return SweepConfig(raw=raw, path=p, models=models, roles=roles, suites=suites, seeds=seeds,
                        run=dict(raw.get("run") or {}))
 
@@ -110,6 +123,12 @@ def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> l
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             changes.extend(config_diff(a, b, where + "."))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and a != b:
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                if isinstance(x, dict) and isinstance(y, dict):
+                    changes.extend(config_diff(x, y, f"{where}[{i}]."))
+                elif x != y:
+                    changes.append(f"{where}[{i}]: {orjson.dumps(x).decode()} -> {orjson.dumps(y).decode()}")
         elif a != b:
             changes.append(f"{where}: {orjson.dumps(a).decode()} -> {orjson.dumps(b).decode()}")
     return changes

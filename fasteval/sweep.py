@@ -239,6 +239,7 @@ class Sweep:
             self._remove_signals()
         result.wall_s = time.monotonic() - t0
         result.skipped = self.counters.skipped
+        result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
         result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
         return result
 
