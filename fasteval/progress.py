@@ -72,8 +72,8 @@ class ProgressDisplay:
                       str(s.prompt_tokens + s.completion_tokens))
         for name, fn in self.extra.items():
             st = fn()
-            t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", "")), str(st.get("waiting", "")),
-                      str(st.get("requests", "")), "", "", "", "")
+            t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", st.get("size", ""))), str(st.get("waiting", "")),
+                      str(st.get("requests", st.get("calls", ""))), "", "", "", "")
         return t
 
     def line(self) -> str:

@@ -335,6 +335,9 @@ class Sweep:
                     rec.error, rec.error_kind = str(e), e.kind
                     traj.termination, traj.termination_reason = "error", str(e)
                 rec.retries = client.stats.retries - retries_before
+                sandbox = self.services.get("sandbox")
+                if sandbox is not None:
+                    await sandbox.release(job.job_id)  # a per-trajectory session ends with its job
         except asyncio.CancelledError:
             self.counters.in_flight -= 1
             raise

@@ -52,6 +52,8 @@ class Tool(ABC):
     name: ClassVar[str]
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]]
+    requires: ClassVar[tuple[str, ...]] = ()
+    """Services (fasteval.services) this tool needs in ``ToolContext.services``."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

@@ -1,0 +1,87 @@
+"""Image layer: safe lazy decoding (libvips), crops and resizes, per-benchmark encodings.
+
+Public names are re-exported here; the modules behind them are an implementation detail.
+"""
+
+from fasteval.images.decode import (
+    DEFAULT_LIMITS,
+    ImageError,
+    ImageInfo,
+    ImageLimits,
+    check_shape,
+    decode,
+    drop_alpha,
+    probe,
+    thumbnail,
+    to_numpy,
+    to_srgb8,
+    verify,
+)
+from fasteval.images.encode import (
+    PNG_SMART_FACTOR,
+    PNG_SMART_MAX_PIXELS,
+    PNG_SMART_MIN_PIXELS,
+    PROFILES,
+    EncodedImage,
+    encode,
+    encode_image,
+    jpeg_bytes,
+    png_bytes,
+)
+from fasteval.images.encoder import ImageEncoder
+from fasteval.images.ops import (
+    Box,
+    adjust,
+    crop,
+    flip,
+    grid_boxes,
+    grid_join,
+    grid_split,
+    parse_bbox,
+    pixel_box,
+    resize,
+    rotate,
+    smart_resize,
+    upscale_min_side,
+)
+from fasteval.images.zoom import crop_original, rotate_original
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "PNG_SMART_FACTOR",
+    "PNG_SMART_MAX_PIXELS",
+    "PNG_SMART_MIN_PIXELS",
+    "PROFILES",
+    "Box",
+    "EncodedImage",
+    "ImageEncoder",
+    "ImageError",
+    "ImageInfo",
+    "ImageLimits",
+    "adjust",
+    "check_shape",
+    "crop",
+    "crop_original",
+    "decode",
+    "drop_alpha",
+    "encode",
+    "encode_image",
+    "flip",
+    "grid_boxes",
+    "grid_join",
+    "grid_split",
+    "jpeg_bytes",
+    "parse_bbox",
+    "pixel_box",
+    "png_bytes",
+    "probe",
+    "resize",
+    "rotate",
+    "rotate_original",
+    "smart_resize",
+    "thumbnail",
+    "to_numpy",
+    "to_srgb8",
+    "upscale_min_side",
+    "verify",
+]

@@ -1,0 +1,128 @@
+"""Async, cached image encoding for provider requests.
+
+The same image is sent many times (every round of a trajectory, every seed, every model), so
+encodings are cached by (ref, profile, budget). Encoding is CPU work and libvips releases the
+GIL, so it runs in a thread pool and never blocks the event loop. The cache is bounded by the
+total bytes it holds, so memory stays flat however many tasks run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections import OrderedDict
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from fasteval.blobs import BlobStore
+from fasteval.images.decode import DEFAULT_LIMITS, ImageLimits
+from fasteval.images.encode import EncodedImage, encode
+from fasteval.types import ImageRef
+
+CacheKey = tuple[ImageRef, str, int | None, int | None]
+
+# Base64 of a small image is quicker inline than a hop to a thread.
+_INLINE_B64_BYTES = 64 * 1024
+
+
+@dataclass(slots=True)
+class EncoderStats:
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+
+
+class ImageEncoder:
+    """Encode blob-store images per profile, off the event loop, with a byte-bounded LRU cache.
+
+    Concurrent requests for the same key share one encoding. Errors (ImageError, KeyError for
+    a missing blob) propagate to the caller and are not cached.
+    """
+
+    def __init__(
+        self,
+        blobs: BlobStore,
+        *,
+        max_cache_bytes: int = 256 * 1024 * 1024,
+        executor: Executor | None = None,
+        max_workers: int = 4,
+        limits: ImageLimits = DEFAULT_LIMITS,
+    ) -> None:
+        self.blobs = blobs
+        self.max_cache_bytes = max_cache_bytes
+        self.limits = limits
+        self.stats = EncoderStats()
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(
+            max_workers=max_workers, thread_name_prefix="img-encode"
+        )
+        self._cache: OrderedDict[CacheKey, EncodedImage] = OrderedDict()
+        self._cache_bytes = 0
+        self._inflight: dict[CacheKey, asyncio.Future[EncodedImage]] = {}
+
+    @property
+    def cache_bytes(self) -> int:
+        return self._cache_bytes
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def _work(
+        self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None
+    ) -> EncodedImage:
+        # Runs in a worker thread: the blob read is file I/O and the encode is CPU work.
+        return encode(self.blobs.get(ref), profile, max_bytes, max_pixels, limits=self.limits)
+
+    async def encode(
+        self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None
+    ) -> EncodedImage:
+        """The encoded image for ``ref`` under ``profile`` and budget, from cache when possible."""
+        key: CacheKey = (ref, profile, max_bytes, max_pixels)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            self.stats.hits += 1
+            return hit
+        pending = self._inflight.get(key)
+        if pending is not None:
+            self.stats.hits += 1
+            return await asyncio.shield(pending)
+        self.stats.misses += 1
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._executor, self._work, ref, profile, max_bytes, max_pixels)
+        self._inflight[key] = fut
+        try:
+            result = await asyncio.shield(fut)
+        finally:
+            self._inflight.pop(key, None)
+        self._store(key, result)
+        return result
+
+    async def data_url(
+        self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None
+    ) -> str:
+        """``data:<mime>;base64,...`` for a provider request."""
+        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
+        if len(enc.data) <= _INLINE_B64_BYTES:
+            b64 = base64.b64encode(enc.data).decode("ascii")
+        else:
+            loop = asyncio.get_running_loop()
+            raw = await loop.run_in_executor(self._executor, base64.b64encode, enc.data)
+            b64 = raw.decode("ascii")
+        return f"data:{enc.mime};base64,{b64}"
+
+    def _store(self, key: CacheKey, value: EncodedImage) -> None:
+        size = len(value.data)
+        if size > self.max_cache_bytes or key in self._cache:
+            return
+        self._cache[key] = value
+        self._cache_bytes += size
+        while self._cache_bytes > self.max_cache_bytes:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old.data)
+            self.stats.evictions += 1
+
+    def close(self) -> None:
+        """Stop the worker threads this encoder started (not a caller-supplied executor)."""
+        if self._own_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,162 @@
+"""The TIR-Bench suite: official data, the reference prompt layout, LLM extraction, faithful scoring.
+
+Settings: ``no-tool`` (the reference's plain run), ``tool`` (a Python image-processing sandbox)
+and the six rotation function-calling diagnostics of the paper (predefined ``rotate_image``
+vs writing code, under prompts P1/P2/P3), which only apply to ``rotation_game`` tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+from fasteval.blobs import BlobStore
+from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.tirbench.extract import ChatModel, extract
+from fasteval.suites.tirbench.loader import load_tirbench
+from fasteval.suites.tirbench.scoring import TASK_TYPES, score_item, scoring_rule
+from fasteval.types import Message, Task, Trajectory
+
+FIDELITIES = ("reference", "fixed")
+EXTRACTION_MODES = ("model", "raw")
+PYTHON_TOOL = "python_image_processing"
+ROTATE_TOOL = "rotate_image"
+TOOL_MAX_ROUNDS = 20
+"""Not published for TIR-Bench; 20 matches the other agentic suites."""
+
+# The paper describes the three prompts but does not print them; this wording is ours.
+ROTATION_PROMPTS: dict[str, dict[str, str]] = {
+    "fn": {
+        "P1": "",
+        "P2": "You can call the rotate_image function to rotate the image before answering.",
+        "P3": (
+            "Use the rotate_image function to test each candidate angle in the options one by one, "
+            "look at each rotated image, and answer with the option that makes the image upright."
+        ),
+    },
+    "code": {
+        "P1": "",
+        "P2": "You can write Python code to rotate the image before answering.",
+        "P3": (
+            "Write Python code that rotates the image by each candidate angle in the options one by one, "
+            "look at each rotated image, and answer with the option that makes the image upright."
+        ),
+    },
+}
+
+
+def rotation_settings(fidelity: str) -> list[Setting]:
+    """The six diagnostic settings: rotation-{fn,code}-{p1,p2,p3}, rotation tasks only."""
+    settings = []
+    for flavour, tool in (("fn", ROTATE_TOOL), ("code", PYTHON_TOOL)):
+        for prompt in ("P1", "P2", "P3"):
+            settings.append(
+                Setting(
+                    name=f"rotation-{flavour}-{prompt.lower()}",
+                    tools=[tool],
+                    max_rounds=TOOL_MAX_ROUNDS,
+                    fidelity=fidelity,
+                    options={"task_types": ["rotation_game"], "rotation_tool": flavour, "rotation_prompt": prompt},
+                )
+            )
+    return settings
+
+
+@register_suite
+class TIRBench(Suite):
+    """TIR-Bench (1,215 items, 13 task types). Options: ``path`` (release folder or
+    TIR-Bench.json), ``fidelity`` ("reference" | "fixed", default "fixed"), ``limit``,
+    ``task_types`` (subset) and ``extraction`` ("model": the extractor role, the reference's
+    way; "raw": score the final answer text as if it were the extraction).
+    """
+
+    name = "tirbench"
+
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        super().__init__(options, blobs)
+        path = options.get("path")
+        if not isinstance(path, str) or not path:
+            raise ValueError("tirbench: option 'path' (the TIR-Bench folder or TIR-Bench.json) is required")
+        self.path = path
+        self.fidelity = str(options.get("fidelity", "fixed"))
+        if self.fidelity not in FIDELITIES:
+            raise ValueError(f"tirbench: fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
+        limit = options.get("limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"tirbench: limit must be a non-negative integer or null, got {limit!r}")
+        self.limit: int | None = limit
+        task_types = options.get("task_types")
+        if task_types is not None and not set(task_types) <= set(TASK_TYPES):
+            raise ValueError(f"tirbench: unknown task_types {sorted(set(task_types) - set(TASK_TYPES))}")
+        self.task_types: list[str] | None = list(task_types) if task_types is not None else None
+        self.extraction = str(options.get("extraction", "model"))
+        if self.extraction not in EXTRACTION_MODES:
+            raise ValueError(f"tirbench: extraction must be one of {EXTRACTION_MODES}, got {self.extraction!r}")
+
+    def load(self) -> Iterator[Task | LoadError]:
+        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit)
+
+    def default_settings(self) -> list[Setting]:
+        return [
+            Setting(name="no-tool", tools=[], fidelity=self.fidelity),
+            Setting(name="tool", tools=[PYTHON_TOOL], max_rounds=TOOL_MAX_ROUNDS, fidelity=self.fidelity),
+            *rotation_settings(self.fidelity),
+        ]
+
+    def applies_to(self, task: Task, setting: Setting) -> bool:
+        """Whether a setting runs this task (the rotation diagnostics only run rotation_game)."""
+        wanted = setting.options.get("task_types")
+        return wanted is None or task.metadata.get("task_type") in wanted
+
+    def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
+        """Text first, then the images, as the reference harness sends them."""
+        turn = task.turns[turn_index]
+        text = turn.text
+        flavour, prompt = setting.options.get("rotation_tool"), setting.options.get("rotation_prompt")
+        if flavour and prompt:
+            suffix = ROTATION_PROMPTS[flavour][prompt]
+            text = f"{text}\n\n{suffix}" if suffix else text
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        content.extend({"type": "image", "image": ref} for ref in turn.images)
+        return {"role": "user", "content": content}
+
+    async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
+        task_type = str(task.metadata["task_type"])
+        response = trajectory.answers[0] if trajectory.answers else None
+        details: dict[str, Any] = {
+            "task_type": task_type,
+            "rule": scoring_rule(task_type, task.reference),
+            "fidelity": setting.fidelity,
+            "extracted": None,
+        }
+        if response is None:
+            # The model never answered (e.g. ran out of rounds): a wrong answer, not a judge failure.
+            return Score(0.0, details | {"no_response": True})
+        extracted: str | None = None
+        if task_type != "ocr":
+            extraction = str(setting.options.get("extraction", self.extraction))
+            details["extraction_source"] = extraction
+            if extraction == "raw":
+                extracted = response
+            else:
+                extractor: ChatModel | None = ctx.services.get("extractor")
+                if extractor is None:
+                    return Score(None, details, error="judge_error: no 'extractor' service to extract the answer")
+                result = await extract(extractor, task_type, task.turns[0].text, response)
+                details["extraction_attempts"] = result.attempts
+                if result.error is not None:
+                    details["extractor_replies"] = result.replies
+                    return Score(None, details, error=result.error)
+                extracted = result.text
+        details["extracted"] = extracted
+        meta = {
+            "prompt": task.turns[0].text,
+            "image_1": task.metadata.get("image_1", ""),
+            "difficulty": task.metadata.get("difficulty"),
+        }
+        # math_verify's sympy fallback can take a while: keep it off the event loop.
+        value = await asyncio.to_thread(
+            score_item, task_type, response, extracted, task.reference, setting.fidelity, meta
+        )
+        return Score(value, details)

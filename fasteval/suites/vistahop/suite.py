@@ -1,0 +1,242 @@
+"""The VistaHop suite: settings, text tool-call prompts, tool-result format and scoring.
+
+VistaArena speaks the text protocol (Qwen-style ``<tool_call>`` in the reply, results back as
+a user message wrapped in ``<tool_response>``), so every setting uses ``tool_protocol="text"``
+and this module supplies the prompts and the result messages; the engine parses the calls.
+Fidelity switches are named in ``FIDELITY_SWITCHES`` and land in ``Setting.options`` so each
+record and the run manifest say which behaviour produced them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from fasteval.blobs import BlobStore
+from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.vistahop import scoring
+from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
+from fasteval.suites.vistahop.prompts import (
+    DEFAULT_FORMAT_INSTRUCTION,
+    DEFAULT_SYSTEM_PROMPT,
+    tool_system_prompt,
+)
+from fasteval.tools.base import ToolResult
+from fasteval.types import Message, Task, ToolCall, Trajectory
+
+SEARCH_TOOLS = ["text_search_tool", "image_search_tool"]
+# Reference tools.yaml order: crop first, then text search, then image search.
+SEARCH_CROP_TOOLS = ["image_zoom_in_tool", "text_search_tool", "image_search_tool"]
+
+PRESETS: dict[str, dict[str, int]] = {
+    "paper": {"max_rounds": 10, "text_search_top_k": 3},
+    "script": {"max_rounds": 20, "text_search_top_k": 10},  # run_eval_example.sh / .env
+    "cli": {"max_rounds": 50, "text_search_top_k": 10},  # run_vistahop_eval.py defaults
+}
+"""Round budget and text-search depth: the paper's values and the public code's two defaults."""
+
+FIDELITY_SWITCHES: dict[str, dict[str, bool]] = {
+    "reference": {"all_images": False, "judge_on_max_rounds": False},
+    "fixed": {"all_images": True, "judge_on_max_rounds": True},
+}
+"""all_images: show every image of a record (the runner shows only the first).
+judge_on_max_rounds: judge the last assistant text when the budget runs out (the paper's
+MaxRounds returns no answer, which scores 0)."""
+
+_KNOWN_OPTIONS = frozenset({
+    "path", "root", "dataset", "fidelity", "limit", "max_rounds", "preset", "text_search_top_k",
+    "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
+    "all_images", "judge_on_max_rounds", "settings",
+})
+
+
+@register_suite
+class VistaHopSuite(Suite):
+    """VistaHop / VistaArena: multi-hop visual deep search, judged by a multimodal model."""
+
+    name: ClassVar[str] = "vistahop"
+
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        super().__init__(options, blobs)
+        unknown = sorted(set(options) - _KNOWN_OPTIONS)
+        if unknown:
+            raise ValueError(f"vistahop: unknown options {unknown}; known: {sorted(_KNOWN_OPTIONS)}")
+        if "path" not in options:
+            raise ValueError("vistahop: option 'path' (JSON, JSONL or parquet file) is required")
+        self.fidelity = str(options.get("fidelity", "reference"))
+        if self.fidelity not in FIDELITY_SWITCHES:
+            raise ValueError(f"vistahop: fidelity must be one of {sorted(FIDELITY_SWITCHES)}")
+        preset_name = str(options.get("preset", "paper"))
+        if preset_name not in PRESETS:
+            raise ValueError(f"vistahop: preset must be one of {sorted(PRESETS)}")
+        preset = PRESETS[preset_name]
+        self.max_rounds = int(options.get("max_rounds", preset["max_rounds"]))
+        self.top_k = int(options.get("text_search_top_k", preset["text_search_top_k"]))
+        self.switches = {k: bool(options.get(k, v)) for k, v in FIDELITY_SWITCHES[self.fidelity].items()}
+        base, fmt = _dataset_prompts(options)
+        self.base_system_prompt = base
+        self.format_instruction = fmt
+
+    # --- loading -------------------------------------------------------------------------
+    def loader_config(self) -> LoaderConfig:
+        path = Path(self.options["path"])
+        limit = self.options.get("limit")
+        return LoaderConfig(
+            path=path,
+            root=Path(self.options.get("root") or path.parent),
+            dataset=str(self.options.get("dataset", "vistahop")),
+            limit=None if limit is None else int(limit),
+            all_images=self.switches["all_images"],
+            image_search_max_results=int(self.options.get("image_search_max_results", IMAGE_SEARCH_MAX_RESULTS)),
+        )
+
+    def load(self) -> Iterator[Task | LoadError]:
+        """Tasks in file order; ids ``{dataset}-{row}`` match the reference's sample ids."""
+        return load_tasks(self.loader_config(), self.blobs)
+
+    # --- settings ------------------------------------------------------------------------
+    def default_settings(self) -> list[Setting]:
+        """No-Tool, Search and Search+Crop (paper Table 3), or those named in option ``settings``."""
+        common: dict[str, Any] = {
+            **self.switches,
+            "text_search_top_k": self.top_k,
+            "image_search_max_results": int(self.options.get("image_search_max_results", IMAGE_SEARCH_MAX_RESULTS)),
+            "judge_retries": int(self.options.get("judge_retries", 3)),
+            # The runner sends the model PNGs after Qwen smart_resize (factor 32, 65,536..8,294,400 px).
+            "image_profile": "png_smart",
+            "tool_options": {
+                "text_search_tool": {"top_k": self.top_k},
+                "image_search_tool": {"max_results": int(self.options.get("image_search_max_results", 5))},
+            },
+        }
+        settings = [
+            Setting(name="no_tool", tools=[], max_rounds=1, fidelity=self.fidelity, tool_protocol="text",
+                    options={**common, "direct": True}),
+            Setting(name="search", tools=list(SEARCH_TOOLS), max_rounds=self.max_rounds, fidelity=self.fidelity,
+                    tool_protocol="text", options={**common, "direct": False}),
+            Setting(name="search_crop", tools=list(SEARCH_CROP_TOOLS), max_rounds=self.max_rounds,
+                    fidelity=self.fidelity, tool_protocol="text", options={**common, "direct": False}),
+        ]
+        wanted = self.options.get("settings")
+        if wanted:
+            settings = [s for s in settings if s.name in set(wanted)]
+        return settings
+
+    # --- prompts -------------------------------------------------------------------------
+    def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
+        """Direct mode: the dataset prompt alone (if any). Tool mode: base + blank line + '# Tools'."""
+        if _direct(setting) or not tool_specs:
+            return self.base_system_prompt or None
+        return tool_system_prompt(self.base_system_prompt or DEFAULT_SYSTEM_PROMPT, tool_specs)
+
+    def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
+        """Image(s) first, then the question; direct mode appends the format instruction."""
+        turn = task.turns[turn_index]
+        images = list(task.metadata.get("all_images") or turn.images) if setting.options.get("all_images") \
+            else turn.images[:1]
+        text = turn.text
+        if _direct(setting) and self.format_instruction:
+            text = f"{text}\n{self.format_instruction}"
+        content: list[dict[str, Any]] = [{"type": "image", "image": ref} for ref in images]
+        content.append({"type": "text", "text": text})
+        return {"role": "user", "content": content}
+
+    def tool_result_messages(self, call: ToolCall, result: ToolResult, setting: Setting) -> list[Message] | None:
+        """One user message ``<tool_response>\\n...\\n</tool_response>`` with images in place."""
+        return [{"role": "user", "content": tool_response_content(result)}]
+
+    def extract_answer(self, text: str, setting: Setting) -> str:
+        return scoring.extract_answer(text)
+
+    # --- scoring -------------------------------------------------------------------------
+    async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
+        """EM first, then the judge; a judge failure is Score.error, never a 0."""
+        golds = [str(g) for g in (task.reference or [])]
+        details: dict[str, Any] = {"termination": trajectory.termination, "golds": golds}
+        answer = final_answer(trajectory, bool(setting.options.get("judge_on_max_rounds")))
+        details["answer"] = answer
+        if trajectory.termination in ("error", "context_overflow") and not answer:
+            details["method"] = "trajectory_error"
+            return Score(0.0, details)  # counts 0 like the reference; the record keeps status error
+        if not answer:
+            details["method"] = "no_answer"
+            return Score(0.0, details)
+        if scoring.exact_match(answer, golds):
+            details["method"] = "em"
+            return Score(1.0, details)
+        judge = ctx.services.get("judge")
+        if judge is None:
+            return Score(None, details, error="judge_error: no 'judge' service configured")
+        image = task.turns[0].images[0] if task.turns and task.turns[0].images else None
+        question = str(task.metadata.get("question") or task.turns[0].text)
+        retries = int(setting.options.get("judge_retries", 3))
+        try:
+            ok, calls = await scoring.judge_answer(judge, question, golds, answer, image, retries)
+        except scoring.JudgeError as e:
+            details["method"] = "judge"
+            return Score(None, details, error=f"judge_error: {e}")
+        details["method"] = "judge"
+        details["judge"] = [{"gold": c.gold, "verdict": c.verdict, "attempts": c.attempts} for c in calls]
+        return Score(1.0 if ok else 0.0, details)
+
+
+def final_answer(trajectory: Trajectory, judge_on_max_rounds: bool) -> str:
+    """The answer the engine recorded, or (switch on) the last assistant text of a MaxRounds run."""
+    recorded = trajectory.answers[-1] if trajectory.answers else None
+    if recorded:
+        return recorded
+    if trajectory.termination == "answered" or (trajectory.termination == "max_rounds" and judge_on_max_rounds):
+        for msg in reversed(trajectory.messages):
+            if msg.get("role") == "assistant":
+                return scoring.extract_answer(_text_of(msg))
+    return ""
+
+
+def tool_response_content(result: ToolResult) -> list[dict[str, Any]]:
+    """Text and images of a tool result, wrapped as the reference does; errors read ``Error: ...``."""
+    text = result.output or result.error or ""
+    if result.status == "error" and not text.startswith("Error"):
+        text = f"Error: {text}"
+    parts: list[dict[str, Any]] = []
+    offsets = result.extra.get("image_offsets")
+    if not (isinstance(offsets, list) and len(offsets) == len(result.images)):
+        offsets = [len(text)] * len(result.images)  # images after the text ("Here is the zoomed image:" + crop)
+    buffer, start = "<tool_response>\n", 0
+    for ref, offset in zip(result.images, offsets, strict=True):
+        buffer += text[start:offset]
+        parts.append({"type": "text", "text": buffer})
+        parts.append({"type": "image", "image": ref})
+        buffer, start = "", offset
+    buffer += text[start:] + "\n</tool_response>"
+    parts.append({"type": "text", "text": buffer})
+    return parts
+
+
+def _text_of(msg: Message) -> str:
+    content = msg.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _direct(setting: Setting) -> bool:
+    return bool(setting.options.get("direct")) or not setting.tools
+
+
+def _dataset_prompts(options: dict[str, Any]) -> tuple[str, str]:
+    """system_prompt / format_instruction from options, else from a reference datasets config."""
+    base, fmt = "", DEFAULT_FORMAT_INSTRUCTION
+    if options.get("config"):
+        config = json.loads(Path(options["config"]).read_text(encoding="utf-8"))
+        name = options.get("dataset")
+        entry = config.get(name) if name else next(iter(config.values()), {})
+        args = ((entry or {}).get("input_template") or {}).get("arguments") or {}
+        base = str(args.get("system_prompt") or "")
+        fmt = str(args.get("format_instruction") or fmt)
+    base = str(options.get("system_prompt", base))
+    fmt = str(options.get("format_instruction", fmt))
+    return base, fmt

@@ -1,0 +1,186 @@
+"""The VisualToolBench suite: settings, the hooks that shape the conversation, rubric scoring.
+
+``reference`` fidelity reproduces what the reference harness sends (first image only, text-only
+multi-turn history with golden answers, tool images in a following user message, the overflow
+answer); ``fixed`` sends every image and carries the real history. Each difference is a named
+switch in the setting's options, so it lands in the run manifest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+from fasteval.blobs import BlobStore
+from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.tools.base import ToolResult
+from fasteval.types import Message, Task, ToolCall, Trajectory
+
+from .judge import JudgeError, JudgeModel, Verdict, judge_rubric
+from .loader import iter_tasks
+from .metrics import rubric_score
+from .prompts import OVERFLOW_ANSWER, TOOL_NAMES, system_prompt_for, transformed_images_text
+
+FIDELITIES = ("reference", "fixed")
+MAX_ROUNDS = 20
+IMAGE_PROFILE = "jpeg85"
+"""Every image (input and tool output) is sent as RGB JPEG quality 85, as the reference does."""
+
+
+def fidelity_switches(fidelity: str) -> dict[str, Any]:
+    """The named behaviours that differ between the two fidelity profiles."""
+    reference = fidelity == "reference"
+    return {
+        "first_image_only": reference,
+        "golden_history": reference,
+        "tool_images_in_user_message": reference,
+        "overflow_answer": OVERFLOW_ANSWER if reference else None,
+    }
+
+
+@register_suite
+class VisualToolBenchSuite(Suite):
+    """VisualToolBench (Scale AI): 1,204 single- and multi-turn tasks graded by weighted rubrics.
+
+    Options: ``path`` (parquet, dataset.json or a folder of them), ``fidelity`` (reference |
+    fixed), ``prompt_level`` (low | mid | high, default high), ``limit`` (first N rows).
+    """
+
+    name: ClassVar[str] = "visualtoolbench"
+
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        super().__init__(options, blobs)
+        self.fidelity = str(options.get("fidelity", "reference"))
+        if self.fidelity not in FIDELITIES:
+            raise ValueError(f"visualtoolbench: fidelity must be one of {FIDELITIES}, not {self.fidelity!r}")
+        self.prompt_level = str(options.get("prompt_level", "high"))
+        system_prompt_for(self.prompt_level, self.fidelity)  # fail early on an unknown level
+        limit = options.get("limit")
+        self.limit = int(limit) if limit is not None else None
+        self.judge_timeout_s = float(options.get("judge_timeout_s", 600.0))
+
+    def load(self) -> Iterator[Task | LoadError]:
+        path = self.options.get("path")
+        if not path:
+            raise ValueError("visualtoolbench: the 'path' option (parquet, dataset.json or folder) is required")
+        return iter_tasks(path, self.blobs, self.limit)
+
+    def default_settings(self) -> list[Setting]:
+        options = {"prompt_level": self.prompt_level, "image_profile": IMAGE_PROFILE,
+                   **fidelity_switches(self.fidelity)}
+        return [
+            Setting(name="with-tool", tools=list(TOOL_NAMES), max_rounds=MAX_ROUNDS, fidelity=self.fidelity,
+                    options=dict(options)),
+            # The reference's no-tool baseline is one plain call without a system prompt.
+            Setting(name="no-tool", tools=[], max_rounds=1, fidelity=self.fidelity,
+                    options={**options, "prompt_level": "none"}),
+        ]
+
+    def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
+        if setting.tools == []:
+            return None
+        return system_prompt_for(str(setting.options.get("prompt_level", self.prompt_level)), setting.fidelity)
+
+    def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
+        """Prompt text first, then the turn's images (only the first under ``first_image_only``)."""
+        turn = task.turns[turn_index]
+        images = turn.images[:1] if _switch(setting, "first_image_only") else turn.images
+        content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}]
+        content += [{"type": "image", "image": ref} for ref in images]
+        return {"role": "user", "content": content}
+
+    def history_before_turn(
+        self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory
+    ) -> list[Message] | None:
+        """Under ``golden_history``: earlier turns as plain text, golden answers as the replies.
+
+        The list holds no system message; the loop keeps its own in front.
+        """
+        if turn_index == 0 or not _switch(setting, "golden_history"):
+            return None
+        history: list[Message] = []
+        for turn in task.turns[:turn_index]:
+            history.append({"role": "user", "content": turn.text})
+            history.append({"role": "assistant", "content": "" if turn.reference is None else str(turn.reference)})
+        return history
+
+    def tool_result_messages(self, call: ToolCall, result: ToolResult, setting: Setting) -> list[Message] | None:
+        """Under ``tool_images_in_user_message``: the tool message, then a user message with new images."""
+        if not _switch(setting, "tool_images_in_user_message"):
+            return None
+        messages: list[Message] = [
+            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": result.output}
+        ]
+        if call.name == "python_image_processing" and result.images:
+            content: list[dict[str, Any]] = [{"type": "text", "text": transformed_images_text(call.id)}]
+            content += [{"type": "image", "image": ref} for ref in result.images]
+            messages.append({"role": "user", "content": content})
+        return messages
+
+    def answer_on_max_rounds(self, task: Task, turn_index: int, setting: Setting) -> str | None:
+        overflow = setting.options.get("overflow_answer")
+        return str(overflow) if overflow else None
+
+    async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
+        judge = ctx.services.get("judge")
+        if judge is None:
+            return Score(None, error="judge_error: no judge model configured (services['judge'])")
+        return await score_task(task, trajectory, judge, timeout_s=self.judge_timeout_s)
+
+
+def _switch(setting: Setting, name: str) -> bool:
+    if name in setting.options:
+        return bool(setting.options[name])
+    return bool(fidelity_switches(setting.fidelity)[name])
+
+
+async def score_task(task: Task, trajectory: Trajectory, judge: JudgeModel, *, timeout_s: float = 600.0) -> Score:
+    """Judge every rubric of every turn concurrently and pool them into ARS and APR.
+
+    A turn without a final answer fails its rubrics without a judge call; any rubric the judge
+    could not decide makes the whole Score a ``judge_error`` (partial verdicts kept in details).
+    """
+    rubrics: list[list[dict[str, Any]]] = task.metadata["rubrics"]
+    slots: list[tuple[int, dict[str, Any]]] = []
+    calls: list[Any] = []
+    for t, turn in enumerate(task.turns):
+        answer = trajectory.answers[t] if t < len(trajectory.answers) else None
+        for rubric in rubrics[t]:
+            slots.append((t, rubric))
+            if answer is None:
+                calls.append(_no_answer())
+            else:
+                golden = "" if turn.reference is None else str(turn.reference)
+                calls.append(judge_rubric(judge, turn.text, golden, str(rubric["description"]), answer,
+                                          timeout_s=timeout_s))
+    results = await asyncio.gather(*calls, return_exceptions=True)
+
+    verdicts: list[list[dict[str, Any]]] = [[] for _ in task.turns]
+    errors: list[str] = []
+    judged = 0
+    for (t, rubric), res in zip(slots, results, strict=True):
+        row: dict[str, Any] = {"rubric_id": rubric["id"], "weight": rubric["weight"]}
+        if isinstance(res, Verdict):
+            row |= {"met": res.met, "reason": res.reason}
+            judged += res.reason != _NO_ANSWER
+        elif isinstance(res, Exception):
+            kind = "" if isinstance(res, JudgeError) else f"{type(res).__name__}: "
+            errors.append(f"turn {t} rubric {rubric['id']}: {kind}{res}")
+            row |= {"met": None, "reason": None, "error": str(res)}
+        else:
+            raise res  # cancellation and other BaseExceptions are not ours to swallow
+        verdicts[t].append(row)
+
+    details: dict[str, Any] = {"verdicts": verdicts, "judge_calls": judged}
+    if errors:
+        return Score(None, details=details, error=f"judge_error: {len(errors)} rubric(s) undecided; {errors[0]}")
+    summary = rubric_score([[(float(v["weight"]), bool(v["met"])) for v in turn] for turn in verdicts])
+    return Score(summary["apr"], details={**summary, **details})
+
+
+_NO_ANSWER = "no final answer for this turn"
+
+
+async def _no_answer() -> Verdict:
+    return Verdict(met=False, reason=_NO_ANSWER)

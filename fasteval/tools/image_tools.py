@@ -1,0 +1,186 @@
+"""Image tools the model calls: VistaHop's zoom-in and TIR-Bench's rotate diagnostic.
+
+Both work on the task's ORIGINAL images (``ctx.images``), never on a crop or the resized view
+the model saw. Bad arguments come back as ``ToolResult.fail`` with a reason the model can act
+on; image work runs in a thread so the event loop stays free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any, ClassVar
+
+from fasteval.images import ImageError, crop_original, parse_bbox, rotate_original
+from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
+from fasteval.types import ImageRef
+
+ZOOM_OUTPUT_TEXT = "Here is the zoomed image:"
+
+
+def _zoom_parameters(fidelity: str) -> dict[str, Any]:
+    """VistaHop's schema marks all three required; ``fixed`` only needs the box."""
+    required = ["bbox_2d", "label", "img_idx"] if fidelity == "reference" else ["bbox_2d"]
+    return {
+        "type": "object",
+        "properties": {
+            "bbox_2d": {
+                "type": "array",
+                "items": {"type": "number"},
+                "minItems": 4,
+                "maxItems": 4,
+                "description": (
+                    "The region to zoom into as [x1, y1, x2, y2], with coordinates normalised "
+                    "to 0-1000 of the image width and height (0,0 is the top-left corner)."
+                ),
+            },
+            "label": {"type": "string", "description": "A short name for the object in the region."},
+            "img_idx": {
+                "type": "number",
+                "description": "Index of the image to zoom into (0 for the first image).",
+            },
+        },
+        "required": required,
+    }
+
+
+def _image_index(args: dict[str, Any], ctx: ToolContext, key: str = "img_idx") -> int | str:
+    """The requested original-image index, or an error message for the model."""
+    raw = args.get(key, 0)
+    if raw is None:
+        raw = 0
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw != int(raw):
+        return f"Invalid {key}: expected a whole number, got {raw!r}"
+    idx = int(raw)
+    if not ctx.images:
+        return "No image is available in this task."
+    if not 0 <= idx < len(ctx.images):
+        return f"Invalid {key}: {idx} is out of range; there are {len(ctx.images)} image(s), indexed from 0"
+    return idx
+
+
+def _read(ctx: ToolContext, ref: ImageRef) -> bytes:
+    return ctx.blobs.get(ref)
+
+
+@register_tool
+class ImageZoomInTool(Tool):
+    """Crop a 0-1000 normalised box of an original image, upscaled for a closer look."""
+
+    name: ClassVar[str] = "image_zoom_in_tool"
+    description: ClassVar[str] = (
+        "Zoom in on a region of the image by cropping it with a bounding box. bbox_2d is "
+        "[x1, y1, x2, y2] in coordinates normalised to 0-1000 (0,0 top-left, 1000,1000 "
+        "bottom-right), whatever the image's pixel size. Returns the cropped region, enlarged."
+    )
+    parameters: ClassVar[dict[str, Any]] = _zoom_parameters("reference")
+
+    def spec(self) -> dict[str, Any]:
+        """Schema per instance: ``fidelity`` option "fixed" relaxes the required fields."""
+        fidelity = str(self.options.get("fidelity", "reference"))
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": _zoom_parameters(fidelity),
+            },
+        }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if not isinstance(args, dict):
+            return ToolResult.fail(f"Invalid arguments: expected an object, got {type(args).__name__}")
+        raw_bbox = args.get("bbox_2d", args.get("bbox"))
+        if raw_bbox is None:
+            return ToolResult.fail(
+                "Invalid bbox format: missing bbox_2d, expected [x1, y1, x2, y2] in 0-1000"
+            )
+        try:
+            bbox = parse_bbox(raw_bbox)
+        except ImageError as e:
+            return ToolResult.fail(f"Invalid bbox format: {e}")
+
+        if ctx.fidelity == "reference":
+            # VistaHop ignores img_idx and always crops the first image.
+            if not ctx.images:
+                return ToolResult.fail("No image is available in this task.")
+            idx = 0
+        else:
+            found = _image_index(args, ctx)
+            if isinstance(found, str):
+                return ToolResult.fail(found)
+            idx = found
+        ref = ctx.images[idx]
+
+        def work() -> tuple[ImageRef, int, int]:
+            out = crop_original(_read(ctx, ref), bbox)
+            return ctx.blobs.put(out.data), out.width, out.height
+
+        try:
+            new_ref, w, h = await asyncio.to_thread(work)
+        except ImageError as e:
+            msg = str(e)
+            if "box" in msg or "aspect ratio" in msg:
+                return ToolResult.fail(f"Invalid bbox format: {msg}")
+            return ToolResult.fail(f"Cannot read image {idx}: {msg}")
+        except KeyError as e:
+            return ToolResult.fail(f"Image {idx} is missing from the blob store: {e}")
+        return ToolResult(
+            status="ok",
+            output=ZOOM_OUTPUT_TEXT,
+            images=[new_ref],
+            extra={"img_idx": idx, "bbox_2d": list(bbox), "size": [w, h], "label": args.get("label")},
+        )
+
+
+@register_tool
+class RotateImageTool(Tool):
+    """Rotate an original image by any angle (TIR-Bench's function-calling diagnostic)."""
+
+    name: ClassVar[str] = "rotate_image"
+    description: ClassVar[str] = (
+        "Rotate the image counter-clockwise by the given angle in degrees (any number; negative "
+        "turns clockwise). The canvas grows to fit the whole rotated image. Returns the rotated image."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "angle": {"type": "number", "description": "Degrees counter-clockwise, e.g. 90, -45, 180."},
+            "img_idx": {"type": "number", "description": "Index of the image to rotate (default 0)."},
+        },
+        "required": ["angle"],
+    }
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if not isinstance(args, dict):
+            return ToolResult.fail(f"Invalid arguments: expected an object, got {type(args).__name__}")
+        angle = args.get("angle")
+        if isinstance(angle, str):
+            try:
+                angle = float(angle)
+            except ValueError:
+                pass
+        if isinstance(angle, bool) or not isinstance(angle, int | float) or not math.isfinite(angle):
+            return ToolResult.fail(f"Invalid angle: expected a finite number of degrees, got {angle!r}")
+        found = _image_index(args, ctx)
+        if isinstance(found, str):
+            return ToolResult.fail(found)
+        ref = ctx.images[found]
+        deg = float(angle)
+
+        def work() -> tuple[ImageRef, int, int]:
+            out = rotate_original(_read(ctx, ref), deg)
+            return ctx.blobs.put(out.data), out.width, out.height
+
+        try:
+            new_ref, w, h = await asyncio.to_thread(work)
+        except ImageError as e:
+            return ToolResult.fail(f"Cannot rotate image {found}: {e}")
+        except KeyError as e:
+            return ToolResult.fail(f"Image {found} is missing from the blob store: {e}")
+        return ToolResult(
+            status="ok",
+            output=f"Here is image {found} rotated {deg:g} degrees counter-clockwise:",
+            images=[new_ref],
+            extra={"img_idx": found, "angle": deg, "size": [w, h]},
+        )
