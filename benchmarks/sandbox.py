@@ -1,0 +1,132 @@
+"""Latency and throughput of the sandbox pool vs a fresh ``python -c`` per call, same run.
+
+Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N]``. The baseline spawns an
+interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work, which is
+what an unpooled sandbox pays on every call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sandbox import SandboxPool  # noqa: E402
+
+TRIVIAL = "x = 1 + 1"
+IMAGE = (
+    "from PIL import Image as P, ImageEnhance\n"
+    "im = P.open('input_0.png')\n"
+    "im = ImageEnhance.Contrast(im.crop((128, 128, 768, 768))).enhance(1.8)\n"
+    "im.save(PROCESSED_IMAGE_SAVE_PATH / 'transformed_image_0.png')\n"
+)
+IMPORTS = "import numpy, cv2, matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot\nfrom pathlib import Path\n"
+
+
+def test_png() -> bytes:
+    """A 1024x1024 RGB PNG with texture, so encoding costs what a photo-like image costs."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    base = np.linspace(0, 255, 1024, dtype=np.float32)
+    img = (base[None, :, None] + base[:, None, None] * 0.5 + rng.normal(0, 8, (1024, 1024, 3))) % 256
+    buf = io.BytesIO()
+    Image.fromarray(img.astype("uint8")).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+async def pool_latency(pool: SandboxPool, code: str, images: list[bytes], n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        r = await pool.run(code, images=images)
+        times.append(time.perf_counter() - t)
+        assert r.ok, r.stderr
+    return times
+
+
+def spawn_latency(code: str, png: bytes, n: int) -> list[float]:
+    times = []
+    with tempfile.TemporaryDirectory() as d:
+        folder = Path(d)
+        (folder / "out").mkdir()
+        script = IMPORTS + "PROCESSED_IMAGE_SAVE_PATH = Path('out')\n" + code
+        for _ in range(n):
+            t = time.perf_counter()
+            (folder / "input_0.png").write_bytes(png)
+            subprocess.run([sys.executable, "-c", script], cwd=folder, check=True)
+            times.append(time.perf_counter() - t)
+    return times
+
+
+async def throughput(workers: int, code: str, images: list[bytes], calls: int) -> float:
+    async with SandboxPool(workers) as pool:
+        await pool_latency(pool, code, images, 3)
+        t = time.perf_counter()
+        await asyncio.gather(*(pool.run(code, images=images) for _ in range(calls)))
+        return calls / (time.perf_counter() - t)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    png = test_png()
+    async with SandboxPool() as pool:
+        await pool_latency(pool, TRIVIAL, [], 10)
+        trivial = await pool_latency(pool, TRIVIAL, [], args.calls)
+        image = await pool_latency(pool, IMAGE, [png], max(20, args.calls // 5))
+        isolation, size = pool.isolation, pool.size
+    n_spawn = max(5, args.calls // 20)
+    spawn_trivial = spawn_latency(TRIVIAL, png, n_spawn)
+    spawn_image = spawn_latency(IMAGE, png, n_spawn)
+    tput = {w: await throughput(w, IMAGE, [png], 40) for w in (1, 2)}
+    tput_trivial = {w: await throughput(w, TRIVIAL, [], 400) for w in (1, 2)}
+    figures = {
+        "isolation": isolation,
+        "pool_size": size,
+        "pool_p50_ms": round(pct(trivial, 0.5), 2),
+        "pool_p99_ms": round(pct(trivial, 0.99), 2),
+        "spawn_p50_ms": round(pct(spawn_trivial, 0.5), 1),
+        "speedup": round(statistics.median(spawn_trivial) / statistics.median(trivial), 1),
+        "image_pool_p50_ms": round(pct(image, 0.5), 1),
+        "image_pool_p99_ms": round(pct(image, 0.99), 1),
+        "image_spawn_p50_ms": round(pct(spawn_image, 0.5), 1),
+        "image_speedup": round(statistics.median(spawn_image) / statistics.median(image), 1),
+        "image_calls_per_s_1_worker": round(tput[1], 1),
+        "image_calls_per_s_2_workers": round(tput[2], 1),
+        "trivial_calls_per_s_1_worker": round(tput_trivial[1], 1),
+        "trivial_calls_per_s_2_workers": round(tput_trivial[2], 1),
+    }
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(f"isolation={isolation} workers={size}")
+    print(f"trivial call: pool p50 {figures['pool_p50_ms']} ms p99 {figures['pool_p99_ms']} ms | "
+          f"spawn p50 {figures['spawn_p50_ms']} ms | speedup {figures['speedup']}x")  # fmt: skip
+    print(f"image call:   pool p50 {figures['image_pool_p50_ms']} ms p99 {figures['image_pool_p99_ms']} ms | "
+          f"spawn p50 {figures['image_spawn_p50_ms']} ms | speedup {figures['image_speedup']}x")  # fmt: skip
+    print(f"throughput (image calls/s): 1 worker {figures['image_calls_per_s_1_worker']}, "
+          f"2 workers {figures['image_calls_per_s_2_workers']}")  # fmt: skip
+    print(f"throughput (trivial calls/s): 1 worker {figures['trivial_calls_per_s_1_worker']}, "
+          f"2 workers {figures['trivial_calls_per_s_2_workers']}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

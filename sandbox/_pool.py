@@ -1,0 +1,451 @@
+"""A pool of warm, confined Python workers that the event loop drives without blocking.
+
+Each worker is a long-lived subprocess with numpy/PIL/cv2/matplotlib already imported; a call is
+one frame down its stdin and one frame back on its stdout, so a trivial call costs a pipe round
+trip instead of an interpreter start. A worker that times out, crashes or dies is killed together
+with every process of its uid and replaced in the background; the call reports what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from sandbox._protocol import decode_header, encode, header_size
+
+Isolation = Literal["auto", "jail", "process"]
+RunStatus = Literal["ok", "error", "timeout", "crashed"]
+
+_STARTUP_TIMEOUT_S = 120.0
+# A fresh uid per worker (never reused in this process) so a killed worker's leftovers can never
+# share a process budget or a kill(-1) with its replacement. The pid term separates processes.
+_UID_BASE = 200_000 + (os.getpid() % 4096) * 1024
+_uid_counter = itertools.count()
+
+
+class SandboxStartError(RuntimeError):
+    """A worker could not start (bad interpreter, refused namespaces...)."""
+
+
+@dataclass(slots=True, frozen=True)
+class SandboxLimits:
+    """Per-call and per-worker limits; every one is enforced by the kernel, not by trust."""
+
+    timeout_s: float = 30.0
+    memory_bytes: int = 4 << 30
+    cpu_s: int = 60
+    max_procs: int = 32
+    file_bytes: int = 256 << 20
+    open_files: int = 256
+    output_chars: int = 20_000
+    max_output_images: int = 16
+
+
+@dataclass(slots=True)
+class OutputImage:
+    name: str
+    path: str
+    """Where the code saved it, as the code sees the file system."""
+    data: bytes
+
+
+@dataclass(slots=True)
+class RunResult:
+    status: RunStatus
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None
+    """One line: the exception, or why the worker was killed."""
+    images: list[OutputImage] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+    stdout_chars: int = 0
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+_MAGIC = (
+    (b"\x89PNG", ".png"), (b"\xff\xd8\xff", ".jpg"), (b"GIF8", ".gif"), (b"BM", ".bmp"),
+    (b"II*\x00", ".tif"), (b"MM\x00*", ".tif"),
+)  # fmt: skip
+
+
+def input_name(index: int, data: bytes) -> str:
+    """Stable, machine-independent file name of the index-th input, extension from its format."""
+    ext = ".png"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        ext = ".webp"
+    for magic, suffix in _MAGIC:
+        if data.startswith(magic):
+            ext = suffix
+    return f"input_{index}{ext}"
+
+
+def _signal_reason(returncode: int | None) -> str:
+    if returncode is None:
+        return "worker stopped responding"
+    if returncode >= 0:
+        return f"worker exited with code {returncode}"
+    sig = -returncode
+    reasons: dict[int, str] = {
+        signal.SIGKILL: "killed (SIGKILL): out of memory or killed",
+        signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
+        signal.SIGXCPU: "CPU time limit exceeded (SIGXCPU)",
+        signal.SIGABRT: "aborted (SIGABRT)",
+        signal.SIGBUS: "crashed with a bus error (SIGBUS)",
+    }
+    return reasons.get(sig, f"killed by signal {signal.Signals(sig).name}")
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking)."""
+    for _ in range(100):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/status") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if fields.get("State", "").strip().startswith("Z"):
+                continue
+            if int(fields.get("Uid", "-1").split()[0]) == uid:
+                found = True
+                with contextlib.suppress(OSError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+        if not found:
+            return
+        time.sleep(0.005)
+
+
+@dataclass(slots=True, eq=False)
+class _Worker:
+    proc: asyncio.subprocess.Process
+    uid: int
+    host_dir: Path
+    home: str
+    busy: bool = False
+    calls: int = 0
+    sessions: set[str] = field(default_factory=set)
+
+
+class SandboxPool:
+    """Warm workers that run model-written Python under limits; see docs/sandbox.md."""
+
+    def __init__(
+        self,
+        size: int | None = None,
+        *,
+        limits: SandboxLimits | None = None,
+        isolation: Isolation = "auto",
+        root: str | os.PathLike[str] | None = None,
+        max_calls_per_worker: int = 1000,
+    ) -> None:
+        self.size = size or os.cpu_count() or 1
+        self.limits = limits or SandboxLimits()
+        self.isolation: Isolation = isolation
+        self._root_arg = root
+        self.root = Path()
+        self.max_calls_per_worker = max_calls_per_worker
+        self._slots: list[_Worker | None] = []
+        self._cond = asyncio.Condition()
+        self._session_slot: dict[str, int] = {}
+        self._waiting = 0
+        self._counts = {"calls": 0, "timeouts": 0, "crashes": 0, "restarts": 0}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    # --- lifecycle ------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start all workers; ``auto`` isolation falls back to ``process`` where namespaces are refused."""
+        self.root = Path(self._root_arg or tempfile.mkdtemp(prefix="fasteval-sandbox-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "jail").mkdir(exist_ok=True)
+        self._slots = [None] * self.size
+        if self.isolation == "auto":
+            self.isolation = "jail" if os.geteuid() == 0 else "process"
+            try:
+                self._slots[0] = await self._spawn()
+            except SandboxStartError:
+                self.isolation = "process"
+        workers = await asyncio.gather(*(self._spawn() for s in self._slots if s is None))
+        free = [i for i, s in enumerate(self._slots) if s is None]
+        for i, w in zip(free, workers, strict=True):
+            self._slots[i] = w
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*(self._stop(w) for w in self._slots if w is not None))
+        self._slots = []
+        if self._root_arg is None:
+            await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+    async def __aenter__(self) -> SandboxPool:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def save_dir(self) -> str:
+        """The output folder as model code sees it (stable across workers in jail mode)."""
+        return "/sandbox/work/out" if self.isolation == "jail" else "out"
+
+    def stats(self) -> dict[str, int]:
+        """Counts for a progress display."""
+        live = [w for w in self._slots if w is not None]
+        return {
+            "size": self.size,
+            "ready": sum(not w.busy for w in live),
+            "in_flight": sum(w.busy for w in live),
+            "waiting": self._waiting,
+            "starting": self.size - len(live),
+            "sessions": len(self._session_slot),
+            **self._counts,
+        }
+
+    # --- calls ----------------------------------------------------------------------------
+    async def run(
+        self,
+        code: str,
+        *,
+        images: list[bytes] | None = None,
+        session_id: str | None = None,
+        fidelity: Literal["reference", "fixed"] = "fixed",
+        tool: Literal["image", "interpreter"] = "image",
+        timeout_s: float | None = None,
+    ) -> RunResult:
+        """Run ``code`` in a worker; waits for a free one. Never raises for what the code does."""
+        images = images or []
+        names = [input_name(i, data) for i, data in enumerate(images)]
+        key = _session_key(session_id) if session_id else None
+        header = {"op": "run", "code": code, "fidelity": fidelity, "tool": tool, "session": key, "inputs": names}
+        t0 = time.perf_counter()
+        slot, worker = await self._acquire(session_id)
+        self._counts["calls"] += 1
+        try:
+            result = await self._call(slot, worker, encode(header, images), timeout_s or self.limits.timeout_s)
+        finally:
+            await self._release_slot(worker)
+        result.input_names = names
+        result.duration_s = time.perf_counter() - t0
+        return result
+
+    async def release(self, session_id: str) -> None:
+        """End a trajectory's session: forget its variables and delete its folder."""
+        if session_id not in self._session_slot:
+            return
+        slot, worker = await self._acquire(session_id)
+        try:
+            self._session_slot.pop(session_id, None)
+            worker.sessions.discard(session_id)
+            frame = encode({"op": "release", "session": _session_key(session_id)})
+            await self._call(slot, worker, frame, self.limits.timeout_s)
+        finally:
+            await self._release_slot(worker)
+
+    async def _acquire(self, session_id: str | None) -> tuple[int, _Worker]:
+        if self._closed or not self._slots:
+            raise RuntimeError("SandboxPool is not started")
+        async with self._cond:
+            self._waiting += 1
+            try:
+                await self._cond.wait_for(lambda: self._pick(session_id) is not None)
+            finally:
+                self._waiting -= 1
+            slot = self._pick(session_id)
+            assert slot is not None
+            worker = self._slots[slot]
+            assert worker is not None
+            worker.busy = True
+            if session_id is not None:
+                self._session_slot[session_id] = slot
+                worker.sessions.add(session_id)
+            return slot, worker
+
+    def _pick(self, session_id: str | None) -> int | None:
+        if session_id is not None and session_id in self._session_slot:
+            slot = self._session_slot[session_id]
+            w = self._slots[slot]
+            return slot if w is not None and not w.busy else None
+        idle = [(len(w.sessions), i) for i, w in enumerate(self._slots) if w is not None and not w.busy]
+        return min(idle)[1] if idle else None
+
+    async def _release_slot(self, worker: _Worker) -> None:
+        async with self._cond:
+            worker.busy = False
+            self._cond.notify_all()
+
+    async def _call(self, slot: int, worker: _Worker, frame: bytes, timeout_s: float) -> RunResult:
+        try:
+            reply, blobs = await asyncio.wait_for(self._roundtrip(worker, frame), timeout_s)
+        except asyncio.CancelledError:
+            self._retire(slot, worker)
+            raise
+        except TimeoutError:
+            self._counts["timeouts"] += 1
+            lost = self._retire(slot, worker)
+            msg = f"TimeoutError: execution exceeded {timeout_s:g} s; the worker was killed{lost}"
+            return RunResult(status="timeout", stderr=msg, error=msg)
+        except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
+            self._counts["crashes"] += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(worker.proc.wait(), 5)
+            reason = _signal_reason(worker.proc.returncode)
+            lost = self._retire(slot, worker)
+            msg = f"SandboxCrash: the Python process {reason}{lost}"
+            return RunResult(status="crashed", stderr=msg, error=msg)
+        worker.calls += 1
+        if worker.calls >= self.max_calls_per_worker and not worker.sessions:
+            self._retire(slot, worker)  # bound slow leaks of long-lived interpreters
+        images = [
+            OutputImage(name=o["name"], path=o["path"], data=data)
+            for o, data in zip(reply.get("outputs", []), blobs, strict=False)
+        ]
+        return RunResult(
+            status=reply["status"],
+            stdout=reply.get("stdout", ""),
+            stderr=reply.get("stderr", ""),
+            error=reply.get("error"),
+            images=images,
+            stdout_chars=reply.get("stdout_chars", 0),
+        )
+
+    async def _roundtrip(self, worker: _Worker, frame: bytes) -> tuple[dict[str, Any], list[bytes]]:
+        stdin, stdout = worker.proc.stdin, worker.proc.stdout
+        assert stdin is not None and stdout is not None
+        stdin.write(frame)
+        await stdin.drain()
+        reply = decode_header(await stdout.readexactly(header_size(await stdout.readexactly(4))))
+        sizes = reply.get("blobs", [])
+        assert isinstance(sizes, list)
+        return reply, [await stdout.readexactly(int(n)) for n in sizes]
+
+    # --- workers --------------------------------------------------------------------------
+    def _retire(self, slot: int, worker: _Worker) -> str:
+        """Take the worker out now; stop it and start its successor in the background.
+
+        Synchronous on purpose: it also runs when the caller is cancelled mid-call, where the
+        worker's late reply would otherwise be read as the answer to the next request.
+        """
+        lost = sorted(worker.sessions)
+        for s in lost:
+            self._session_slot.pop(s, None)
+        worker.sessions.clear()
+        self._slots[slot] = None
+        self._counts["restarts"] += 1
+        with contextlib.suppress(ProcessLookupError):
+            worker.proc.kill()
+        task = asyncio.create_task(self._stop_and_respawn(slot, worker))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return "; the session's variables and files were lost" if lost else ""
+
+    async def _stop_and_respawn(self, slot: int, worker: _Worker) -> None:
+        await self._stop(worker, graceful=False)
+        await self._respawn(slot)
+
+    async def _respawn(self, slot: int) -> None:
+        delay = 0.1
+        while not self._closed:
+            try:
+                worker = await self._spawn()
+            except SandboxStartError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+                continue
+            async with self._cond:
+                self._slots[slot] = worker
+                self._cond.notify_all()
+            return
+
+    async def _spawn(self) -> _Worker:
+        uid = _UID_BASE + next(_uid_counter)
+        host_dir = self.root / f"w{uid}"
+        host_dir.mkdir()
+        if self.isolation == "jail":
+            os.chown(host_dir, uid, uid)
+        config = {
+            "isolation": self.isolation,
+            "host_dir": str(host_dir),
+            "mount_point": str(self.root / "jail"),
+            "uid": uid,
+            "limits": asdict(self.limits),
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-s", "-m", "sandbox._worker", json.dumps(config),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL, env=self._worker_env(host_dir), cwd=str(host_dir),
+        )  # fmt: skip
+        worker = _Worker(proc=proc, uid=uid, host_dir=host_dir, home="")
+        try:
+            assert proc.stdout is not None
+            prefix = await asyncio.wait_for(proc.stdout.readexactly(4), _STARTUP_TIMEOUT_S)
+            hello = decode_header(await proc.stdout.readexactly(header_size(prefix)))
+        except (TimeoutError, asyncio.IncompleteReadError) as exc:
+            await self._stop(worker, graceful=False)
+            raise SandboxStartError(f"worker did not start: {_signal_reason(proc.returncode)}") from exc
+        if hello.get("op") != "ready":
+            await self._stop(worker, graceful=False)
+            raise SandboxStartError(f"worker failed to start: {hello.get('error')}")
+        worker.home = str(hello["home"])
+        return worker
+
+    def _worker_env(self, host_dir: Path) -> dict[str, str]:
+        """Built from nothing: no API key of the parent can leak into model code."""
+        home = "/sandbox/work" if self.isolation == "jail" else str(host_dir / "work")
+        mpl = os.environ.get("MPLCONFIGDIR") or str(Path.home() / ".cache" / "matplotlib")
+        return {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": home,
+            "TMPDIR": home,
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONHASHSEED": "0",
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": mpl,
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+        }
+
+    async def _stop(self, worker: _Worker, graceful: bool = True) -> None:
+        proc = worker.proc
+        if graceful and proc.returncode is None and proc.stdin is not None:
+            proc.stdin.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(proc.wait(), 2.0)
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+        await proc.wait()
+        if self.isolation == "jail":
+            await asyncio.to_thread(kill_uid, worker.uid)
+        await asyncio.to_thread(shutil.rmtree, worker.host_dir, True)
+
+
+def _session_key(session_id: str) -> str:
+    """A file-name-safe key for the session's parked folder."""
+    return hashlib.sha256(session_id.encode()).hexdigest()[:24]

@@ -1,0 +1,83 @@
+"""score_reference_file recomputes APR/ARS from the reference judge output's verdicts, no model called."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vtb_fixtures import MULTI_ID, SINGLE_ID, rubric, sample_rows, write_parquet
+
+from fasteval.suites.visualtoolbench import score_reference_file
+
+
+def _v(rid: str, result: str) -> dict[str, Any]:
+    return {"rubric_id": rid, "judge_result": json.dumps({"explanation": "e", "judge_result": result})}
+
+
+def _write_judge_files(tmp_path: Path) -> list[Path]:
+    """run_judge_single_turn.py / run_judge_multi_turn.py output shapes."""
+    single = [
+        {"task_id": SINGLE_ID, "turncase": "single-turn", "eval_focus": "region_switch_qa",
+         "prompt_category": "physics", "judge_result": [_v("r-1", "Met"), _v("r-2_01", "Not Met")],
+         "score": 5 / 7, "accuracy": 1},
+        {"task_id": "broken", "turncase": "single-turn", "eval_focus": "region_switch_qa",
+         "prompt_category": "medical", "judge_result": [{"rubric_id": "b1", "judge_result": "Met, clearly"}],
+         "score": 1.0, "accuracy": 1},
+    ]
+    multi = [
+        {"task_id": MULTI_ID, "turncase": "multi-turn", "eval_focus": "temporal_reasoning",
+         "prompt_category": "finance",
+         # "met" (lower case) is neither Met nor Not Met to the reference: no weight, no APR failure.
+         "judge_result": [[_v("m1", "Met")], [_v("m2", "met"), _v("m3", "Not Met")], [_v("m4", "Met")]],
+         "score": 7 / 13, "accuracy": 0},
+    ]
+    paths = [tmp_path / "single_judge.json", tmp_path / "multi_judge.json"]
+    paths[0].write_text(json.dumps(single))
+    paths[1].write_text(json.dumps(multi))
+    return paths
+
+
+def _check(out: dict[str, Any]) -> None:
+    assert out["items"] == {SINGLE_ID: 1.0, MULTI_ID: 1.0}
+    assert out["item_details"][SINGLE_ID]["ars"] == pytest.approx(5 / 7)
+    assert out["item_details"][MULTI_ID]["ars"] == pytest.approx(7 / 13)
+    assert out["overall"] == 1.0 and out["n"] == 2
+    assert out["by_category"] == {"STEM": 1.0, "finance": 1.0, "medical": None}
+    assert out["ars"]["overall"] == pytest.approx((5 / 7 + 7 / 13) / 2)
+    assert out["apr"]["by_turncase"] == {"multi-turn": 1.0, "single-turn": 1.0}
+    assert out["ars"]["by_eval_focus"]["temporal_reasoning"] == pytest.approx(7 / 13)
+    assert set(out["errors"]) == {"broken"}
+    assert out["stored_score_mismatches"] == [MULTI_ID]
+
+
+def test_weights_from_the_dataset_parquet(tmp_path: Path) -> None:
+    dataset = write_parquet(tmp_path / "test.parquet", sample_rows()[:2])
+    paths = _write_judge_files(tmp_path)
+    out = score_reference_file(paths, rubrics=dataset)
+    _check(out)
+    assert "broken" in out["errors"] and "no rubric weights" in out["errors"]["broken"]
+
+
+def test_weights_from_a_clean_rubrics_file_and_unreadable_verdicts(tmp_path: Path) -> None:
+    clean = [
+        {"task_id": SINGLE_ID, "rubrics": {"r-1": rubric("States 42 kPa", 5), "r-2_01": rubric("Numbering", 2)}},
+        {"task_id": MULTI_ID, "turns": [{"rubrics": {"m1": rubric("a", 4)}},
+                                        {"rubrics": {"m2": rubric("b", 5), "m3": rubric("c", 1)}},
+                                        {"rubrics": {"m4": rubric("d", 3)}}]},
+        {"task_id": "broken", "rubrics": {"b1": rubric("x", 3)}},
+    ]
+    (tmp_path / "clean.json").write_text(json.dumps(clean))
+    out = score_reference_file(_write_judge_files(tmp_path), rubrics=tmp_path / "clean.json")
+    _check(out)
+    assert "JSON" in out["errors"]["broken"] or "Expecting" in out["errors"]["broken"]
+
+
+def test_without_weights_the_stored_scores_are_used(tmp_path: Path) -> None:
+    single, multi = _write_judge_files(tmp_path)
+    out = score_reference_file(str(single))
+    assert out["items"] == {SINGLE_ID: 1.0, "broken": 1.0}
+    out = score_reference_file([single, multi])
+    assert out["items"][MULTI_ID] == 0.0 and out["overall"] == pytest.approx(2 / 3)
+    assert out["by_category"] == {"STEM": 1.0, "finance": 0.0, "medical": 1.0}
