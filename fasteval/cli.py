@@ -142,6 +142,32 @@ def cmd_tool_run(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_score_file(a: argparse.Namespace) -> int:
+    import fasteval.suites  # noqa: F401  (registers the suites)
+    from fasteval.suites.base import SUITES
+
+    cls = SUITES.get(a.suite)
+    if cls is None:
+        print(f"error: unknown suite {a.suite!r}; known: {sorted(SUITES)}", file=sys.stderr)
+        return 2
+    options = dict(orjson.loads(a.options)) if a.options else {}
+    try:
+        result = cls.score_file(Path(a.file), a.fidelity, options)  # type: ignore[attr-defined]
+    except (ValueError, OSError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.format == "json":
+        _print_json(result)
+    else:
+        t = Table(title=f"{a.file}: overall {_fmt(result.get('overall'), pct=False)}")
+        t.add_column("category")
+        t.add_column("score")
+        for k, v in (result.get("by_category") or {}).items():
+            t.add_row(str(k), _fmt(v, pct=False) if isinstance(v, int | float) else str(v))
+        _console().print(t)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
@@ -176,6 +202,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--fidelity", choices=["reference", "fixed"], default="reference")
     tr.add_argument("--out")
     tr.set_defaults(func=cmd_tool_run)
+    sf = sub.add_parser("score-file", help="score a reference harness's own output file, item by item")
+    sf.add_argument("file")
+    sf.add_argument("--suite", required=True)
+    sf.add_argument("--fidelity", choices=["reference", "fixed"], default="reference")
+    sf.add_argument("--options", help="JSON object of suite-specific options (e.g. rubrics path)")
+    sf.add_argument("--format", choices=["table", "json"], default="table")
+    sf.set_defaults(func=cmd_score_file)
     _add_optional_commands(sub)
     return ap
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fasteval.blobs import BlobStore
@@ -116,6 +117,15 @@ class Suite(ABC):
     def answer_on_max_rounds(self, task: Task, turn_index: int, setting: Setting) -> str | None:
         """An answer to record when the round budget runs out (reference quirks), or None."""
         return None
+
+    @classmethod
+    def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
+        """Score predictions written by the benchmark's own reference harness, in its format.
+
+        Returns {"items": {task_id: score}, "overall": x, "by_category": {...}, ...}. Suites
+        without a reference output format say so with a ValueError the CLI shows.
+        """
+        raise ValueError(f"suite {cls.name!r} has no reference output format to score")
 
     @abstractmethod
     async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.tirbench.extract import ChatModel, extract
 from fasteval.suites.tirbench.loader import load_tirbench
+from fasteval.suites.tirbench.reference_file import score_reference_file
 from fasteval.suites.tirbench.scoring import TASK_TYPES, score_item, scoring_rule
 from fasteval.types import Message, Task, Trajectory
 
@@ -72,6 +74,11 @@ class TIRBench(Suite):
     """
 
     name = "tirbench"
+
+    @classmethod
+    def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The reference's JSON keyed "0".."N-1", using its extracted_answer (no model call)."""
+        return score_reference_file(path, fidelity)
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)

@@ -18,6 +18,7 @@ from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.vistahop import scoring
 from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
+from fasteval.suites.vistahop.metrics import score_reference_file
 from fasteval.suites.vistahop.prompts import (
     DEFAULT_FORMAT_INSTRUCTION,
     DEFAULT_SYSTEM_PROMPT,
@@ -57,6 +58,11 @@ class VistaHopSuite(Suite):
     """VistaHop / VistaArena: multi-hop visual deep search, judged by a multimodal model."""
 
     name: ClassVar[str] = "vistahop"
+
+    @classmethod
+    def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The public runner's results.jsonl (its em/llm scores)."""
+        return score_reference_file(path)
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.visualtoolbench.reference import score_reference_file
 from fasteval.tools.base import ToolResult
 from fasteval.types import Message, Task, ToolCall, Trajectory
 
@@ -48,6 +50,11 @@ class VisualToolBenchSuite(Suite):
     """
 
     name: ClassVar[str] = "visualtoolbench"
+
+    @classmethod
+    def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
+        """The reference judge output (per-rubric verdicts); ``rubrics`` option supplies weights."""
+        return score_reference_file(path, options.get("rubrics"))
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)
