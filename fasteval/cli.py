@@ -106,8 +106,16 @@ def cmd_report(a: argparse.Namespace) -> int:
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
                   str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
     _console().print(t)
-    for extra in rep.get("suite_tables", []):
-        _console().print(extra)
+    typed = [r for r in rep["rows"] if r.get("by_task_type")]
+    if typed:
+        kinds = sorted({k for r in typed for k in r["by_task_type"]})
+        pt = Table(title="score (%) per task type (all seeds)")
+        pt.add_column("task type")
+        for r in typed:
+            pt.add_column(f"{r['model']}\n{r['setting']}", justify="right")
+        for k in kinds:
+            pt.add_row(k, *(_fmt(r["by_task_type"].get(k)) for r in typed))
+        _console().print(pt)
     return 0
 
 

@@ -71,6 +71,11 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
             n_err += 1
             errors[str(r.get("error_kind"))] += 1
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
+    by_type: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        kind = (r.get("metadata") or {}).get("task_type")
+        if kind is not None and r.get("status") == "ok" and r.get("score") is not None:
+            by_type[str(kind)].append(float(r["score"]))
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
     per_task = [sum(v) / len(v) for v in by_task.values()]
@@ -83,6 +88,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
         "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
         if by_task else None,
         "terminations": dict(terminations), "errors": dict(errors),
+        "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
     }
 
 

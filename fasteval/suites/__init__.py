@@ -1,6 +1,6 @@
 """Suites; importing this package registers the built-in ones by name."""
 
-from fasteval.suites import demo, jsonl, tirbench, vistahop, visualtoolbench
+from fasteval.suites import demo, jsonl, tir_synth, tirbench, vistahop, visualtoolbench
 from fasteval.suites.base import (
            SUITES,
            LoadError,
@@ -12,5 +12,5 @@ from fasteval.suites.base import (
            register_suite,
 )
 
-__all__ = ["SUITES", "LoadError", "Score", "ScoreContext", "Setting", "Suite", "demo", "jsonl", "tirbench", "vistahop", "visualtoolbench", "make_suite",
+__all__ = ["SUITES", "LoadError", "Score", "ScoreContext", "Setting", "Suite", "demo", "jsonl", "tir_synth", "tirbench", "vistahop", "visualtoolbench", "make_suite",
            "register_suite"]

@@ -17,8 +17,6 @@ from typing import Any
 import numpy as np
 import pyvips
 
-from fasteval.suites.tirbench import classify_string
-
 LETTERS = "ABCD"
 
 # Named colours for the colour task; the oracle knows the same names (world knowledge, not a key).
@@ -247,9 +245,11 @@ def colour(rng: random.Random) -> Synth:
 def rotation(rng: random.Random) -> Synth:
     """A marked image turned by a multiple of 90°; the answer is the clockwise turn that restores it."""
     size = 240
-    pixels = np.zeros((size, size, 3), dtype=np.uint8)
-    pixels[:] = np.linspace(40, 200, size).astype(np.uint8)[:, None, None]
-    pixels[8:48, 8:48] = (220, 0, 0)
+    texture = _nrng(rng).integers(-30, 31, size=(size // 12, size // 12)).repeat(12, 0).repeat(12, 1)
+    grey = np.clip(np.linspace(60, 190, size)[:, None] + texture, 0, 255).astype(np.uint8)
+    pixels = np.stack([grey, grey, grey], axis=2)
+    side, margin = rng.randint(24, 48), rng.randint(4, 16)
+    pixels[margin:margin + side, margin:margin + side] = (220, 0, 0)
     turns = rng.randrange(4)
     pixels = np.rot90(pixels, k=turns)  # counter-clockwise by 90° * turns
     restore = f"{(turns * 90) % 360} degrees"
@@ -274,6 +274,4 @@ GENERATORS: dict[str, Callable[[random.Random], Synth]] = {
 
 def generate(task_type: str, seed: int, index: int) -> Synth:
     """The item ``index`` of ``task_type`` for ``seed``; deterministic across processes."""
-    synth = GENERATORS[task_type](random.Random(f"tir-synth|{seed}|{task_type}|{index}"))
-    assert classify_string(synth.answer) != 4 or task_type in ("jigsaw", "spot_difference")
-    return synth
+    return GENERATORS[task_type](random.Random(f"tir-synth|{seed}|{task_type}|{index}"))
