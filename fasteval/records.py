@@ -94,7 +94,8 @@ class RecordWriter:
         self._task = asyncio.create_task(self._run())
 
     def write(self, record: Record) -> None:
-        self._queue.put_nowait(orjson.dumps(record.to_dict(), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
+        self._queue.put_nowait(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
 
     async def _run(self) -> None:
         while True:

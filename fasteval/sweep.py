@@ -350,7 +350,7 @@ class Sweep:
         rec.usage = {"prompt_tokens": sum(u.prompt_tokens for u in traj.usage_by_turn),
                      "completion_tokens": sum(u.completion_tokens for u in traj.usage_by_turn)}
         rec.latency_s = round(time.monotonic() - t0, 4)
-        rec.trajectory = asdict(traj)
+        rec.trajectory = traj
         if rec.status == "ok":
             self.counters.done += 1
             result.ok += 1

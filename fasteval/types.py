@@ -126,7 +126,8 @@ class Record:
     retries: int = 0
     score_details: dict[str, Any] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
-    trajectory: dict[str, Any] | None = None
+    trajectory: Trajectory | dict[str, Any] | None = None
+    """The Trajectory when written by a sweep; a plain dict when read back or rescored."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

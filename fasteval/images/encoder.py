@@ -59,6 +59,8 @@ class ImageEncoder:
         self._cache: OrderedDict[CacheKey, EncodedImage] = OrderedDict()
         self._cache_bytes = 0
         self._inflight: dict[CacheKey, asyncio.Future[EncodedImage]] = {}
+        self._urls: OrderedDict[CacheKey, str] = OrderedDict()
+        self._url_bytes = 0
 
     @property
     def cache_bytes(self) -> int:
@@ -101,7 +103,17 @@ class ImageEncoder:
     async def data_url(
         self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None
     ) -> str:
-        """``data:<mime>;base64,...`` for a provider request."""
+        """``data:<mime>;base64,...`` for a provider request, memoised.
+
+        Every round of a trajectory resends its images: caching the finished string saves the
+        base64 work and lets all in-flight requests share one copy instead of one each.
+        """
+        key: CacheKey = (ref, profile, max_bytes, max_pixels)
+        url = self._urls.get(key)
+        if url is not None:
+            self._urls.move_to_end(key)
+            self.stats.hits += 1
+            return url
         enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
         if len(enc.data) <= _INLINE_B64_BYTES:
             b64 = base64.b64encode(enc.data).decode("ascii")
@@ -109,7 +121,14 @@ class ImageEncoder:
             loop = asyncio.get_running_loop()
             raw = await loop.run_in_executor(self._executor, base64.b64encode, enc.data)
             b64 = raw.decode("ascii")
-        return f"data:{enc.mime};base64,{b64}"
+        url = f"data:{enc.mime};base64,{b64}"
+        if key not in self._urls and len(url) <= self.max_cache_bytes:
+            self._urls[key] = url
+            self._url_bytes += len(url)
+            while self._url_bytes > self.max_cache_bytes:
+                _, old = self._urls.popitem(last=False)
+                self._url_bytes -= len(old)
+        return url
 
     def _store(self, key: CacheKey, value: EncodedImage) -> None:
         size = len(value.data)
