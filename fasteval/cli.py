@@ -36,6 +36,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if a.cache or a.cache_mode:
+        cache_cfg = dict(cfg.run.get("cache") or {})
+        if a.cache:
+            cache_cfg["path"] = a.cache
+        if a.cache_mode:
+            cache_cfg["modes"] = a.cache_mode
+        cfg.run["cache"] = cache_cfg
     run_dir = Path(a.run_dir or Path("runs") / Path(a.config).stem)
     if shard and not a.run_dir:
         run_dir = run_dir.with_name(f"{run_dir.name}-shard{shard[0]}of{shard[1]}")
@@ -106,6 +113,10 @@ def cmd_report(a: argparse.Namespace) -> int:
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
                   str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
     _console().print(t)
+    for r in rep["rows"]:
+        if r.get("suite_metrics"):
+            _console().print(f"[bold]{r['suite']} metrics: {r['model']} / {r['setting']}[/bold]")
+            _console().print_json(orjson.dumps(r["suite_metrics"]).decode())
     typed = [r for r in rep["rows"] if r.get("by_task_type")]
     if typed:
         kinds = sorted({k for r in typed for k in r["by_task_type"]})
@@ -176,6 +187,35 @@ def cmd_score_file(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rescore(a: argparse.Namespace) -> int:
+    from fasteval.config import SweepConfig
+    from fasteval.records import read_manifest
+    from fasteval.rescore import rescore
+
+    run_dir = Path(a.run_dir)
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        print(f"error: {run_dir} is not a run folder (no manifest.json)", file=sys.stderr)
+        return 2
+    try:
+        if a.config:
+            cfg = load_config(a.config)
+        else:
+            path = run_dir / "manifest.json"
+            raw = manifest["config"]
+            cfg = SweepConfig(raw=raw, path=path, models=raw["models"], roles=raw.get("roles") or {},
+                              suites=raw["suites"], seeds=[], run=dict(raw.get("run") or {}))
+        if a.judge:
+            cfg.roles["judge"] = dict(orjson.loads(a.judge))
+    except (ConfigError, orjson.JSONDecodeError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    res = uvloop.run(rescore(cfg, run_dir))
+    print(f"{run_dir}: rescored {res.rescored} ok, {res.errors} error, {res.skipped} skipped; "
+          f"judge requests {res.judge_requests}, judge cache hits {res.judge_cache_hits}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
@@ -188,6 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
+    r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")
+    r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.set_defaults(func=cmd_run)
     s = sub.add_parser("status", help="what is done and what remains in a run folder")
     s.add_argument("run_dir")
@@ -210,6 +252,11 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--fidelity", choices=["reference", "fixed"], default="reference")
     tr.add_argument("--out")
     tr.set_defaults(func=cmd_tool_run)
+    rs = sub.add_parser("rescore", help="re-judge finished trajectories without regenerating them")
+    rs.add_argument("run_dir")
+    rs.add_argument("--config", help="a config whose roles (judge, extractor) replace the run's")
+    rs.add_argument("--judge", help='a judge role as JSON, e.g. \'{"provider": "openai", "base_url": ..., "model": ...}\'')
+    rs.set_defaults(func=cmd_rescore)
     sf = sub.add_parser("score-file", help="score a reference harness's own output file, item by item")
     sf.add_argument("file")
     sf.add_argument("--suite", required=True)

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import yaml
 
-OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox"})
+OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http"})
 
 
 class ConfigError(ValueError):

@@ -41,7 +41,8 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
                                f"(known: sim, {', '.join(sorted(OPENAI_LIKE))})")
     provider = OpenAICompatProvider(
         base_url, model_id, api_key_env=key_env, extra_body=spec.get("extra_body"), timeouts=timeouts,
-        tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver)
+        tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver,
+        endpoint_name=spec.get("endpoint_id") or (f"sim:{name}" if provider_name == "sim" else None))
     return ModelClient(name, provider, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
                        tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
 

@@ -97,7 +97,15 @@ def report(run_dir: Path) -> dict[str, Any]:
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in recs:
         groups[(r["model"], r["suite"], r["setting"])].append(r)
+    import fasteval.suites  # noqa: F401  (registers the suites whose tables we may print)
+    from fasteval.suites.base import SUITES, Suite
+
     rows = []
     for (model, suite, setting), items in sorted(groups.items()):
-        rows.append({"model": model, "suite": suite, "setting": setting, **summarise(items)})
+        row = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
+        cls = SUITES.get(suite)
+        extra = cls.aggregate(items) if isinstance(cls, type) and issubclass(cls, Suite) else None
+        if extra:
+            row["suite_metrics"] = extra
+        rows.append(row)
     return {"run_dir": str(run_dir), "rows": rows}

@@ -30,6 +30,7 @@ from fasteval.models import build_client, image_resolver
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
 from fasteval.services import Closer, start_services
+from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
 from fasteval.types import Job, Record, Task, Trajectory
@@ -216,7 +217,16 @@ class Sweep:
             needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
                       for name in run.suite.tools(item, s) if name in TOOLS
                       for req in getattr(TOOLS[name], "requires", ())}
+            if self.roles or self.cfg.run.get("cache"):
+                needed.add("cache")
             self.services, closers = await start_services(needed, self.cfg.run)
+            cache = self.services.get("cache")
+            if cache is not None:
+                for client in self.roles.values():
+                    client.cache = response_cache(cache, "judge", client)
+                if cache.mode("model") != "off":
+                    for client in self.clients.values():
+                        client.cache = response_cache(cache, "model", client)
             self.services.update(self.roles)
             await writer.start()
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
@@ -229,6 +239,10 @@ class Sweep:
             if display is not None:
                 await display.stop()
             await writer.close()
+            cache = self.services.get("cache")
+            if cache is not None:
+                # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them
+                await cache.write_used_keys(self.opts.run_dir / "cache_keys.txt")
             for closer in closers:
                 await closer()
             for c in list(self.clients.values()) + list(self.roles.values()):

@@ -18,7 +18,7 @@ TOOL_IMAGES_PREFIX = "Images returned by the tool call above"
 in a ``tool`` message (inspect-ai's fallback; vLLM rejects them for some chat templates)."""
 
 ErrorKind = Literal["rate_limit", "transient", "timeout", "fatal", "auth", "context_overflow", "bad_response",
-                    "bad_input"]
+                    "bad_input", "cache_miss"]
 
 
 @dataclass(slots=True)

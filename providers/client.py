@@ -41,6 +41,7 @@ class EndpointStats:
     backoff_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_hits: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
 

@@ -49,6 +49,7 @@ class OpenAICompatProvider(Provider):
         image_resolver: ImageResolver | None = None,
         session: aiohttp.ClientSession | None = None,
         max_connections: int = 1024,
+        endpoint_name: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -60,9 +61,12 @@ class OpenAICompatProvider(Provider):
         self._session = session
         self._own_session = session is None
         self._max_connections = max_connections
+        self._endpoint_name = endpoint_name
 
     def endpoint_id(self) -> str:
-        return f"{self.base_url}#{self.model}"
+        """Cache and limiter identity: a stable name when given (a sim or a local server whose
+        port changes between runs), else the URL and model."""
+        return self._endpoint_name or f"{self.base_url}#{self.model}"
 
     def tool_message_images(self) -> bool:
         return self._tool_message_images

@@ -119,6 +119,11 @@ class Suite(ABC):
         return None
 
     @classmethod
+    def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The benchmark's own tables (the paper's metrics) from its record dicts; None if none."""
+        return None
+
+    @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
         """Score predictions written by the benchmark's own reference harness, in its format.
 

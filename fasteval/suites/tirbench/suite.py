@@ -16,6 +16,7 @@ from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.tirbench.extract import ChatModel, extract
 from fasteval.suites.tirbench.loader import load_tirbench
+from fasteval.suites.tirbench.reference_file import aggregate as aggregate_records
 from fasteval.suites.tirbench.reference_file import score_reference_file
 from fasteval.suites.tirbench.scoring import TASK_TYPES, score_item, scoring_rule
 from fasteval.types import Message, Task, Trajectory
@@ -74,6 +75,11 @@ class TIRBench(Suite):
     """
 
     name = "tirbench"
+
+    @classmethod
+    def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Per-task-type accuracy table as the paper reports it."""
+        return aggregate_records(records)
 
     @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.vistahop import scoring
 from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
+from fasteval.suites.vistahop.metrics import aggregate as metrics_aggregate
 from fasteval.suites.vistahop.metrics import score_reference_file
 from fasteval.suites.vistahop.prompts import (
     DEFAULT_FORMAT_INSTRUCTION,
@@ -58,6 +59,11 @@ class VistaHopSuite(Suite):
     """VistaHop / VistaArena: multi-hop visual deep search, judged by a multimodal model."""
 
     name: ClassVar[str] = "vistahop"
+
+    @classmethod
+    def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """Pass@1 over runs, L1/L2/L3, calls, rounds, utilisation, terminations."""
+        return metrics_aggregate(records)
 
     @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:

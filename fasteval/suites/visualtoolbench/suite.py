@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.visualtoolbench.metrics import aggregate as metrics_aggregate
 from fasteval.suites.visualtoolbench.reference import score_reference_file
 from fasteval.tools.base import ToolResult
 from fasteval.types import Message, Task, ToolCall, Trajectory
@@ -50,6 +51,11 @@ class VisualToolBenchSuite(Suite):
     """
 
     name: ClassVar[str] = "visualtoolbench"
+
+    @classmethod
+    def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """ARS/APR by domain, eval focus and turn case; tool-use metrics."""
+        return metrics_aggregate(records)
 
     @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:

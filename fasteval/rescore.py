@@ -1,0 +1,118 @@
+"""``fasteval rescore``: score finished trajectories again without regenerating them.
+
+Judges and extractors are called through the same providers layer and the ``judge`` cache, so a
+rescore with an unchanged judge makes no judge requests at all. Each rescored job gets a new
+record appended to ``records.jsonl`` (finished records are never rewritten); readers take a
+job's latest ok record, so status and report show the new scores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import fasteval.suites  # noqa: F401  (registers the suites)
+import fasteval.tools  # noqa: F401
+from fasteval.blobs import BlobStore
+from fasteval.config import SweepConfig
+from fasteval.images import ImageEncoder
+from fasteval.models import build_client, image_resolver
+from fasteval.records import RECORDS, RecordWriter, latest_by_job
+from fasteval.services import start_services
+from fasteval.shared_services import response_cache
+from fasteval.suites.base import ScoreContext
+from fasteval.sweep import build_settings, load_suite
+from fasteval.types import Record, Task, ToolCall, Trajectory, Usage
+from providers.base import ProviderError
+from providers.client import ModelClient
+from providers.sim import SimModel, SimServer
+
+
+@dataclass(slots=True)
+class RescoreResult:
+    rescored: int = 0
+    errors: int = 0
+    skipped: int = 0
+    judge_requests: int = 0
+    judge_cache_hits: int = 0
+
+
+def trajectory_from_dict(d: dict[str, Any]) -> Trajectory:
+    return Trajectory(
+        messages=list(d.get("messages") or []),
+        tool_calls=[ToolCall(**c) for c in d.get("tool_calls") or []],
+        usage_by_turn=[Usage(**u) for u in d.get("usage_by_turn") or []],
+        answers=list(d.get("answers") or []),
+        rounds=int(d.get("rounds", 0)),
+        termination=d.get("termination", "answered"),
+        termination_reason=d.get("termination_reason"),
+    )
+
+
+def _record_from(old: dict[str, Any]) -> Record:
+    fields: dict[str, Any] = {k: old[k] for k in Record.__dataclass_fields__ if k in old}
+    return Record(**fields)
+
+
+async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
+    """Re-judge every finished trajectory in ``run_dir`` with the roles of ``cfg``."""
+    blobs = BlobStore(run_dir / "blobs")
+    runs = {e["name"]: await asyncio.to_thread(load_suite, e, blobs) for e in cfg.suites}
+    latest = latest_by_job([run_dir / RECORDS])
+    sims = [SimModel.from_config(r, s) for r, s in cfg.roles.items() if s["provider"] == "sim"]
+    sim = SimServer(sims) if sims else None
+    if sim is not None:
+        await sim.start()
+    encoder = ImageEncoder(blobs)
+    roles: dict[str, ModelClient] = {
+        r: build_client(r, s, sim_base_url=sim.base_url if sim else None, resolver=image_resolver(encoder))
+        for r, s in cfg.roles.items()}
+    services, closers = await start_services({"cache"}, cfg.run)
+    for client in roles.values():
+        client.cache = response_cache(services["cache"], "judge", client)
+    services.update(roles)
+    writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"))
+    await writer.start()
+    result = RescoreResult()
+    try:
+        for old in latest.values():
+            run = runs.get(old["suite"])
+            rescorable = old.get("status") == "ok" or old.get("error_kind") == "judge_error"
+            if run is None or not rescorable or not old.get("trajectory"):
+                result.skipped += 1
+                continue
+            settings = {s.name: s for s in build_settings(run.suite, next(
+                (e.get("settings") for e in cfg.suites if e["name"] == old["suite"]), None))}
+            task = next((t for t in run.items if isinstance(t, Task) and t.id == old["task_id"]), None)
+            setting = settings.get(old["setting"])
+            if task is None or setting is None:
+                result.skipped += 1
+                continue
+            rec = _record_from(old)
+            traj = trajectory_from_dict(old["trajectory"])
+            try:
+                score = await run.suite.score(task, traj, setting, ScoreContext(blobs=blobs, services=services))
+                rec.score, rec.score_details = score.value, {**score.details, "rescored_at": time.time()}
+                rec.status, rec.error, rec.error_kind = ("error", score.error, "judge_error") if score.error else (
+                    "ok", None, None)
+            except ProviderError as e:
+                rec.status, rec.score, rec.error, rec.error_kind = "error", None, str(e), e.kind
+            rec.trajectory = traj
+            writer.write(rec)
+            result.rescored += rec.status == "ok"
+            result.errors += rec.status != "ok"
+    finally:
+        await writer.close()
+        for closer in closers:
+            await closer()
+        for c in roles.values():
+            await c.close()
+        encoder.close()
+        if sim is not None:
+            await sim.stop()
+    result.judge_requests = sum(c.stats.requests for c in roles.values())
+    result.judge_cache_hits = sum(c.stats.cache_hits for c in roles.values())
+    return result
