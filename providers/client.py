@@ -74,17 +74,20 @@ class ModelClient:
         self.stats = EndpointStats()
         self.cache = cache
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
+    def _delay(self, exc: BaseException | None, attempt_number: int) -> float:
         if isinstance(exc, ProviderError) and exc.retry_after is not None:
             # The server said when; honour it even above our own backoff cap.
             delay = min(exc.retry_after, self.retry.total_budget_s)
         else:
-            delay = self.retry.base_delay_s * (2 ** (state.attempt_number - 1))
+            delay = self.retry.base_delay_s * (2 ** (attempt_number - 1))
             delay = min(random.uniform(delay / 2, delay), self.retry.max_delay_s)
         self.stats.retries += 1
         self.stats.backoff_s += delay
         return delay
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        return self._delay(exc, state.attempt_number + 1)  # the first attempt ran before tenacity
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""
@@ -96,9 +99,17 @@ class ModelClient:
         return await self._chat_uncached(request)
 
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
+        # Most requests succeed first time: only a failure pays for building a tenacity loop.
+        try:
+            return await self._attempt(request)
+        except ProviderError as e:
+            if e.kind not in RETRYABLE or self.retry.max_attempts <= 1:
+                self.stats.errors += 1
+                raise
+            await asyncio.sleep(self._delay(e, 1))
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.kind in RETRYABLE),
-            stop=stop_after_attempt(self.retry.max_attempts) | stop_after_delay(self.retry.total_budget_s),
+            stop=stop_after_attempt(self.retry.max_attempts - 1) | stop_after_delay(self.retry.total_budget_s),
             wait=self._wait,
             reraise=True,
         )
