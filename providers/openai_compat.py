@@ -62,6 +62,9 @@ class OpenAICompatProvider(Provider):
         self._own_session = session is None
         self._max_connections = max_connections
         self._endpoint_name = endpoint_name
+        self._url = f"{self.base_url}/chat/completions"
+        self._timeout = aiohttp.ClientTimeout(total=self.timeouts.attempt_s, sock_connect=self.timeouts.connect_s,
+                                              sock_read=self.timeouts.read_s)
 
     def endpoint_id(self) -> str:
         """Cache and limiter identity: a stable name when given (a sim or a local server whose
@@ -81,9 +84,11 @@ class OpenAICompatProvider(Provider):
         return headers
 
     def _get_session(self) -> aiohttp.ClientSession:
+        # Headers and timeouts live on the session: building them per request costs measurable CPU
+        # at thousands of requests per second (benchmarks/throughput.py).
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, json_serialize=lambda o: orjson.dumps(o).decode())
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, headers=self._headers())
             self._own_session = True
         return self._session
 
@@ -118,12 +123,10 @@ class OpenAICompatProvider(Provider):
     async def chat(self, request: ChatRequest) -> ChatResponse:
         payload = await self.build_payload(request)
         body = orjson.dumps(payload)
-        timeout = aiohttp.ClientTimeout(total=self.timeouts.attempt_s, sock_connect=self.timeouts.connect_s,
-                                        sock_read=self.timeouts.read_s)
-        session = self._get_session()
+        session = self._get_session() if self._own_session or self._session is None else self._session
+        extra: dict[str, Any] = {} if self._own_session else {"headers": self._headers(), "timeout": self._timeout}
         try:
-            async with session.post(f"{self.base_url}/chat/completions", data=body, headers=self._headers(),
-                                    timeout=timeout) as resp:
+            async with session.post(self._url, data=body, **extra) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"))
