@@ -278,36 +278,51 @@ class Sweep:
         cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
         slots = asyncio.Semaphore(cap)
         running: set[asyncio.Task[None]] = set()
-        stop_wait = asyncio.create_task(self._stop.wait())
+        idle = asyncio.Event()
+        idle.set()
         tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
-        try:
+
+        def finished_one(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            slots.release()
+            if not running:
+                idle.set()
+
+        async def launcher() -> None:
+            # Jobs are created only when a slot is free: never thousands of idle coroutines.
             for job, run, setting, item in plan(self.cfg, runs, self.opts.shard):
-                if self._stop.is_set():
-                    break
                 if job.job_id in finished:
                     self.counters.skipped += 1
                     self.counters.total -= 1
                     continue
-                acquire = asyncio.create_task(slots.acquire())
-                await asyncio.wait({acquire, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                if not acquire.done():
-                    acquire.cancel()
-                    break
+                await slots.acquire()
                 task = asyncio.create_task(self._one(job, run, setting, item, writer, blobs, result, tools_cache))
                 running.add(task)
-                task.add_done_callback(running.discard)
-                task.add_done_callback(lambda _t: slots.release())
-            while running and not self._stop.is_set():
-                await asyncio.wait(running | {stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+                idle.clear()
+                task.add_done_callback(finished_one)
+
+        # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
+        # completion would cost O(n) callbacks each time.
+        stop_wait = asyncio.create_task(self._stop.wait())
+        launch = asyncio.create_task(launcher())
+        idle_wait: asyncio.Task[bool] | None = None
+        try:
+            await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if launch.done():
+                launch.result()  # a failing plan or loader surfaces here
+                idle_wait = asyncio.create_task(idle.wait())
+                await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for t in (launch, stop_wait, idle_wait):
+                if t is not None:
+                    t.cancel()
             if running:
-                for t in running:
+                for t in list(running):
                     t.cancel()
                 await asyncio.gather(*running, return_exceptions=True)
                 result.interrupted = True
             if self._stop.is_set():
                 result.interrupted = True
-            stop_wait.cancel()
 
     def _tools_for(self, run: SuiteRun, setting: Setting, task: Task,
                    cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]]) -> dict[str, Any]:
