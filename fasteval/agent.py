@@ -118,13 +118,17 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
     ctx = ToolContext(blobs=env.blobs, task=task, images=seen_images, fidelity=setting.fidelity,
                       session_id=job_id, services=env.services)
     profile = str(setting.options.get("image_profile", "original"))
-    for turn_index, turn in enumerate(task.turns):
+    for turn_index in range(len(task.turns)):
         if turn_index > 0:
             history = suite.history_before_turn(task, turn_index, setting, traj)
             if history is not None:
                 traj.messages = ([{"role": "system", "content": system}] if system else []) + history
-        seen_images.extend(turn.images)
-        traj.messages.append(suite.user_message(task, turn_index, setting, traj))
+        opening = suite.user_message(task, turn_index, setting, traj)
+        # Tools see the images the model was shown (a suite may show only some, e.g. the first).
+        content = opening.get("content")
+        shown = [p["image"] for p in content if p.get("type") == "image"] if isinstance(content, list) else []
+        seen_images.extend(ref for ref in shown if ref not in seen_images)
+        traj.messages.append(opening)
         usage = Usage()
         traj.usage_by_turn.append(usage)
         answer: str | None = None

@@ -222,8 +222,9 @@ class Sweep:
             self.services, closers = await start_services(needed, self.cfg.run)
             cache = self.services.get("cache")
             if cache is not None:
-                for client in self.roles.values():
-                    client.cache = response_cache(cache, "judge", client)
+                for role, client in self.roles.items():
+                    if role != "summarizer":  # text_search_tool caches whole summaries itself
+                        client.cache = response_cache(cache, "judge", client)
                 if cache.mode("model") != "off":
                     for client in self.clients.values():
                         client.cache = response_cache(cache, "model", client)

@@ -148,3 +148,51 @@ def test_parse_text_tool_call_takes_the_first_valid_span() -> None:
     assert parse_text_tool_call("<tool_call>{not json}</tool_call>") is None
     assert parse_text_tool_call("no call here") is None
     assert parse_text_tool_call('<tool_call>["a"]</tool_call>') is None
+
+
+@register_suite
+class FirstImageOnlySuite(Suite):
+    """Shows the model only the first of two images, as VisualToolBench's reference harness does."""
+
+    name = "test-first-image-only"
+
+    def load(self) -> Iterator[Task | LoadError]:
+        import random
+
+        a = self.blobs.put(render(random.Random(1), 200, 150)[0])
+        b = self.blobs.put(render(random.Random(2), 200, 150)[0])
+        yield Task(id="t", turns=[Turn(text="look", images=[a, b], reference="x")], tools=["image_zoom_in_tool"])
+
+    def default_settings(self) -> list[Setting]:
+        return [Setting(name="s", fidelity="fixed", max_rounds=3)]
+
+    def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> dict[str, Any]:
+        turn = task.turns[turn_index]
+        return {"role": "user", "content": [{"type": "image", "image": turn.images[0]},
+                                            {"type": "text", "text": turn.text}]}
+
+    async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
+        return Score(value=0.0)
+
+
+async def test_tools_only_see_the_images_the_model_was_shown(tmp_path: Path) -> None:
+    from fasteval.agent import AgentEnv, execute_tool
+    from fasteval.blobs import BlobStore
+    from fasteval.tools.base import ToolContext, make_tool
+    from providers.base import ToolCallRequest
+
+    cfg = load_config(write_config(tmp_path, {
+        "models": [{"name": "sim", "provider": "sim", "policy": "tools", "tool_uses": 1}],
+        "suites": [{"name": "test-first-image-only"}]}))
+    await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    (rec,) = records(tmp_path / "run")
+    shown = [p["image"] for p in rec["trajectory"]["messages"][0]["content"] if p["type"] == "image"]
+    assert len(shown) == 1
+    # the zoom tool, given the context the loop builds, cannot reach the hidden second image
+    blobs = BlobStore(tmp_path / "run" / "blobs")
+    tool = make_tool("image_zoom_in_tool", fidelity="fixed")
+    ctx = ToolContext(blobs=blobs, task=Task(id="t", turns=[]), images=shown, fidelity="fixed")
+    env = AgentEnv(client=None, suite=None, setting=None, tools={tool.name: tool}, blobs=blobs)  # type: ignore[arg-type]
+    res, _, _ = await execute_tool(ToolCallRequest("c", tool.name, '{"bbox_2d": [0, 0, 500, 500], "img_idx": 1}'),
+                                   env, ctx)
+    assert res.status == "error"
