@@ -57,6 +57,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     except (ConfigChanged, ModelConfigError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    finally:
+        logging.getLogger().removeHandler(handler)
+        handler.close()
     print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
@@ -216,6 +219,18 @@ def cmd_rescore(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data_fetch(a: argparse.Namespace) -> int:
+    from fasteval.data_fetch import FetchError, fetch
+
+    try:
+        path = fetch(a.name, Path(a.dest), revision=a.revision)
+    except (FetchError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
@@ -264,6 +279,13 @@ def build_parser() -> argparse.ArgumentParser:
     sf.add_argument("--options", help="JSON object of suite-specific options (e.g. rubrics path)")
     sf.add_argument("--format", choices=["table", "json"], default="table")
     sf.set_defaults(func=cmd_score_file)
+    d = sub.add_parser("data", help="benchmark data")
+    dsub = d.add_subparsers(dest="data_command", required=True)
+    df = dsub.add_parser("fetch", help="download a benchmark's official files (needs huggingface_hub and a network)")
+    df.add_argument("name")
+    df.add_argument("--dest", default="data")
+    df.add_argument("--revision")
+    df.set_defaults(func=cmd_data_fetch)
     _add_optional_commands(sub)
     return ap
 

@@ -93,10 +93,10 @@ def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[S
         return list(defaults.values())
     out = []
     for e in entries:
-        base = defaults.get(e["name"])
+        base = defaults.get(e.get("extends", e["name"]))
         merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
         options = {**merged.get("options", {}), **(e.get("options") or {})}
-        merged.update({k: v for k, v in e.items() if k != "options"})
+        merged.update({k: v for k, v in e.items() if k not in ("options", "extends")})
         merged["options"] = options
         out.append(Setting(**merged))
     return out
@@ -346,6 +346,7 @@ class Sweep:
         try:
             if isinstance(item, LoadError):
                 rec.error, rec.error_kind = item.message, "load_error"
+                traj.termination, traj.termination_reason = "error", item.message
             else:
                 rec.metadata = {k: v for k, v in item.metadata.items() if isinstance(v, str | int | float | bool)}
                 rec.metadata["max_rounds"] = setting.max_rounds

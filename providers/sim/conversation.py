@@ -53,16 +53,19 @@ def read_conversation(body: dict[str, Any]) -> View:
     text_protocol = False
     if not tools and messages and messages[0].get("role") == "system":
         sys_text, _ = _parts(messages[0].get("content"))
-        block = _TOOLS_BLOCK.search(sys_text)
-        if block:
-            text_protocol = True
-            for line in block.group(1).strip().splitlines():
+        # Prompts may mention "<tools></tools>" in prose: use the block that holds signatures.
+        for block in reversed(_TOOLS_BLOCK.findall(sys_text)):
+            for line in block.strip().splitlines():
                 try:
                     spec = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue
-                fn = spec.get("function", spec)
-                tools[fn.get("name", "")] = fn
+                if isinstance(spec, dict):
+                    fn = spec.get("function", spec)
+                    tools[str(fn.get("name", ""))] = fn
+            if tools:
+                text_protocol = True
+                break
     view = View(text_protocol=text_protocol, tools=tools, user_text="")
     pending: dict[str, str] = {}
     for m in messages:

@@ -49,6 +49,15 @@ ROTATION_PROMPTS: dict[str, dict[str, str]] = {
 }
 
 
+def _str_keys(value: Any) -> Any:
+    """The same nested value with every mapping key a string (JSON object keys)."""
+    if isinstance(value, dict):
+        return {str(k): _str_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_str_keys(v) for v in value]
+    return value
+
+
 def rotation_settings(fidelity: str) -> list[Setting]:
     """The six diagnostic settings: rotation-{fn,code}-{p1,p2,p3}, rotation tasks only."""
     settings = []
@@ -78,8 +87,13 @@ class TIRBench(Suite):
 
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """Per-task-type accuracy table as the paper reports it."""
-        return aggregate_records(records)
+        """Per-task-type accuracy table as the paper reports it.
+
+        The report is JSON, so the per-seed tables are keyed by ``str(seed)`` here (orjson refuses
+        int keys); ``aggregate_records`` itself keeps int seeds for Python callers.
+        """
+        table: dict[str, Any] = _str_keys(aggregate_records(records))
+        return table
 
     @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:

@@ -135,6 +135,9 @@ def _budget(records: list[dict[str, Any]]) -> int:
 
 
 def _ending(record: dict[str, Any]) -> str | None:
+    if record.get("error_kind") == "load_error":
+        # A dataset row that never ran: the engine leaves its (empty) trajectory at "answered".
+        return "error"
     ending = _trajectory_field(record, "termination")
     if ending is None and record.get("status") == "error":
         return "error"
