@@ -31,8 +31,8 @@ SWEEPS = sorted(CONFIGS.glob("*.yaml"))
 MODEL_LISTS = sorted((CONFIGS / "models").glob("*.yaml"))
 BENCHMARKS = {"tirbench", "visualtoolbench", "vistahop"}
 
-PENDING_TOOLS = {"web_search", "browser_get_page_text", "historical_weather", "text_search_tool"}
-"""Named by VisualToolBench's with-tool and VistaHop's search settings; being written (network tools)."""
+PENDING_TOOLS: set[str] = set()
+"""Tools a config may name before they exist: none, every tool a config names must be registered."""
 
 DERIVED: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, Any]]] = {
     # (suite, setting): (default it derives from, option changes, field changes)
