@@ -76,9 +76,15 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
     tool = env.tools.get(call.name)
     if tool is None:
         return ToolResult.fail(f"Unknown tool {call.name!r}; available tools: {sorted(env.tools)}"), args, 0.0
+    limiters = env.services.get("limiters")
     try:
         async with asyncio.timeout(env.tool_timeout_s):
-            result = await tool.run(args, ctx)
+            if tool.limiter and limiters is not None:
+                size = int(tool.options.get("concurrency", tool.default_concurrency))
+                async with limiters.slot(tool.limiter, size):
+                    result = await tool.run(args, ctx)
+            else:
+                result = await tool.run(args, ctx)
     except TimeoutError:
         result = ToolResult.fail(f"Tool {call.name} timed out after {env.tool_timeout_s:g} s")
     except asyncio.CancelledError:

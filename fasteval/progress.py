@@ -49,10 +49,12 @@ class ProgressDisplay:
 
     def __init__(self, counters: Counters, clients: dict[str, ModelClient],
                  extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
-                 live: bool | None = None, interval_s: float = 10.0) -> None:
+                 live: bool | None = None, interval_s: float = 10.0,
+                 extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None) -> None:
         self.counters = counters
         self.clients = clients
         self.extra = extra or {}
+        self.extra_rows = extra_rows
         self.live = sys.stderr.isatty() if live is None else live
         self.interval_s = interval_s
         self._task: asyncio.Task[None] | None = None
@@ -70,8 +72,10 @@ class ProgressDisplay:
             t.add_row(name, str(cl.limit.in_flight), str(cl.limit.limit), str(cl.limit.waiting), str(s.requests),
                       str(s.retries), str(s.rate_limited), f"{s.backoff_s:.1f}",
                       str(s.prompt_tokens + s.completion_tokens))
-        for name, fn in self.extra.items():
-            st = fn()
+        rows = {name: fn() for name, fn in self.extra.items()}
+        if self.extra_rows is not None:
+            rows.update(self.extra_rows())
+        for name, st in rows.items():
             t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", st.get("size", ""))), str(st.get("waiting", "")),
                       str(st.get("requests", st.get("calls", ""))), "", "", "", "")
         return t
@@ -84,6 +88,12 @@ class ProgressDisplay:
             s = cl.stats
             parts.append(f"{name}: {cl.limit.in_flight}/{cl.limit.limit} req={s.requests} retries={s.retries} "
                          f"backoff={s.backoff_s:.1f}s tok={s.prompt_tokens + s.completion_tokens}")
+        rows = {name: fn() for name, fn in self.extra.items()}
+        if self.extra_rows is not None:
+            rows.update(self.extra_rows())
+        for name, st in rows.items():
+            parts.append(f"{name}: {st.get('in_flight', '?')}/{st.get('limit', st.get('size', '?'))} "
+                         f"waiting={st.get('waiting', 0)}")
         return " | ".join(parts)
 
     async def _run(self) -> None:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import fasteval.limiters  # noqa: F401  (registers the limiters service)
 import fasteval.suites
 import fasteval.tools  # noqa: F401  (registers the built-in tools)
 from fasteval.agent import AgentEnv, run_agent
@@ -219,6 +220,7 @@ class Sweep:
                       for req in getattr(TOOLS[name], "requires", ())}
             if self.roles or self.cfg.run.get("cache"):
                 needed.add("cache")
+            needed.add("limiters")
             self.services, closers = await start_services(needed, self.cfg.run)
             cache = self.services.get("cache")
             if cache is not None:
@@ -230,9 +232,11 @@ class Sweep:
                         client.cache = response_cache(cache, "model", client)
             self.services.update(self.roles)
             await writer.start()
+            extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
+                     and not isinstance(s, ModelClient)}
+            limiters = self.services.get("limiters")
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
-                                      extra={n: s.stats for n, s in self.services.items() if hasattr(s, "stats")
-                                             and not isinstance(s, ModelClient)})
+                                      extra=extra, extra_rows=limiters.rows if limiters is not None else None)
             display.start()
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)

@@ -54,6 +54,10 @@ class Tool(ABC):
     parameters: ClassVar[dict[str, Any]]
     requires: ClassVar[tuple[str, ...]] = ()
     """Services (fasteval.services) this tool needs in ``ToolContext.services``."""
+    limiter: ClassVar[str | None] = None
+    """Name of the limiter (fasteval.limiters) a call holds, for tools that call external APIs."""
+    default_concurrency: ClassVar[int] = 16
+    """Size of that limiter unless the tool option ``concurrency`` or ``run.limits`` says otherwise."""
 
     def __init__(self, **options: Any) -> None:
         self.options = options

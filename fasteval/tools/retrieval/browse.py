@@ -76,6 +76,7 @@ class BrowserGetPageText(Tool):
         "required": ["url"],
     }
     requires: ClassVar[tuple[str, ...]] = ("http", "cache")
+    limiter: ClassVar[str | None] = "browser_get_page_text"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         url = args.get("url")

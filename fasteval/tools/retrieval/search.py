@@ -175,6 +175,7 @@ class WebSearch(Tool):
         "required": ["query"],
     }
     requires: ClassVar[tuple[str, ...]] = ("http", "cache")
+    limiter: ClassVar[str | None] = "web_search"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         raw_query = args.get("query")

@@ -114,6 +114,7 @@ class TextSearchTool(Tool):
         "required": ["query"],
     }
     requires: ClassVar[tuple[str, ...]] = ("http", "cache")
+    limiter: ClassVar[str | None] = "text_search_tool"
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)

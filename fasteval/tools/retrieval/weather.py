@@ -85,6 +85,7 @@ class HistoricalWeather(Tool):
         "required": ["location", "date"],
     }
     requires: ClassVar[tuple[str, ...]] = ("http",)
+    limiter: ClassVar[str | None] = "historical_weather"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         location, day_arg = args.get("location"), args.get("date")
