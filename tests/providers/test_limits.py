@@ -1,0 +1,78 @@
+"""AIMD window arithmetic and the RPM/TPM budgets, on the real limiter classes."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from providers.limits import AdaptiveLimit, RateLimiter
+
+
+def test_aimd_shrinks_on_rate_limit_and_grows_back() -> None:
+    lim = AdaptiveLimit(100, grow_every=2)
+    lim.on_rate_limit()
+    lim.on_rate_limit()
+    assert lim.limit == 64 and lim.changes == 2
+    for _ in range(6):
+        lim.on_success()
+    assert lim.limit == 67
+    small = AdaptiveLimit(2)
+    for _ in range(10):
+        small.on_rate_limit()
+    assert small.limit == 1  # never below the floor
+
+
+async def test_window_blocks_then_wakes_waiters_in_order() -> None:
+    lim = AdaptiveLimit(2)
+    await lim.acquire()
+    await lim.acquire()
+    order: list[int] = []
+
+    async def waiter(i: int) -> None:
+        await lim.acquire()
+        order.append(i)
+
+    tasks = [asyncio.create_task(waiter(i)) for i in range(3)]
+    await asyncio.sleep(0)
+    assert lim.waiting == 3 and order == []
+    lim.release()
+    lim.release()
+    await asyncio.sleep(0)
+    assert order == [0, 1] and lim.in_flight == 2
+    tasks[2].cancel()
+    await asyncio.gather(tasks[2], return_exceptions=True)
+    assert lim.waiting == 0
+
+
+async def test_rpm_budget_makes_the_next_request_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [1000.0]
+    slept: list[float] = []
+    monkeypatch.setattr("providers.limits.time.monotonic", lambda: clock[0])
+
+    async def fake_sleep(s: float) -> None:
+        slept.append(s)
+        clock[0] += s
+
+    monkeypatch.setattr("providers.limits.asyncio.sleep", fake_sleep)
+    rl = RateLimiter(rpm=3)
+    for _ in range(3):
+        assert await rl.acquire() == 0.0
+    clock[0] += 10
+    waited = await rl.acquire()
+    assert waited == pytest.approx(50.0) and slept == [pytest.approx(50.0)]
+
+
+async def test_tpm_budget_counts_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = [0.0]
+    monkeypatch.setattr("providers.limits.time.monotonic", lambda: clock[0])
+
+    async def fake_sleep(s: float) -> None:
+        clock[0] += s
+
+    monkeypatch.setattr("providers.limits.asyncio.sleep", fake_sleep)
+    rl = RateLimiter(tpm=1000)
+    await rl.acquire()
+    rl.record_tokens(1200)
+    clock[0] = 5.0
+    assert await rl.acquire() == pytest.approx(55.0)
