@@ -9,6 +9,7 @@ ones; what was written stays, and the same command resumes.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import platform
 import signal
@@ -232,8 +233,9 @@ class Sweep:
                         client.cache = response_cache(cache, "model", client)
             self.services.update(self.roles)
             await writer.start()
+            # services with synchronous stats() (the sandbox pool); the cache's stats are async I/O
             extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
-                     and not isinstance(s, ModelClient)}
+                     and not inspect.iscoroutinefunction(s.stats) and not isinstance(s, ModelClient)}
             limiters = self.services.get("limiters")
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
                                       extra=extra, extra_rows=limiters.rows if limiters is not None else None)

@@ -25,6 +25,9 @@ _OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too
                      "prompt is too long", "input is too long")
 
 
+_PART_CACHE_BYTES = 64 * 1024 * 1024
+
+
 @dataclass(slots=True)
 class Timeouts:
     """Separate limits: connecting, waiting for bytes, and one whole attempt."""
@@ -63,6 +66,8 @@ class OpenAICompatProvider(Provider):
         self._max_connections = max_connections
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/chat/completions"
+        self._parts: dict[tuple[str, str], dict[str, Any]] = {}
+        self._parts_bytes = 0
         self._timeout = aiohttp.ClientTimeout(total=self.timeouts.attempt_s, sock_connect=self.timeouts.connect_s,
                                               sock_read=self.timeouts.read_s)
 
@@ -92,6 +97,22 @@ class OpenAICompatProvider(Provider):
             self._own_session = True
         return self._session
 
+    async def _image_part(self, ref: str, profile: str) -> dict[str, Any]:
+        """The wire form of one image, shared by every request that resends it (bounded by bytes)."""
+        key = (ref, profile)
+        part = self._parts.get(key)
+        if part is None:
+            if self.image_resolver is None:
+                raise ProviderError("fatal", "request holds images but no image resolver is set")
+            url = await self.image_resolver(ref, profile)
+            part = {"type": "image_url", "image_url": {"url": url}}
+            if self._parts_bytes + len(url) > _PART_CACHE_BYTES:
+                self._parts.clear()
+                self._parts_bytes = 0
+            self._parts[key] = part
+            self._parts_bytes += len(url)
+        return part
+
     async def _wire_messages(self, messages: list[Message], profile: str) -> list[Message]:
         out: list[Message] = []
         for m in messages:
@@ -100,10 +121,7 @@ class OpenAICompatProvider(Provider):
                 parts: list[dict[str, Any]] = []
                 for p in content:
                     if p.get("type") == "image":
-                        if self.image_resolver is None:
-                            raise ProviderError("fatal", "request holds images but no image resolver is set")
-                        url = await self.image_resolver(p["image"], profile)
-                        parts.append({"type": "image_url", "image_url": {"url": url}})
+                        parts.append(await self._image_part(p["image"], profile))
                     else:
                         parts.append(p)
                 m = {**m, "content": parts}

@@ -7,6 +7,7 @@ Reference fidelity mirrors VisualToolBench's tool: ``^`` is advertised but rejec
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -31,6 +32,7 @@ class CalcError(ValueError):
     pass
 
 
+@functools.lru_cache(maxsize=4096)
 def evaluate(expression: str, *, caret_is_power: bool) -> float:
     """Evaluate an arithmetic expression or raise CalcError with a readable reason."""
     if caret_is_power:
