@@ -118,8 +118,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     _console().print(t)
     for r in rep["rows"]:
         if r.get("suite_metrics"):
-            _console().print(f"[bold]{r['suite']} metrics: {r['model']} / {r['setting']}[/bold]")
-            _console().print_json(orjson.dumps(r["suite_metrics"]).decode())
+            _print_metrics(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"])
     typed = [r for r in rep["rows"] if r.get("by_task_type")]
     if typed:
         kinds = sorted({k for r in typed for k in r["by_task_type"]})
@@ -131,6 +130,53 @@ def cmd_report(a: argparse.Namespace) -> int:
             pt.add_row(k, *(_fmt(r["by_task_type"].get(k)) for r in typed))
         _console().print(pt)
     return 0
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_cell(x)}" for k, x in v.items())
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
+    """A suite's own tables: scalars in one table, each dict of rows in its own, the rest as JSON."""
+    console = _console()
+    scalars = {k: v for k, v in metrics.items() if _scalar(v)}
+    if scalars:
+        t = Table(title=title, title_justify="left")
+        t.add_column("metric")
+        t.add_column("value", justify="right")
+        for k, v in scalars.items():
+            t.add_row(k, _cell(v))
+        console.print(t)
+    for key, value in metrics.items():
+        if _scalar(value):
+            continue
+        if isinstance(value, dict) and value and all(_scalar(v) for v in value.values()):
+            t = Table(title=f"{title}: {key}", title_justify="left")
+            t.add_column(key)
+            t.add_column("value", justify="right")
+            for k, v in value.items():
+                t.add_row(str(k), _cell(v))
+            console.print(t)
+        elif isinstance(value, dict) and value and all(
+                isinstance(v, dict) and all(_scalar(x) or isinstance(x, dict) for x in v.values())
+                for v in value.values()):
+            cols = list(dict.fromkeys(c for v in value.values() for c in v))
+            t = Table(title=f"{title}: {key}", title_justify="left")
+            t.add_column(key)
+            for c in cols:
+                t.add_column(str(c), justify="right")
+            for k, v in value.items():
+                t.add_row(str(k), *(_cell(v.get(c, "")) for c in cols))
+            console.print(t)
+        else:
+            console.print(f"{title}: {key}")
+            console.print_json(orjson.dumps(value).decode())
 
 
 def cmd_merge(a: argparse.Namespace) -> int:
