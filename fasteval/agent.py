@@ -10,6 +10,7 @@ and logged on the trajectory; provider failures end the job as an error, never a
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -77,6 +78,9 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
     if tool is None:
         return ToolResult.fail(f"Unknown tool {call.name!r}; available tools: {sorted(env.tools)}"), args, 0.0
     limiters = env.services.get("limiters")
+    fidelity = tool.options.get("fidelity", ctx.fidelity)
+    if fidelity != ctx.fidelity:  # a tool may follow another harness than the suite's scoring
+        ctx = dataclasses.replace(ctx, fidelity=fidelity)
     try:
         async with asyncio.timeout(env.tool_timeout_s):
             if tool.limiter and limiters is not None:

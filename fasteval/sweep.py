@@ -337,7 +337,7 @@ class Sweep:
         key = (run.suite.name, setting.name, names)
         if key not in cache:
             opts = dict(setting.options.get("tool_options") or {})
-            cache[key] = {n: make_tool(n, fidelity=setting.fidelity, **(opts.get(n) or {})) for n in names}
+            cache[key] = {n: make_tool(n, **{"fidelity": setting.fidelity, **(opts.get(n) or {})}) for n in names}
         return cache[key]
 
     async def _one(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, writer: RecordWriter,

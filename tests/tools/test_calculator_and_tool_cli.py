@@ -73,3 +73,20 @@ def test_tool_run_misuse_exits_non_zero() -> None:
     assert run("no_such_tool")[0] == 2
     assert run("calculator", "--args", "{not json")[0] == 2
     assert run("image_zoom_in_tool", "--image", "/nonexistent.png")[0] == 2
+
+
+async def test_a_tool_option_fidelity_overrides_the_setting(tmp_path: Path) -> None:
+    from fasteval.agent import AgentEnv, execute_tool
+    from fasteval.blobs import BlobStore
+    from fasteval.tools.base import ToolContext, make_tool
+    from fasteval.types import Task
+    from providers.base import ToolCallRequest
+
+    blobs = BlobStore(tmp_path)
+    ctx = ToolContext(blobs=blobs, task=Task(id="t", turns=[]), images=[], fidelity="reference")
+    call = ToolCallRequest("c", "calculator", '{"expression": "2 ^ 3"}')
+    for options, status in (({}, "error"), ({"fidelity": "fixed"}, "ok")):
+        tool = make_tool("calculator", **{"fidelity": "reference", **options})
+        env = AgentEnv(client=None, suite=None, setting=None, tools={"calculator": tool}, blobs=blobs)  # type: ignore[arg-type]
+        result, _, _ = await execute_tool(call, env, ctx)
+        assert result.status == status

@@ -58,6 +58,11 @@ def _str_keys(value: Any) -> Any:
     return value
 
 
+# TIR-Bench's tool-using runs used a hosted code interpreter (benchmarks.md §2.3): full Python,
+# not VisualToolBench's restricted-builtins harness, whatever the suite's scoring fidelity.
+CODE_INTERPRETER: dict[str, dict[str, Any]] = {PYTHON_TOOL: {"fidelity": "fixed"}}
+
+
 def rotation_settings(fidelity: str) -> list[Setting]:
     """The six diagnostic settings: rotation-{fn,code}-{p1,p2,p3}, rotation tasks only."""
     settings = []
@@ -69,7 +74,8 @@ def rotation_settings(fidelity: str) -> list[Setting]:
                     tools=[tool],
                     max_rounds=TOOL_MAX_ROUNDS,
                     fidelity=fidelity,
-                    options={"task_types": ["rotation_game"], "rotation_tool": flavour, "rotation_prompt": prompt},
+                    options={"task_types": ["rotation_game"], "rotation_tool": flavour, "rotation_prompt": prompt,
+                             "tool_options": CODE_INTERPRETER},
                 )
             )
     return settings
@@ -127,7 +133,8 @@ class TIRBench(Suite):
     def default_settings(self) -> list[Setting]:
         return [
             Setting(name="no-tool", tools=[], fidelity=self.fidelity),
-            Setting(name="tool", tools=[PYTHON_TOOL], max_rounds=TOOL_MAX_ROUNDS, fidelity=self.fidelity),
+            Setting(name="tool", tools=[PYTHON_TOOL], max_rounds=TOOL_MAX_ROUNDS, fidelity=self.fidelity,
+                    options={"tool_options": CODE_INTERPRETER}),
             *rotation_settings(self.fidelity),
         ]
 
