@@ -72,11 +72,16 @@ def test_resume_after_sigkill_runs_every_job_exactly_once(tmp_path: Path) -> Non
 
 
 def test_sigint_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path, n_tasks=8, seeds=3, latency_ms=60)
+    cfg = make_config(tmp_path, n_tasks=8, seeds=3, latency_ms=150)
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([*FASTEVAL, "run", str(cfg), "--run-dir", str(run_dir), "--no-progress"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    # interrupt once the sweep is demonstrably running (first record written), however slow startup is
+    records = run_dir / "records.jsonl"
+    for _ in range(600):
+        if records.exists() and records.stat().st_size > 0:
+            break
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
