@@ -47,8 +47,16 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
                        tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
 
 
-def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None) -> ImageResolver:
-    """Data URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error."""
+def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
+                   spec: dict[str, Any] | None = None) -> ImageResolver:
+    """Data URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
+
+    A model entry's ``max_image_bytes`` / ``max_image_pixels`` downsize images that would
+    otherwise be rejected (APIs refuse large data URLs) instead of failing the request.
+    """
+    if spec is not None:
+        max_bytes = spec.get("max_image_bytes", max_bytes)
+        max_pixels = spec.get("max_image_pixels", max_pixels)
     async def resolve(ref: str, profile: str) -> str:
         try:
             url: str = await encoder.data_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)

@@ -68,7 +68,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
         await sim.start()
     encoder = ImageEncoder(blobs)
     roles: dict[str, ModelClient] = {
-        r: build_client(r, s, sim_base_url=sim.base_url if sim else None, resolver=image_resolver(encoder))
+        r: build_client(r, s, sim_base_url=sim.base_url if sim else None, resolver=image_resolver(encoder, spec=s))
         for r, s in cfg.roles.items()}
     services, closers = await start_services({"cache"}, cfg.run)
     for client in roles.values():

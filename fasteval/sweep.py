@@ -205,7 +205,6 @@ class Sweep:
             sim = SimServer(sims)
             await sim.start()
         encoder = ImageEncoder(blobs)
-        resolver = image_resolver(encoder)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
         writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"))
@@ -213,9 +212,11 @@ class Sweep:
         try:
             sim_url = sim.base_url if sim else None
             for m in self.cfg.models:
-                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url, resolver=resolver)
+                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url,
+                                                       resolver=image_resolver(encoder, spec=m))
             for role, spec in self.cfg.roles.items():
-                self.roles[role] = build_client(role, spec, sim_base_url=sim_url, resolver=resolver)
+                self.roles[role] = build_client(role, spec, sim_base_url=sim_url,
+                                                resolver=image_resolver(encoder, spec=spec))
             needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
                       for name in run.suite.tools(item, s) if name in TOOLS
                       for req in getattr(TOOLS[name], "requires", ())}
