@@ -139,3 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+add_parser = add_cache_parser
+"""The name ``fasteval.cli`` looks for in each of its command modules."""

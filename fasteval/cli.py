@@ -18,12 +18,11 @@ from rich.console import Console
 from rich.table import Table
 
 from fasteval.config import ConfigError, load_config
+from fasteval.exitcodes import EXIT_INTERRUPTED
 from fasteval.merge import MergeConflict, merge_runs
 from fasteval.models import ModelConfigError
 from fasteval.report import report, status
 from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
-
-EXIT_INTERRUPTED = 130
 
 
 def _print_json(obj: Any) -> None:
@@ -341,11 +340,16 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _add_optional_commands(sub: Any) -> None:
-    """Commands that live with their packages (cache/, scoring)."""
-    from cache.cli import add_cache_parser
+# Command groups that live with their packages: each module has ``add_parser(sub)``.
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli",)
 
-    add_cache_parser(sub)
+
+def _add_optional_commands(sub: Any) -> None:
+    """Register the command groups of COMMAND_MODULES (one line each, so packages stay apart)."""
+    import importlib
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).add_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
