@@ -75,6 +75,8 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
     if not isinstance(args, dict):
         return ToolResult.fail(f"Arguments of {call.name} must be a JSON object"), args, 0.0
     tool = env.tools.get(call.name)
+    if tool is None and (alias := env.suite.tool_alias(call.name, env.setting)) is not None:
+        tool = env.tools.get(alias)
     if tool is None:
         return ToolResult.fail(f"Unknown tool {call.name!r}; available tools: {sorted(env.tools)}"), args, 0.0
     limiters = env.services.get("limiters")
@@ -137,6 +139,8 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
         # Tools see the images the model was shown (a suite may show only some, e.g. the first).
         content = opening.get("content")
         shown = [p["image"] for p in content if p.get("type") == "image"] if isinstance(content, list) else []
+        if setting.options.get("tool_images") == "turn":  # tools see this turn's images only
+            seen_images.clear()
         seen_images.extend(ref for ref in shown if ref not in seen_images)
         traj.messages.append(opening)
         usage = Usage()
@@ -149,7 +153,9 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
                 traj.termination_reason = f"turn {turn_index} used all {setting.max_rounds} rounds"
                 answer = suite.answer_on_max_rounds(task, turn_index, setting)
                 break
-            request = ChatRequest(messages=traj.messages, tools=None if text_protocol or not specs else specs,
+            sent = suite.tool_specs(task, turn_index, setting, specs) if specs else None
+            sent = specs if sent is None else sent
+            request = ChatRequest(messages=traj.messages, tools=None if text_protocol or not sent else sent,
                                   params=env.params, seed=job_seed, image_profile=profile)
             try:
                 resp = await env.client.chat(request)

@@ -58,7 +58,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 50, 100)
     try:
         result = uvloop.run(run_sweep(cfg, opts))
-    except (ConfigChanged, ModelConfigError, KeyError) as e:
+    except (ConfigChanged, ConfigError, ModelConfigError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:
@@ -120,6 +120,8 @@ def cmd_report(a: argparse.Namespace) -> int:
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
                   str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
     _console().print(t)
+    for suite_name, label in (rep.get("texts") or {}).items():
+        _console().print(f"texts: {suite_name}: {label}")
     for r in rep["rows"]:
         if r.get("suite_metrics"):
             _print_metrics(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"])
@@ -341,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli",)
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.suites.prompts_cli")
 
 
 def _add_optional_commands(sub: Any) -> None:

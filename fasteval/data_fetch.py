@@ -11,11 +11,23 @@ by hand.
 | ``tirbench`` | HF dataset ``Agents-X/TIR-Bench``: ``TIR-Bench.json`` + ``data.zip`` (unzipped to ``data/``) | DEST |
 | ``visualtoolbench`` | HF dataset ``ScaleAI/VisualToolBench``: the ``test`` split parquet | DEST |
 | ``vistahop`` | GitHub ``ahang0712/vistahop``: ``data/subset1.parquet`` (Git LFS); no HF dataset | manual only |
+
+The reference harnesses themselves (their prompts, tool texts and judge templates are read from
+them at run time under ``texts: reference``) are fetched with ``git`` at a pinned commit into
+``DEST/reference/<repo>``, where the shipped configs' ``reference_repo`` options look:
+
+| name | repository | pinned commit |
+|---|---|---|
+| ``tirbench-reference`` | ``agents-x-project/TIR-Bench`` | ``f79c7562`` |
+| ``visualtoolbench-reference`` | ``xi1ngang/VisualToolBench`` | ``d4f200a0`` |
+| ``vistahop-reference`` | ``ahang0712/vistahop`` | ``1d6a961f`` |
 """
 
 from __future__ import annotations
 
 import importlib
+import shutil
+import subprocess
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,11 +80,68 @@ ALIASES = {"tir-bench": "tirbench", "tir_bench": "tirbench", "vtb": "visualtoolb
            "visual-tool-bench": "visualtoolbench", "vista-hop": "vistahop"}
 
 
+@dataclass(frozen=True, slots=True)
+class ReferenceRepo:
+    """A reference harness on GitHub, pinned to the commit our text specs were written against."""
+
+    name: str
+    repo: str
+    commit: str
+
+    @property
+    def folder(self) -> str:
+        return self.repo.split("/", 1)[1]
+
+    def dest(self, data_dir: Path) -> Path:
+        return Path(data_dir) / "reference" / self.folder
+
+
+REFERENCE_REPOS: dict[str, ReferenceRepo] = {
+    r.name: r for r in (
+        ReferenceRepo("tirbench-reference", "agents-x-project/TIR-Bench", "f79c7562b59e4f8142b0437fc725eb3ee1aec76c"),
+        ReferenceRepo("visualtoolbench-reference", "xi1ngang/VisualToolBench",
+                      "d4f200a0a44790349667bed09334ac88623074b2"),
+        ReferenceRepo("vistahop-reference", "ahang0712/vistahop", "1d6a961f3ae11f373da153ebb43ab7176b66b84e"),
+    )
+}
+
+
+def fetch_reference(name: str, data_dir: Path, *, revision: str | None = None,
+                    url: str | None = None) -> Path:
+    """Clone a reference harness at its pinned commit (or ``revision``) into ``data_dir/reference/``.
+
+    Needs ``git`` and a network (``url`` overrides GitHub, e.g. a local mirror). An existing
+    checkout is moved to the commit. Raises FetchError saying how to do it by hand.
+    """
+    ref = REFERENCE_REPOS[name]
+    dest = ref.dest(data_dir)
+    commit = revision or ref.commit
+    source_url = url or f"https://github.com/{ref.repo}.git"
+    by_hand = (f"by hand: git clone {source_url} {dest} && git -C {dest} checkout {commit}; or copy the "
+               f"repository's files there (the suite reads them; reference_repo: {dest})")
+    git = shutil.which("git")
+    if git is None:
+        raise FetchError(f"{name}: git is not installed; {by_hand}")
+    try:
+        if not (dest / ".git").exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            subprocess.run([git, "clone", "--quiet", source_url, str(dest)], check=True, capture_output=True,
+                           text=True, timeout=600)
+        subprocess.run([git, "-C", str(dest), "-c", "advice.detachedHead=false", "checkout", "--quiet", commit],
+                       check=True, capture_output=True, text=True, timeout=120)
+    except subprocess.CalledProcessError as e:
+        detail = (e.stderr or "").strip().splitlines()[-1:] or [str(e)]
+        raise FetchError(f"{name}: git failed ({detail[0][:300]}); {by_hand}") from None
+    except subprocess.TimeoutExpired:
+        raise FetchError(f"{name}: git timed out; {by_hand}") from None
+    return dest
+
+
 def source(name: str) -> DatasetSource:
     """The dataset entry for a suite name (or alias); ValueError naming the known ones otherwise."""
     key = ALIASES.get(name.lower(), name.lower())
     if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS)}")
+        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS) + sorted(REFERENCE_REPOS)}")
     return DATASETS[key]
 
 
@@ -91,6 +160,8 @@ def fetch(name: str, dest: Path, *, revision: str | None = None) -> Path:
     Needs ``huggingface_hub`` and a network; without them (or for VistaHop, which is not on the
     hub) raises ``FetchError`` naming the repository and where to put the files by hand.
     """
+    if name.lower() in REFERENCE_REPOS:
+        return fetch_reference(name.lower(), Path(dest), revision=revision)
     src = source(name)
     dest = Path(dest)
     manual = src.manual.format(dest=dest)

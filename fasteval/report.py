@@ -108,4 +108,13 @@ def report(run_dir: Path) -> dict[str, Any]:
         if extra:
             row["suite_metrics"] = extra
         rows.append(row)
-    return {"run_dir": str(run_dir), "rows": rows}
+    texts = (read_manifest(run_dir) or {}).get("texts") or {}
+    return {"run_dir": str(run_dir), "rows": rows, "texts": {name: texts_label(m) for name, m in texts.items()}}
+
+
+def texts_label(manifest: dict[str, Any]) -> str:
+    """Where a suite's prompts came from, in one line: the reference files at a commit, or ours."""
+    if manifest.get("mode") == "reference":
+        commit = manifest.get("reference_commit") or "unknown commit"
+        return f"reference texts from {manifest.get('reference_repo')} @ {str(commit)[:12]}"
+    return "own wording (texts: own), not the reference's texts"

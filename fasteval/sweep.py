@@ -197,6 +197,7 @@ class Sweep:
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
+        manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
         write_manifest(self.opts.run_dir, manifest)
         self.counters.total = jobs_total
         sim: SimServer | None = None
@@ -359,7 +360,8 @@ class Sweep:
                 rec.metadata["max_rounds"] = setting.max_rounds
                 rec.metadata["fidelity"] = setting.fidelity
                 env = AgentEnv(client=client, suite=run.suite, setting=setting, blobs=blobs, services=self.services,
-                               tools=self._tools_for(run, setting, item, tools_cache))
+                               tools=self._tools_for(run, setting, item, tools_cache),
+                               params=run.suite.request_params(setting, job.model))
                 retries_before = client.stats.retries
                 try:
                     await run_agent(item, job.seed, job.job_id, env, traj)

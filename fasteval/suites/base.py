@@ -118,6 +118,29 @@ class Suite(ABC):
         """An answer to record when the round budget runs out (reference quirks), or None."""
         return None
 
+    def text_manifest(self) -> dict[str, Any] | None:
+        """Where this suite's texts came from (reference files with sha256, or our wording), for the manifest."""
+        return None
+
+    def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
+        """Every text the suite sends under ``setting`` (``fasteval suite prompts``); empty if none."""
+        return []
+
+    def tool_specs(
+        self, task: Task, turn_index: int, setting: Setting, specs: list[dict[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        """The tool entries to send this round (None: the tools' own), e.g. reference wording or
+        a description listing the task's file names."""
+        return None
+
+    def request_params(self, setting: Setting, model: str) -> dict[str, Any]:
+        """Sampling parameters the suite sends under ``setting`` (over the model's own params)."""
+        return {}
+
+    def tool_alias(self, name: str, setting: Setting) -> str | None:
+        """Our tool name for a name the suite's specs show the model (e.g. ``google_search``)."""
+        return None
+
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The benchmark's own tables (the paper's metrics) from its record dicts; None if none."""

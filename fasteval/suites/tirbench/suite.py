@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
@@ -19,6 +19,7 @@ from fasteval.suites.tirbench.loader import load_tirbench
 from fasteval.suites.tirbench.reference_file import aggregate as aggregate_records
 from fasteval.suites.tirbench.reference_file import score_reference_file
 from fasteval.suites.tirbench.scoring import TASK_TYPES, score_item, scoring_rule
+from fasteval.suites.tirbench.texts import tirbench_texts
 from fasteval.types import Message, Task, Trajectory
 
 FIDELITIES = ("reference", "fixed")
@@ -26,6 +27,9 @@ EXTRACTION_MODES = ("model", "raw")
 PYTHON_TOOL = "python_image_processing"
 ROTATE_TOOL = "rotate_image"
 TOOL_MAX_ROUNDS = 20
+SCORING_TIMEOUT_S = 30.0
+"""Bound on one item's rule scoring (math-verify's sympy fallback can run away on a crafted answer)."""
+EXTRACTION_FAILURE = ("empty", "error")
 """Not published for TIR-Bench; 20 matches the other agentic suites."""
 
 # The paper describes the three prompts but does not print them; this wording is ours.
@@ -126,6 +130,19 @@ class TIRBench(Suite):
         self.extraction = str(options.get("extraction", "model"))
         if self.extraction not in EXTRACTION_MODES:
             raise ValueError(f"tirbench: extraction must be one of {EXTRACTION_MODES}, got {self.extraction!r}")
+        # What a failed extraction becomes: "" scored as the reference does, or a judge_error.
+        self.extraction_failure = str(options.get("extraction_failure")
+                                      or ("empty" if self.fidelity == "reference" else "error"))
+        if self.extraction_failure not in EXTRACTION_FAILURE:
+            raise ValueError(f"tirbench: extraction_failure must be one of {EXTRACTION_FAILURE}")
+        self.scoring_timeout_s = float(options.get("scoring_timeout_s", SCORING_TIMEOUT_S))
+        self.texts = tirbench_texts(options, self.fidelity)
+
+    def text_manifest(self) -> dict[str, Any] | None:
+        return self.texts.manifest()
+
+    def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
+        return self.texts.listing()
 
     def load(self) -> Iterator[Task | LoadError]:
         return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit)
@@ -177,8 +194,13 @@ class TIRBench(Suite):
                 extractor: ChatModel | None = ctx.services.get("extractor")
                 if extractor is None:
                     return Score(None, details, error="judge_error: no 'extractor' service to extract the answer")
-                result = await extract(extractor, task_type, task.turns[0].text, response)
+                on_failure: Literal["empty", "error"] = "empty" if self.extraction_failure == "empty" else "error"
+                result = await extract(extractor, task_type, task.turns[0].text, response, texts=self.texts,
+                                       on_failure=on_failure)
                 details["extraction_attempts"] = result.attempts
+                if result.failed is not None:
+                    details["extraction_failed"] = result.failed
+                    details["extractor_replies"] = result.replies
                 if result.error is not None:
                     details["extractor_replies"] = result.replies
                     return Score(None, details, error=result.error)
@@ -189,8 +211,13 @@ class TIRBench(Suite):
             "image_1": task.metadata.get("image_1", ""),
             "difficulty": task.metadata.get("difficulty"),
         }
-        # math_verify's sympy fallback can take a while: keep it off the event loop.
-        value = await asyncio.to_thread(
-            score_item, task_type, response, extracted, task.reference, setting.fidelity, meta
-        )
+        # math_verify's sympy fallback can take a while: keep it off the event loop, and bound it
+        # (its own SIGALRM timeouts do not work off the main thread). A runaway item scores 0, as
+        # a timed-out math-verify does in the reference; the thread is left to finish on its own.
+        try:
+            value = await asyncio.wait_for(asyncio.to_thread(
+                score_item, task_type, response, extracted, task.reference, setting.fidelity, meta
+            ), self.scoring_timeout_s)
+        except TimeoutError:
+            return Score(0.0, details | {"scoring_timeout_s": self.scoring_timeout_s})
         return Score(value, details)

@@ -1,9 +1,11 @@
 """VistaHop validation: extract the answer, normalised exact match, then a multimodal judge.
 
 Follows the reference ``llm_score``: EM against every gold first; otherwise one judge call per
-gold, stopping at the first Yes. Unlike the reference, a judge reply without a readable
-<judge>Yes|No</judge> is never a silent No: it is asked again (with a new seed, so a verdict
-cache cannot hand back the same reply) and, after the retries, it is a ``judge_error``.
+gold, stopping at the first Yes. A judge reply without a readable <judge>Yes|No</judge> is, by
+``no_verdict``: ``"no"`` (reference) a No for that gold, and the next gold is judged; or
+``"retry"`` (fixed) asked again (with a new seed, so a verdict cache cannot hand back the same
+reply) and, after the retries, a ``judge_error``. The judge's image is smart-resized (factor 32,
+65,536..8,294,400 px) before its JPEG q85 encoding, as the reference does.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fasteval.blobs import BlobStore
+from fasteval.images.decode import probe, thumbnail
+from fasteval.images.encode import PNG_SMART_FACTOR, PNG_SMART_MAX_PIXELS, PNG_SMART_MIN_PIXELS, png_bytes
+from fasteval.images.ops import smart_resize
+from fasteval.suites.reference_texts import TextBook
 from fasteval.suites.vistahop.prompts import JUDGE_SYSTEM_PROMPT, JUDGE_USER_PROMPT
 from fasteval.types import ImageRef, Message
 from providers.base import ChatRequest, ChatResponse
@@ -81,13 +88,33 @@ def parse_judge_verdict(reply: str | None) -> bool | None:
     return match.group(1).lower() == "yes"
 
 
-def judge_messages(question: str, gold: str, response: str, image: ImageRef | None) -> list[Message]:
+def judge_messages(question: str, gold: str, response: str, image: ImageRef | None,
+                   texts: TextBook | None = None) -> list[Message]:
     """System principles, then the question/gold/response text followed by the image (reference order)."""
-    text = JUDGE_USER_PROMPT.format(question=question, ground_truth=gold, model_response=response)
+    values = {"question": question, "ground_truth": gold, "model_response": response}
+    if texts is None:
+        text, system = JUDGE_USER_PROMPT.format(**values), JUDGE_SYSTEM_PROMPT
+    else:
+        text, system = texts.render("judge_user", **values), texts.render("judge_system")
     content: str | list[dict[str, Any]] = text
     if image is not None:
         content = [{"type": "text", "text": text}, {"type": "image", "image": image}]
-    return [{"role": "system", "content": JUDGE_SYSTEM_PROMPT}, {"role": "user", "content": content}]
+    return [{"role": "system", "content": system}, {"role": "user", "content": content}]
+
+
+def judge_image(blobs: BlobStore, ref: ImageRef) -> ImageRef:
+    """The judge's view of an image: smart-resized (factor 32, 65,536..8,294,400 px), stored as PNG.
+
+    The request's ``jpeg85`` profile then encodes it once as JPEG q85, as the reference does
+    (process_image, then JPEG quality 85). Blocking: call it off the event loop.
+    """
+    data = blobs.get(ref)
+    info = probe(data)
+    h, w = smart_resize(info.height, info.width, factor=PNG_SMART_FACTOR, min_pixels=PNG_SMART_MIN_PIXELS,
+                        max_pixels=PNG_SMART_MAX_PIXELS)
+    if (w, h) == (info.width, info.height):
+        return ref
+    return blobs.put(png_bytes(thumbnail(data, w, h)))
 
 
 @dataclass(slots=True)
@@ -100,8 +127,10 @@ class JudgeCall:
     replies: list[str] = field(default_factory=list)
 
 
-async def judge_one(judge: ChatModel, messages: list[Message], gold: str, retries: int) -> JudgeCall:
+async def judge_one(judge: ChatModel, messages: list[Message], gold: str, retries: int,
+                    no_verdict: str = "retry") -> JudgeCall:
     """Ask until a verdict parses: 1 call plus up to ``retries`` more; raise JudgeError after that.
+    Under ``no_verdict="no"`` an unreadable reply is a No at once (the reference's reading).
 
     Transport failures were already retried by the providers layer, so an exception here is
     final and becomes a judge_error at once.
@@ -121,16 +150,21 @@ async def judge_one(judge: ChatModel, messages: list[Message], gold: str, retrie
         call.verdict = parse_judge_verdict(reply)
         if call.verdict is not None:
             return call
+        if no_verdict == "no":
+            call.verdict = False
+            return call
     raise JudgeError(f"no <judge>Yes|No</judge> verdict after {call.attempts} replies; last: {call.replies[-1][:200]!r}")
 
 
 async def judge_answer(
-    judge: ChatModel, question: str, golds: list[str], response: str, image: ImageRef | None, retries: int = 3
+    judge: ChatModel, question: str, golds: list[str], response: str, image: ImageRef | None, retries: int = 3,
+    *, texts: TextBook | None = None, no_verdict: str = "retry",
 ) -> tuple[bool, list[JudgeCall]]:
     """One judge verdict per gold, in order, stopping at the first Yes (reference behaviour)."""
     calls: list[JudgeCall] = []
     for gold in golds:
-        call = await judge_one(judge, judge_messages(question, gold, response, image), gold, retries)
+        call = await judge_one(judge, judge_messages(question, gold, response, image, texts), gold, retries,
+                               no_verdict)
         calls.append(call)
         if call.verdict:
             return True, calls

@@ -9,7 +9,9 @@ record and the run manifest say which behaviour produced them.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,11 +22,8 @@ from fasteval.suites.vistahop import scoring
 from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
 from fasteval.suites.vistahop.metrics import aggregate as metrics_aggregate
 from fasteval.suites.vistahop.metrics import score_reference_file
-from fasteval.suites.vistahop.prompts import (
-    DEFAULT_FORMAT_INSTRUCTION,
-    DEFAULT_SYSTEM_PROMPT,
-    tool_system_prompt,
-)
+from fasteval.suites.vistahop.prompts import DEFAULT_FORMAT_INSTRUCTION, DEFAULT_SYSTEM_PROMPT
+from fasteval.suites.vistahop.texts import unwrap, vistahop_texts
 from fasteval.tools.base import ToolResult
 from fasteval.types import Message, Task, ToolCall, Trajectory
 
@@ -40,17 +39,27 @@ PRESETS: dict[str, dict[str, int]] = {
 """Round budget and text-search depth: the paper's values and the public code's two defaults."""
 
 FIDELITY_SWITCHES: dict[str, dict[str, bool]] = {
-    "reference": {"all_images": False, "judge_on_max_rounds": False},
-    "fixed": {"all_images": True, "judge_on_max_rounds": True},
+    "reference": {"all_images": False, "judge_on_max_rounds": False, "judge_no_verdict_is_no": True,
+                  "non_object_tool_call_is_error": True},
+    "fixed": {"all_images": True, "judge_on_max_rounds": True, "judge_no_verdict_is_no": False,
+              "non_object_tool_call_is_error": False},
 }
 """all_images: show every image of a record (the runner shows only the first).
 judge_on_max_rounds: judge the last assistant text when the budget runs out (the paper's
-MaxRounds returns no answer, which scores 0)."""
+MaxRounds returns no answer, which scores 0).
+judge_no_verdict_is_no: a judge reply without <judge>Yes|No</judge> is a No for that gold and
+the next gold is judged (reference); off: retry, then judge_error.
+non_object_tool_call_is_error: a <tool_call> whose JSON is not an object (a list, a number) is
+a sample error scored 0, as the reference's parser crashes on it; off: it is the final answer."""
+
+REFERENCE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5}
+"""The reference runner's sampling (the Qwen3-VL recommendation); ``sampling`` / ``sampling_by_model`` override it."""
 
 _KNOWN_OPTIONS = frozenset({
     "path", "root", "dataset", "fidelity", "limit", "max_rounds", "preset", "text_search_top_k",
     "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
-    "all_images", "judge_on_max_rounds", "settings",
+    "all_images", "judge_on_max_rounds", "settings", "texts", "reference_repo", "judge_no_verdict_is_no",
+    "non_object_tool_call_is_error", "sampling", "sampling_by_model",
 })
 
 
@@ -90,6 +99,35 @@ class VistaHopSuite(Suite):
         base, fmt = _dataset_prompts(options)
         self.base_system_prompt = base
         self.format_instruction = fmt
+        self.texts = vistahop_texts(options, self.fidelity)
+        default_sampling = REFERENCE_SAMPLING if self.fidelity == "reference" else {}
+        self.sampling = dict(options.get("sampling", default_sampling) or {})
+        by_model = options.get("sampling_by_model") or {}
+        if not isinstance(by_model, dict) or not all(isinstance(v, dict) for v in by_model.values()):
+            raise ValueError("vistahop: sampling_by_model must map model names to parameter objects")
+        self.sampling_by_model: dict[str, dict[str, Any]] = by_model
+
+    def text_manifest(self) -> dict[str, Any] | None:
+        return self.texts.manifest()
+
+    def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
+        """The judge texts, the error strings, and in tool settings the tool system prompt as sent."""
+        listing = [t for t in self.texts.listing()
+                   if t["role"] in ("judge_prompt", "tool_error")
+                   or t["name"] in {f"tool.{n}" for n in (setting.tools or [])}]
+        if not _direct(setting):
+            import fasteval.tools  # noqa: F401  (registers the tools)
+            from fasteval.tools.base import TOOLS
+
+            specs = [TOOLS[n]().spec() for n in setting.tools or []]
+            source = next(t["source"] for t in self.texts.listing() if t["name"] == "tools_section")
+            listing.insert(0, {"role": "system_prompt", "name": "tool_system_prompt",
+                               "text": self.system_prompt(Task(id="-", turns=[]), setting, specs), "source": source})
+        return listing
+
+    def request_params(self, setting: Setting, model: str) -> dict[str, Any]:
+        """The reference's sampling (or the ``sampling`` option), replaced per model by ``sampling_by_model``."""
+        return dict(self.sampling_by_model.get(model, self.sampling))
 
     # --- loading -------------------------------------------------------------------------
     def loader_config(self) -> LoaderConfig:
@@ -141,7 +179,11 @@ class VistaHopSuite(Suite):
         """Direct mode: the dataset prompt alone (if any). Tool mode: base + blank line + '# Tools'."""
         if _direct(setting) or not tool_specs:
             return self.base_system_prompt or None
-        return tool_system_prompt(self.base_system_prompt or DEFAULT_SYSTEM_PROMPT, tool_specs)
+        # One JSON line per schema, json.dumps(ensure_ascii=False) as the reference renders tools.yaml.
+        schemas = [self.texts.values.get(f"tool.{spec['function']['name']}", spec) for spec in tool_specs]
+        lines = "\n".join(json.dumps(schema, ensure_ascii=False) for schema in schemas)
+        section = self.texts.render("tools_section", tool_def_str=lines)
+        return f"{self.base_system_prompt or DEFAULT_SYSTEM_PROMPT}\n\n{section}"
 
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
         """Image(s) first, then the question; direct mode appends the format instruction."""
@@ -156,7 +198,15 @@ class VistaHopSuite(Suite):
         return {"role": "user", "content": content}
 
     def tool_result_messages(self, call: ToolCall, result: ToolResult, setting: Setting) -> list[Message] | None:
-        """One user message ``<tool_response>\\n...\\n</tool_response>`` with images in place."""
+        """One user message ``<tool_response>\\n...\\n</tool_response>`` with images in place;
+        the error strings are the text book's (the reference's under ``texts: reference``)."""
+        if call.name not in (setting.tools or []):
+            result = ToolResult.fail(unwrap(self.texts.render("error.unknown_tool", tool_name=call.name)))
+        elif call.name == "image_zoom_in_tool" and result.status == "error":
+            # The reference's only crop error; anything else would crash its sample.
+            result = ToolResult.fail(unwrap(self.texts.render("error.invalid_bbox")))
+        elif call.name == "image_search_tool" and result.extra.get("results") == 0:
+            result = ToolResult(status="ok", output=unwrap(self.texts.render("error.no_results")), extra=result.extra)
         return [{"role": "user", "content": tool_response_content(result)}]
 
     def extract_answer(self, text: str, setting: Setting) -> str:
@@ -172,6 +222,10 @@ class VistaHopSuite(Suite):
         if trajectory.termination in ("error", "context_overflow") and not answer:
             details["method"] = "trajectory_error"
             return Score(0.0, details)  # counts 0 like the reference; the record keeps status error
+        if _switch(setting, "non_object_tool_call_is_error", self.fidelity) and _non_object_tool_call(trajectory):
+            details["method"] = "sample_error"
+            details["sample_error"] = "<tool_call> holds JSON that is not an object (the reference's parser fails)"
+            return Score(0.0, details)
         if not answer:
             details["method"] = "no_answer"
             return Score(0.0, details)
@@ -182,10 +236,14 @@ class VistaHopSuite(Suite):
         if judge is None:
             return Score(None, details, error="judge_error: no 'judge' service configured")
         image = task.turns[0].images[0] if task.turns and task.turns[0].images else None
+        if image is not None:
+            image = await asyncio.to_thread(scoring.judge_image, ctx.blobs, image)
         question = str(task.metadata.get("question") or task.turns[0].text)
         retries = int(setting.options.get("judge_retries", 3))
+        no_verdict = "no" if _switch(setting, "judge_no_verdict_is_no", self.fidelity) else "retry"
         try:
-            ok, calls = await scoring.judge_answer(judge, question, golds, answer, image, retries)
+            ok, calls = await scoring.judge_answer(judge, question, golds, answer, image, retries,
+                                                   texts=self.texts, no_verdict=no_verdict)
         except scoring.JudgeError as e:
             details["method"] = "judge"
             return Score(None, details, error=f"judge_error: {e}")
@@ -233,6 +291,30 @@ def _text_of(msg: Message) -> str:
     if isinstance(content, list):
         return "".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
     return ""
+
+
+def _switch(setting: Setting, name: str, fidelity: str) -> bool:
+    if name in setting.options:
+        return bool(setting.options[name])
+    return FIDELITY_SWITCHES.get(setting.fidelity, FIDELITY_SWITCHES[fidelity])[name]
+
+
+_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+
+
+def _non_object_tool_call(trajectory: Trajectory) -> bool:
+    """Whether the last assistant reply holds a <tool_call> whose JSON parses to a truthy non-object."""
+    for msg in reversed(trajectory.messages):
+        if msg.get("role") == "assistant":
+            m = _TOOL_CALL_RE.search(_text_of(msg))
+            if m is None:
+                return False
+            try:
+                obj = json.loads(m.group(1).strip())
+            except json.JSONDecodeError:
+                return False
+            return bool(obj) and not isinstance(obj, dict)
+    return False
 
 
 def _direct(setting: Setting) -> bool:

@@ -1,8 +1,15 @@
 """The rubric judge: one text-only call per rubric item, verdict Met / Not Met with a reason.
 
-The reference defaults a failed or unreadable verdict to "Not Met"; we retry an unreadable reply
-(with a new seed, so a cached bad reply is not served again) and then report ``judge_error``
-instead of guessing.
+Two ways of counting (the suite option ``judge_counting``):
+
+- ``fixed``: we read the verdict tolerantly (code fences, prose, case), retry an unreadable
+  reply (with a new seed, so a cached bad reply is not served again) and then report
+  ``judge_error``, which excludes the task instead of guessing.
+- ``reference``: the reference's reading. A judge call that fails after its retries becomes
+  "Not Met" and is counted; a reply that is not JSON is a ``judge_error`` (the reference's
+  ``json.loads`` raises and its whole chunk of tasks is lost; we judge per task, so only this
+  task is lost); any ``judge_result`` other than exactly "Met" earns no weight, and only exactly
+  "Not Met" fails APR.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from fasteval.suites.reference_texts import Template
 from providers.base import ChatRequest, ChatResponse
 
 from .prompts import judge_prompt
@@ -36,8 +44,27 @@ class JudgeError(RuntimeError):
 
 @dataclass(slots=True)
 class Verdict:
-    met: bool
+    met: bool | None
+    """True for Met, False for Not Met, None for a reference verdict that is neither (no weight, APR kept)."""
     reason: str
+
+
+class ReferenceChunkLoss(JudgeError):
+    """Under reference counting: a judge reply ``json.loads`` rejects (the reference loses the chunk)."""
+
+
+def parse_reference_verdict(text: str | None) -> Verdict:
+    """The reference's reading: ``json.loads`` of the whole reply, exact "Met" / "Not Met"."""
+    try:
+        obj = json.loads(text or "")
+    except json.JSONDecodeError as e:
+        raise ReferenceChunkLoss(f"judge reply is not JSON ({e}); the reference loses this chunk") from None
+    if not isinstance(obj, dict) or "judge_result" not in obj:
+        raise ReferenceChunkLoss("judge reply has no judge_result key; the reference raises on it")
+    result = obj["judge_result"]
+    reason = obj.get("explanation")
+    met = True if result == "Met" else False if result == "Not Met" else None
+    return Verdict(met=met, reason=reason if isinstance(reason, str) else "")
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
@@ -80,10 +107,16 @@ def _find_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def judge_request(question: str, golden_answer: str, rubric: str, answer: str, attempt: int = 0) -> ChatRequest:
-    """The judge request, as the reference sends it: JSON mode, no temperature, one user message."""
+def judge_request(question: str, golden_answer: str, rubric: str, answer: str, attempt: int = 0,
+                  template: Template | None = None) -> ChatRequest:
+    """The judge request, as the reference sends it: JSON mode, no temperature, one user message.
+
+    ``template`` is the judge prompt to fill (the reference's own under ``texts: reference``).
+    """
+    text = judge_prompt(question, golden_answer, rubric, answer) if template is None else template.render(
+        {"question": question, "golden_answer": golden_answer, "rubric_criteria": rubric, "model_answer": answer})
     return ChatRequest(
-        messages=[{"role": "user", "content": judge_prompt(question, golden_answer, rubric, answer)}],
+        messages=[{"role": "user", "content": text}],
         params={"response_format": {"type": "json_object"}},
         # The seed changes per attempt so a cached unreadable reply is not replayed.
         seed=attempt,
@@ -92,19 +125,35 @@ def judge_request(question: str, golden_answer: str, rubric: str, answer: str, a
 
 async def judge_rubric(
     judge: JudgeModel, question: str, golden_answer: str, rubric: str, answer: str,
-    *, timeout_s: float = 600.0,
+    *, timeout_s: float = 600.0, template: Template | None = None, counting: str = "fixed",
 ) -> Verdict:
-    """One rubric verdict; raises JudgeError after MAX_ATTEMPTS failed or unreadable replies."""
+    """One rubric verdict; raises JudgeError after MAX_ATTEMPTS failed or unreadable replies.
+
+    Under ``counting="reference"`` a call that fails every attempt is "Not Met" and a non-JSON
+    reply raises ReferenceChunkLoss at once (the reference retries only failed calls).
+    """
     errors: list[str] = []
     for attempt in range(MAX_ATTEMPTS):
-        request = judge_request(question, golden_answer, rubric, answer, attempt)
+        request = judge_request(question, golden_answer, rubric, answer, attempt, template)
         try:
             response = await asyncio.wait_for(judge.chat(request), timeout_s)
+            if counting == "reference":
+                if not response.content:  # the reference retries a None reply
+                    errors.append("empty reply")
+                    continue
+                return parse_reference_verdict(response.content)
             return parse_verdict(response.content)
+        except ReferenceChunkLoss:
+            raise
         except JudgeParseError as e:
             errors.append(f"unreadable reply: {e}")
         except TimeoutError:
             errors.append(f"no reply within {timeout_s:g}s")
         except Exception as e:  # provider errors already retried below us: count the attempt, go on
             errors.append(f"{type(e).__name__}: {e}")
+    if counting == "reference":
+        return Verdict(met=False, reason=f"{REFERENCE_FAILED_REASON} ({errors[-1]})")
     raise JudgeError(f"{MAX_ATTEMPTS} attempts failed; last: {errors[-1]}")
+
+
+REFERENCE_FAILED_REASON = "judge failed after every attempt; counted as Not Met (reference)"

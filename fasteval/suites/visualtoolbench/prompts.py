@@ -6,6 +6,8 @@ by point, so a level or a judge verdict means the same thing as in the paper's r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 PROMPT_LEVELS = ("low", "mid", "high")
 
 TOOL_NAMES = (
@@ -47,18 +49,20 @@ _HIGH = (
 SYSTEM_PROMPTS: dict[str, str] = {"low": _LOW, "mid": _MID, "high": _HIGH}
 
 
-def system_prompt_for(level: str, fidelity: str) -> str | None:
+def system_prompt_for(level: str, fidelity: str, prompts: Mapping[str, str] | None = None) -> str | None:
     """System prompt text of a level; None means no system message.
 
     The reference CLI accepts ``medium`` but looks up ``mid``, so ``medium`` silently sends no
     system prompt there; ``reference`` fidelity keeps that, ``fixed`` reads it as ``mid``.
+    ``prompts`` (level -> text) replaces our wording, e.g. with the reference's own texts.
     """
+    table = SYSTEM_PROMPTS if prompts is None else prompts
     if level == "medium":
-        return None if fidelity == "reference" else SYSTEM_PROMPTS["mid"]
+        return None if fidelity == "reference" else table["mid"]
     if level == "none":
         return None
     try:
-        return SYSTEM_PROMPTS[level]
+        return table[level]
     except KeyError:
         raise ValueError(f"unknown prompt_level {level!r}; use one of {[*PROMPT_LEVELS, 'none']}") from None
 
@@ -79,10 +83,10 @@ Judge whether the model's answer MEETS or DOES NOT MEET the criterion; consult t
 {golden_answer}
 
 ### Rubric criterion
-{rubric}
+{rubric_criteria}
 
 ### Model answer
-{answer}
+{model_answer}
 
 ### Notes
 - When the criterion does not ask for a correct result, the answer need not be correct to meet it. For example, "the model shows its reasoning" is met by an answer that shows its reasoning, even if the conclusion is wrong.
@@ -97,4 +101,5 @@ Reply with a JSON object only, in this form:
 
 def judge_prompt(question: str, golden_answer: str, rubric: str, answer: str) -> str:
     """The single-rubric judge prompt: text only, that turn's question only, as the reference does."""
-    return JUDGE_TEMPLATE.format(question=question, golden_answer=golden_answer, rubric=rubric, answer=answer)
+    return JUDGE_TEMPLATE.format(question=question, golden_answer=golden_answer, rubric_criteria=rubric,
+                                 model_answer=answer)

@@ -15,15 +15,19 @@ from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.reference_texts import Template
 from fasteval.suites.visualtoolbench.metrics import aggregate as metrics_aggregate
 from fasteval.suites.visualtoolbench.reference import score_reference_file
 from fasteval.tools.base import ToolResult
+from fasteval.tools.python_tools import SAVE_DIR
 from fasteval.types import Message, Task, ToolCall, Trajectory
+from sandbox import input_name
 
 from .judge import JudgeError, JudgeModel, Verdict, judge_rubric
 from .loader import iter_tasks
 from .metrics import rubric_score
 from .prompts import OVERFLOW_ANSWER, TOOL_NAMES, system_prompt_for, transformed_images_text
+from .texts import REFERENCE_TOOL_NAMES, render_value, vtb_texts
 
 FIDELITIES = ("reference", "fixed")
 MAX_ROUNDS = 20
@@ -39,6 +43,12 @@ def fidelity_switches(fidelity: str) -> dict[str, Any]:
         "golden_history": reference,
         "tool_images_in_user_message": reference,
         "overflow_answer": OVERFLOW_ANSWER if reference else None,
+        # Tools see only the current turn's images (input_0 is this turn's image), not every
+        # image shown so far.
+        "tool_images": "turn" if reference else "all",
+        # The multi-turn no-tool baseline sends text only (the reference builds it without images).
+        "multi_turn_no_tool_images": not reference,
+        "judge_counting": "reference" if reference else "fixed",
     }
 
 
@@ -72,6 +82,57 @@ class VisualToolBenchSuite(Suite):
         limit = options.get("limit")
         self.limit = int(limit) if limit is not None else None
         self.judge_timeout_s = float(options.get("judge_timeout_s", 600.0))
+        self.texts = vtb_texts(options, self.fidelity)
+        self._system_prompts = {level: str(self.texts.get(f"system.{level}")) for level in ("low", "mid", "high")}
+        system_prompt_for(self.prompt_level, self.fidelity, self._system_prompts)
+        self._aliases = {ref: ours for ours, ref in REFERENCE_TOOL_NAMES.items()} if self.texts.mode == "reference" else {}
+        self._input_names: dict[str, str] = {}
+
+    def text_manifest(self) -> dict[str, Any] | None:
+        return self.texts.manifest()
+
+    def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
+        """System prompt of the setting's level, the judge template, and the offered tools' entries."""
+        level = str(setting.options.get("prompt_level", self.prompt_level))
+        wanted = {f"tool.{n}" for n in (setting.tools or [])} | {"judge"}
+        if setting.tools != [] and system_prompt_for(level, setting.fidelity, self._system_prompts) is not None:
+            wanted.add(f"system.{level}")
+        return [t for t in self.texts.listing() if t["name"] in wanted]
+
+    def tool_specs(
+        self, task: Task, turn_index: int, setting: Setting, specs: list[dict[str, Any]]
+    ) -> list[dict[str, Any]] | None:
+        """The text book's tool entries (reference names and wording), the image tool's description
+        listing this turn's (or every shown) input file names, rebuilt every round as the reference does."""
+        turns = task.turns[turn_index:turn_index + 1] if _tool_images(setting) == "turn" else task.turns[:turn_index + 1]
+        refs: list[str] = []
+        for turn in turns:
+            shown = turn.images[:1] if _switch(setting, "first_image_only") else turn.images
+            refs.extend(r for r in shown if r not in refs)
+        fields = {"image_list": [self._input_name(i, ref) for i, ref in enumerate(refs)],
+                  "processed_image_save_path": SAVE_DIR}
+        out = []
+        for spec in specs:
+            name = spec["function"]["name"]
+            entry = self.texts.values.get(f"tool.{name}")
+            out.append(spec if entry is None else {"type": "function", "function": render_value(entry, fields)})
+        return out
+
+    def tool_alias(self, name: str, setting: Setting) -> str | None:
+        return self._aliases.get(name)
+
+    def _input_name(self, index: int, ref: str) -> str:
+        """The sandbox's file name for an input (extension sniffed from the blob's first bytes, once)."""
+        ext = self._input_names.get(ref)
+        if ext is None:
+            try:
+                with open(self.blobs.path(ref), "rb") as f:
+                    head = f.read(16)
+            except OSError:
+                head = b""
+            ext = input_name(0, head)[len("input_0"):]
+            self._input_names[ref] = ext
+        return f"input_{index}{ext}"
 
     def load(self) -> Iterator[Task | LoadError]:
         path = self.options.get("path")
@@ -93,12 +154,16 @@ class VisualToolBenchSuite(Suite):
     def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
         if setting.tools == []:
             return None
-        return system_prompt_for(str(setting.options.get("prompt_level", self.prompt_level)), setting.fidelity)
+        level = str(setting.options.get("prompt_level", self.prompt_level))
+        return system_prompt_for(level, setting.fidelity, self._system_prompts)
 
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
-        """Prompt text first, then the turn's images (only the first under ``first_image_only``)."""
+        """Prompt text first, then the turn's images (only the first under ``first_image_only``;
+        none in the multi-turn no-tool baseline unless ``multi_turn_no_tool_images``)."""
         turn = task.turns[turn_index]
         images = turn.images[:1] if _switch(setting, "first_image_only") else turn.images
+        if setting.tools == [] and len(task.turns) > 1 and not _switch(setting, "multi_turn_no_tool_images"):
+            images = []
         content: list[dict[str, Any]] = [{"type": "text", "text": turn.text}]
         content += [{"type": "image", "image": ref} for ref in images]
         return {"role": "user", "content": content}
@@ -139,7 +204,10 @@ class VisualToolBenchSuite(Suite):
         judge = ctx.services.get("judge")
         if judge is None:
             return Score(None, error="judge_error: no judge model configured (services['judge'])")
-        return await score_task(task, trajectory, judge, timeout_s=self.judge_timeout_s)
+        template = self.texts.get("judge")
+        counting = str(setting.options.get("judge_counting", fidelity_switches(setting.fidelity)["judge_counting"]))
+        return await score_task(task, trajectory, judge, timeout_s=self.judge_timeout_s, template=template,
+                                counting=counting)
 
 
 def _switch(setting: Setting, name: str) -> bool:
@@ -148,7 +216,12 @@ def _switch(setting: Setting, name: str) -> bool:
     return bool(fidelity_switches(setting.fidelity)[name])
 
 
-async def score_task(task: Task, trajectory: Trajectory, judge: JudgeModel, *, timeout_s: float = 600.0) -> Score:
+def _tool_images(setting: Setting) -> str:
+    return str(setting.options.get("tool_images", fidelity_switches(setting.fidelity)["tool_images"]))
+
+
+async def score_task(task: Task, trajectory: Trajectory, judge: JudgeModel, *, timeout_s: float = 600.0,
+                     template: Template | None = None, counting: str = "fixed") -> Score:
     """Judge every rubric of every turn concurrently and pool them into ARS and APR.
 
     A turn without a final answer fails its rubrics without a judge call; any rubric the judge
@@ -166,7 +239,7 @@ async def score_task(task: Task, trajectory: Trajectory, judge: JudgeModel, *, t
             else:
                 golden = "" if turn.reference is None else str(turn.reference)
                 calls.append(judge_rubric(judge, turn.text, golden, str(rubric["description"]), answer,
-                                          timeout_s=timeout_s))
+                                          timeout_s=timeout_s, template=template, counting=counting))
     results = await asyncio.gather(*calls, return_exceptions=True)
 
     verdicts: list[list[dict[str, Any]]] = [[] for _ in task.turns]
@@ -188,7 +261,7 @@ async def score_task(task: Task, trajectory: Trajectory, judge: JudgeModel, *, t
     details: dict[str, Any] = {"verdicts": verdicts, "judge_calls": judged}
     if errors:
         return Score(None, details=details, error=f"judge_error: {len(errors)} rubric(s) undecided; {errors[0]}")
-    summary = rubric_score([[(float(v["weight"]), bool(v["met"])) for v in turn] for turn in verdicts])
+    summary = rubric_score([[(float(v["weight"]), v["met"]) for v in turn] for turn in verdicts])
     return Score(summary["apr"], details={**summary, **details})
 
 

@@ -146,6 +146,8 @@ def test_smoke_config_runs_all_three_suites_on_official_format_fixtures(
     run_dir = tmp_path / "run"
     code, _, err = cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
     assert code == 0, err
+    bad = [(r["suite"], r["setting"], r.get("error")) for r in latest(run_dir) if r["status"] != "ok"]
+    assert not bad, bad
     jobs = 2 * (5 * 2 + 2 + 2)  # models × (tirbench 5 tasks × 2 settings + vtb 2 + vistahop 2)
     assert run_summary(err) == (jobs, 0, 0, jobs)
     recs = latest(run_dir)

@@ -80,7 +80,8 @@ def _config(tmp_path: Path) -> Path:
         ],
         "roles": {"judge": {"provider": "sim", "policy": "scripted", "script": JUDGE_SCRIPT,
                             "default_reply": "<judge>No</judge><reason>differs</reason>"}},
-        "suites": [{"name": "vistahop", "options": {"path": str(_data(tmp_path)), "fidelity": "reference"},
+        "suites": [{"name": "vistahop", "options": {"path": str(_data(tmp_path)), "fidelity": "reference",
+                                                    "texts": "own"},
                     "settings": [{"name": "no_tool"}, CROP_SEARCH]}],
     })
 

@@ -64,7 +64,7 @@ def _config(tmp_path: Path) -> Path:
         ],
         "roles": {"judge": {"provider": "sim", "policy": "scripted", "script": JUDGE_SCRIPT,
                             "default_reply": _verdict(False)}},
-        "suites": [{"name": "visualtoolbench", "options": {"path": str(data), "fidelity": "reference"},
+        "suites": [{"name": "visualtoolbench", "options": {"path": str(data), "fidelity": "reference", "texts": "own"},
                     "settings": [{"name": "no-tool"},
                                  {"name": "calc", "tools": ["calculator"], "max_rounds": 3}]}],
     })

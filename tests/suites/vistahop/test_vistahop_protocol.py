@@ -45,7 +45,7 @@ def test_settings_follow_the_paper_and_presets_switch_to_public_code_values(json
 
 
 def test_tool_mode_system_prompt_is_base_blank_line_then_tools_block(json_file: Path, blobs: BlobStore) -> None:
-    suite = _suite(json_file, blobs, system_prompt="BASE PROMPT")
+    suite = _suite(json_file, blobs, system_prompt="BASE PROMPT", texts="own")
     task = _tasks(suite)[0]
     specs = [ImageSearchTool().spec()]
     text = suite.system_prompt(task, _setting(suite, "search"), specs)

@@ -126,7 +126,7 @@ async def test_unparseable_judge_reply_is_retried_then_judged(json_file: Path, b
                                                               provider: OpenAICompatProvider) -> None:
     script = judge_server[0]
     script.replies = [(200, "I think so."), (200, "<judge>Yes</judge><reason>same company</reason>")]
-    suite, task = _suite_and_task(json_file, blobs)
+    suite, task = _suite_and_task(json_file, blobs, judge_no_verdict_is_no=False, texts="own")
     score = await suite.score(task, _answered("It is <answer>Hapag-Lloyd AG of Hamburg</answer>"),
                               _setting(suite), ScoreContext(blobs, {"judge": provider}))
     assert (score.value, score.error) == (1.0, None)
@@ -164,7 +164,7 @@ async def test_judge_that_never_parses_is_a_judge_error_not_a_no(json_file: Path
                                                                  provider: OpenAICompatProvider) -> None:
     script = judge_server[0]
     script.replies = [(200, "hmm")] * 4 + [(200, "<judge>No</judge>")]
-    suite, task = _suite_and_task(json_file, blobs)
+    suite, task = _suite_and_task(json_file, blobs, judge_no_verdict_is_no=False)
     score = await suite.score(task, _answered("<answer>Maersk</answer>"), _setting(suite),
                               ScoreContext(blobs, {"judge": provider}))
     assert score.value is None and score.error is not None and score.error.startswith("judge_error:")
@@ -190,3 +190,95 @@ async def test_max_rounds_scores_zero_in_reference_and_judges_last_text_in_fixed
     script.replies = [(200, "<judge>Yes</judge>")]
     got = await fixed.score(task, ran_out, _setting(fixed), ScoreContext(blobs, {"judge": provider}))
     assert got.value == 1.0 and len(script.requests) == 1
+
+
+# --- reference behaviours (fixture reference repository: tests/suites/reference_repos.py) -----
+
+
+async def test_reference_no_verdict_is_a_no_and_the_next_gold_is_judged_with_the_reference_texts(
+        json_file: Path, blobs: BlobStore, judge_server: tuple[ScriptedJudge, str],
+        provider: OpenAICompatProvider) -> None:
+    script = judge_server[0]
+    script.replies = [(200, "I think so."), (200, "<judge>Yes</judge>")]
+    suite, task = _suite_and_task(json_file, blobs)  # fidelity reference, texts reference
+    score = await suite.score(task, _answered("<answer>HL AG</answer>"), _setting(suite),
+                              ScoreContext(blobs, {"judge": provider}))
+    assert (score.value, score.error) == (1.0, None)
+    assert score.details["judge"] == [{"gold": "Hapag-Lloyd", "verdict": False, "attempts": 1},
+                                      {"gold": "Hapag Lloyd AG", "verdict": True, "attempts": 1}]
+    system, user = script.requests[0]["messages"]
+    assert system["content"] == "SYNTH judge system. Output <judge>Yes/No</judge>."
+    assert user["content"][0]["text"] == "SYNTH Q: Which company owns the ship?\nSYNTH GT: Hapag-Lloyd\nSYNTH R: HL AG"
+    fixed, _ = _suite_and_task(json_file, blobs, fidelity="fixed")
+    script.replies = [(200, "hmm")] * 4
+    undecided = await fixed.score(task, _answered("<answer>HL AG</answer>"), _setting(fixed),
+                                  ScoreContext(blobs, {"judge": provider}))
+    assert undecided.value is None and undecided.error is not None
+
+
+async def test_non_object_tool_call_json_is_a_sample_error_under_reference_only(
+        json_file: Path, blobs: BlobStore, judge_server: tuple[ScriptedJudge, str],
+        provider: OpenAICompatProvider) -> None:
+    text = 'Let me look. <tool_call>["image_zoom_in_tool", [0, 0, 10, 10]]</tool_call>'
+    suite, task = _suite_and_task(json_file, blobs)
+    score = await suite.score(task, _answered(text), _setting(suite), ScoreContext(blobs, {"judge": provider}))
+    assert (score.value, score.details["method"]) == (0.0, "sample_error")
+    assert judge_server[0].requests == []
+    fixed, _ = _suite_and_task(json_file, blobs, fidelity="fixed")
+    judged = await fixed.score(task, _answered(text), _setting(fixed), ScoreContext(blobs, {"judge": provider}))
+    assert judged.details["method"] == "judge" and len(judge_server[0].requests) == 2
+
+
+def test_judge_image_is_smart_resized_before_its_jpeg_encoding(blobs: BlobStore) -> None:
+    import pyvips
+
+    from fasteval.images.decode import probe
+    from fasteval.suites.vistahop.scoring import judge_image
+
+    big = pyvips.Image.black(4000, 3000, bands=3).pngsave_buffer()
+    ref = blobs.put(bytes(big))
+    small = judge_image(blobs, ref)
+    info = probe(blobs.get(small))
+    assert small != ref and info.width * info.height <= 8_294_400
+    assert info.width % 32 == 0 and info.height % 32 == 0 and abs(info.width / info.height - 4 / 3) < 0.02
+    tiny = blobs.put(bytes(pyvips.Image.black(320, 256, bands=3).pngsave_buffer()))
+    assert judge_image(blobs, tiny) == tiny  # already on the grid: sent as it is
+
+
+def test_sampling_is_the_reference_runners_and_overridable_per_model(json_file: Path, blobs: BlobStore) -> None:
+    from fasteval.suites.vistahop.suite import REFERENCE_SAMPLING
+
+    suite, _ = _suite_and_task(json_file, blobs, sampling_by_model={"gpt-4o": {"temperature": 0.7, "top_p": 0.8}})
+    setting = _setting(suite)
+    assert suite.request_params(setting, "qwen") == REFERENCE_SAMPLING
+    assert REFERENCE_SAMPLING == {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5}
+    assert suite.request_params(setting, "gpt-4o") == {"temperature": 0.7, "top_p": 0.8}
+    fixed, _ = _suite_and_task(json_file, blobs, fidelity="fixed")
+    assert fixed.request_params(_setting(fixed), "qwen") == {}
+
+
+def test_tool_system_prompt_and_error_strings_come_from_the_reference_files(json_file: Path, blobs: BlobStore) -> None:
+    import json
+
+    from fasteval.tools.base import ToolResult
+    from fasteval.types import ToolCall
+
+    suite, task = _suite_and_task(json_file, blobs, system_prompt="BASE")
+    setting = _setting(suite)
+    from fasteval.tools.base import TOOLS
+
+    specs = [TOOLS[n]().spec() for n in setting.tools or []]
+    text = suite.system_prompt(task, setting, specs)
+    zoom = {"type": "function", "function": {"name": "image_zoom_in_tool", "description": "SYNTH zoom.",
+                                             "parameters": {"type": "object", "properties": {
+                                                 "bbox_2d": {"type": "array", "items": {"type": "number"}}},
+                                                 "required": ["bbox_2d"]}}}
+    assert text is not None and text.startswith("BASE\n\n# SYNTH Tools\n<tools>\n" + json.dumps(zoom) + "\n")
+    bad = suite.tool_result_messages(ToolCall(id="1", name="nope", args={}, status="error"), ToolResult.fail("x"), setting)
+    assert bad is not None and bad[0]["content"][-1]["text"] == "<tool_response>\nError: SYNTH unknown 'nope'.\n</tool_response>"
+    crop = suite.tool_result_messages(ToolCall(id="2", name="image_zoom_in_tool", args={}, status="error"),
+                                      ToolResult.fail("Invalid bbox format: too short"), setting)
+    assert crop is not None and crop[0]["content"][-1]["text"] == "<tool_response>\nError: SYNTH bad bbox.\n</tool_response>"
+    manifest = suite.text_manifest()
+    assert manifest is not None and manifest["mode"] == "reference"
+    assert {t["name"]: t["symbol"] for t in manifest["texts"]}["error.invalid_bbox"] == "evaluate_tool.tool_response@2"

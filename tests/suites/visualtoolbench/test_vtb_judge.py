@@ -191,3 +191,54 @@ async def test_suite_without_judge_reports_judge_error(tmp_path: Path) -> None:
     score = await suite.score(tasks[SINGLE_ID], Trajectory(answers=["x"]), setting,
                               ScoreContext(blobs=BlobStore(tmp_path / "b"), services={}))
     assert score.value is None and score.error is not None and score.error.startswith("judge_error")
+
+
+# --- reference counting and the reference's judge template (fixture reference repository) -----
+
+
+def _fixture_criterion(prompt: str) -> str:
+    return prompt.split(" C=", 1)[1].split(" A=", 1)[0]
+
+
+async def test_reference_counting_failed_calls_are_not_met_and_verdicts_are_exact(
+        tmp_path: Path, serve: Callable[..., Any]) -> None:
+    def script(prompt: str, seed: int) -> tuple[int, str]:
+        criterion = _fixture_criterion(prompt)
+        if criterion == "Says March":
+            return 500, ""  # every attempt fails: the reference stores "Not Met" and counts it
+        if criterion == "Says July":
+            return 200, '{"explanation": "lower case", "judge_result": "met"}'  # neither: no weight, APR kept
+        return 200, MET
+
+    server = await serve(script)
+    judge = OpenAICompatProvider(base_url=server.url, model="judge-test")
+    suite = VisualToolBenchSuite({"path": "unused"}, BlobStore(tmp_path / "b"))
+    template = suite.texts.get("judge")
+    try:
+        score = await score_task(_tasks(tmp_path)[MULTI_ID], Trajectory(answers=["March", "July", "Both"]), judge,
+                                 template=template, counting="reference")
+    finally:
+        await judge.close()
+    assert score.error is None
+    verdicts = score.details["verdicts"]
+    assert verdicts[0][0]["met"] is False and "counted as Not Met" in verdicts[0][0]["reason"]
+    assert verdicts[1][0]["met"] is None
+    # met: m3 (1) + m4 (3) of 13; m1 (weight 4) is Not Met, so APR fails.
+    assert score.details["ars"] == pytest.approx(4 / 13) and score.value == 0.0
+    first = server.bodies[0]["messages"][0]["content"]
+    assert first.startswith("\n        SYNTH judge. Q=") and "G=March. C=Says March A=March" in first
+
+
+async def test_reference_counting_loses_the_task_on_a_non_json_reply(tmp_path: Path,
+                                                                     serve: Callable[..., Any]) -> None:
+    server = await serve(lambda prompt, seed: (200, NOT_MET_FENCED))  # prose around the JSON
+    judge = OpenAICompatProvider(base_url=server.url, model="judge-test")
+    try:
+        score = await score_task(_tasks(tmp_path)[SINGLE_ID], Trajectory(answers=["42 kPa"]), judge,
+                                 counting="reference")
+        fixed = await score_task(_tasks(tmp_path)[SINGLE_ID], Trajectory(answers=["42 kPa"]), judge)
+    finally:
+        await judge.close()
+    assert score.value is None and score.error is not None and "loses this chunk" in score.error
+    assert len([b for b in server.bodies if "States 42 kPa" in b["messages"][0]["content"]]) == 2  # no retry
+    assert fixed.error is None and fixed.details["ars"] == 0.0  # the tolerant reading finds "Not Met"

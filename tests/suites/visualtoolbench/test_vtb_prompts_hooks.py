@@ -55,7 +55,9 @@ def test_settings_record_tools_rounds_and_switches(tmp_path: Path) -> None:
     assert with_tool.options["image_profile"] == "jpeg85" and with_tool.options["prompt_level"] == "low"
     assert with_tool.options["first_image_only"] and with_tool.options["golden_history"]
     assert with_tool.options["overflow_answer"] == OVERFLOW_ANSWER
-    assert suite.system_prompt(task, with_tool, []) == SYSTEM_PROMPTS["low"]
+    assert suite.system_prompt(task, with_tool, []) == "SYNTH low prompt."  # the reference file's text
+    own, [own_task, _] = _suite(tmp_path / "own", prompt_level="low", texts="own")
+    assert own.system_prompt(own_task, _with_tool(own), []) == SYSTEM_PROMPTS["low"]
     assert no_tool.name == "no-tool" and no_tool.tools == [] and suite.system_prompt(task, no_tool, []) is None
     fixed = _with_tool(_suite(tmp_path / "f", fidelity="fixed")[0])
     assert fixed.fidelity == "fixed" and not fixed.options["first_image_only"]
