@@ -435,6 +435,12 @@ def _connect(target: str | Path) -> sqlite3.Connection:
     return db
 
 
+def _drop(path: Path) -> None:
+    for p in (path, path.with_name(INDEX + "-wal"), path.with_name(INDEX + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
 def _open_db(run_dir: Path) -> tuple[sqlite3.Connection, Path | None]:
     path = run_dir / INDEX
     if os.access(run_dir, os.W_OK):
@@ -442,12 +448,14 @@ def _open_db(run_dir: Path) -> tuple[sqlite3.Connection, Path | None]:
             db = _connect(path)
             db.execute("SELECT count(*) FROM meta").fetchone()
             return db, path
+        except sqlite3.OperationalError as e:
+            if "readonly" not in str(e) and "unable to open" not in str(e):
+                raise
         except sqlite3.DatabaseError:
             # Not a database (or a corrupt one): it is derived, so throw it away.
-            for p in (path, path.with_name(INDEX + "-wal"), path.with_name(INDEX + "-shm")):
-                with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
+            _drop(path)
             return _connect(path), path
+    # A folder (or index) we may not write: index in memory, one streaming pass.
     return _connect(":memory:"), None
 
 
@@ -466,9 +474,7 @@ def open_index(run_dir: Path | str) -> RunIndex:
         db.close()
         if path is None:
             raise
-        for p in (path, path.with_name(INDEX + "-wal"), path.with_name(INDEX + "-shm")):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+        _drop(path)
         index = RunIndex(run_dir, _connect(path), path)
         index.refresh()
         index.rebuilt = True
@@ -478,8 +484,6 @@ def open_index(run_dir: Path | str) -> RunIndex:
 def rebuild_index(run_dir: Path | str) -> dict[str, Any]:
     """Throw the index away and build it again from the records (``fasteval index rebuild``)."""
     run_dir = Path(run_dir)
-    for name in (INDEX, INDEX + "-wal", INDEX + "-shm"):
-        with contextlib.suppress(FileNotFoundError):
-            (run_dir / name).unlink()
+    _drop(run_dir / INDEX)
     with open_index(run_dir) as index:
         return index.stats()
