@@ -106,12 +106,12 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
         raise MergeConflict(f"{out} already exists and is not empty; merge into a new or empty folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale(out)
-    tmp = out.parent / f".{out.name}{_TMP_TAG}{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
     indexes = [open_index(src) for src in sources]
+    tmp = out.parent / f".{out.name}{_TMP_TAG}{os.getpid()}"
     try:
-        chosen = _choose(indexes, sources)
+        chosen = _choose(indexes, sources)  # conflicts surface before anything is written
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
         written = 0
         with (tmp / RECORDS).open("wb") as f:
             for i, row in _sorted_rows(indexes):
@@ -120,15 +120,20 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
                     written += 1
             f.flush()
             os.fsync(f.fileno())
+        for index in indexes:
+            index.close()
+        blobs = _link_blobs(tmp, sources)
+        write_manifest(tmp, _merged_manifest(manifests, sources))
+        open_index(tmp).close()  # the merged folder comes with its index
+        with contextlib.suppress(FileNotFoundError):
+            out.rmdir()  # an empty target folder the user made
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     finally:
         for index in indexes:
             index.close()
-    blobs = _link_blobs(tmp, sources)
-    write_manifest(tmp, _merged_manifest(manifests, sources))
-    open_index(tmp).close()  # the merged folder comes with its index
-    with contextlib.suppress(FileNotFoundError):
-        out.rmdir()  # an empty target folder the user made
-    os.rename(tmp, out)
     _fsync_dir(out.parent)
     return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
 
