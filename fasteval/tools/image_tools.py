@@ -135,17 +135,21 @@ class ImageZoomInTool(Tool):
 
 @register_tool
 class RotateImageTool(Tool):
-    """Rotate an original image by any angle (TIR-Bench's function-calling diagnostic)."""
+    """Rotate an original image by any angle (TIR-Bench's function-calling diagnostic).
+
+    Angles are clockwise, the convention of TIR-Bench's rotation questions ("rotate the image
+    clockwise by how many degrees"), so the option a model tests is the angle it passes.
+    """
 
     name: ClassVar[str] = "rotate_image"
     description: ClassVar[str] = (
-        "Rotate the image counter-clockwise by the given angle in degrees (any number; negative "
-        "turns clockwise). The canvas grows to fit the whole rotated image. Returns the rotated image."
+        "Rotate the image clockwise by the given angle in degrees (any number; negative turns "
+        "counter-clockwise). The canvas grows to fit the whole rotated image. Returns the rotated image."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
         "properties": {
-            "angle": {"type": "number", "description": "Degrees counter-clockwise, e.g. 90, -45, 180."},
+            "angle": {"type": "number", "description": "Degrees clockwise, e.g. 90, -45, 180."},
             "img_idx": {"type": "number", "description": "Index of the image to rotate (default 0)."},
         },
         "required": ["angle"],
@@ -169,7 +173,7 @@ class RotateImageTool(Tool):
         deg = float(angle)
 
         def work() -> tuple[ImageRef, int, int]:
-            out = rotate_original(_read(ctx, ref), deg)
+            out = rotate_original(_read(ctx, ref), -deg)  # rotate_original turns counter-clockwise
             return ctx.blobs.put(out.data), out.width, out.height
 
         try:
@@ -180,7 +184,7 @@ class RotateImageTool(Tool):
             return ToolResult.fail(f"Image {found} is missing from the blob store: {e}")
         return ToolResult(
             status="ok",
-            output=f"Here is image {found} rotated {deg:g} degrees counter-clockwise:",
+            output=f"Here is image {found} rotated {deg:g} degrees clockwise:",
             images=[new_ref],
             extra={"img_idx": found, "angle": deg, "size": [w, h]},
         )

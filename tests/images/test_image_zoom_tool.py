@@ -140,13 +140,16 @@ async def test_zoom_of_corrupt_original_is_a_tool_error(tmp_path: Path) -> None:
     assert res.status == "error" and "Cannot read image 0" in (res.error or "")
 
 
-async def test_rotate_90_counter_clockwise_moves_top_left_to_bottom_left(ctx: ToolContext) -> None:
+async def test_rotate_90_clockwise_moves_top_left_to_top_right(ctx: ToolContext) -> None:
     res = await RotateImageTool().run({"angle": 90}, ctx)
     assert res.status == "ok", res.error
+    assert "clockwise" in res.output and "counter" not in res.output
     px = _open(ctx, res.images[0])
     assert px.shape[:2] == (1000, 800)
-    assert tuple(px[-1, 0]) == (255, 0, 0)  # red top-left now bottom-left
-    assert tuple(px[0, 0]) == (0, 255, 0)  # green top-right now top-left
+    assert tuple(px[0, -1]) == (255, 0, 0)  # red top-left now top-right (TIR-Bench's clockwise)
+    assert tuple(px[0, 0]) == (0, 0, 255)  # blue bottom-left now top-left
+    back = await RotateImageTool().run({"angle": -90}, ctx)
+    assert tuple(_open(ctx, back.images[0])[-1, 0]) == (255, 0, 0)  # negative turns counter-clockwise
 
 
 async def test_rotate_any_angle_expands_canvas(ctx: ToolContext) -> None:

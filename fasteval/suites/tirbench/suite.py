@@ -63,11 +63,17 @@ def _str_keys(value: Any) -> Any:
 
 
 # TIR-Bench's tool-using runs used a hosted code interpreter (benchmarks.md §2.3): full Python,
-# not VisualToolBench's restricted-builtins harness, whatever the suite's scoring fidelity.
-CODE_INTERPRETER: dict[str, dict[str, Any]] = {PYTHON_TOOL: {"fidelity": "fixed"}}
+# not VisualToolBench's restricted-builtins harness, whatever the suite's scoring fidelity, and
+# stateful: variables and imports persist across the calls of one trajectory, as in a hosted
+# interpreter session (option ``stateful_interpreter: false`` runs each call fresh).
+CODE_INTERPRETER: dict[str, dict[str, Any]] = {PYTHON_TOOL: {"fidelity": "fixed", "stateful": True}}
 
 
-def rotation_settings(fidelity: str) -> list[Setting]:
+def _interpreter(stateful: bool) -> dict[str, dict[str, Any]]:
+    return {PYTHON_TOOL: {**CODE_INTERPRETER[PYTHON_TOOL], "stateful": stateful}}
+
+
+def rotation_settings(fidelity: str, stateful: bool = True) -> list[Setting]:
     """The six diagnostic settings: rotation-{fn,code}-{p1,p2,p3}, rotation tasks only."""
     settings = []
     for flavour, tool in (("fn", ROTATE_TOOL), ("code", PYTHON_TOOL)):
@@ -79,7 +85,7 @@ def rotation_settings(fidelity: str) -> list[Setting]:
                     max_rounds=TOOL_MAX_ROUNDS,
                     fidelity=fidelity,
                     options={"task_types": ["rotation_game"], "rotation_tool": flavour, "rotation_prompt": prompt,
-                             "tool_options": CODE_INTERPRETER},
+                             "tool_options": _interpreter(stateful)},
                 )
             )
     return settings
@@ -131,11 +137,11 @@ class TIRBench(Suite):
         if self.extraction not in EXTRACTION_MODES:
             raise ValueError(f"tirbench: extraction must be one of {EXTRACTION_MODES}, got {self.extraction!r}")
         # What a failed extraction becomes: "" scored as the reference does, or a judge_error.
-        self.extraction_failure = str(options.get("extraction_failure")
-                                      or ("empty" if self.fidelity == "reference" else "error"))
-        if self.extraction_failure not in EXTRACTION_FAILURE:
+        self.extraction_failure: str | None = options.get("extraction_failure")
+        if self.extraction_failure is not None and self.extraction_failure not in EXTRACTION_FAILURE:
             raise ValueError(f"tirbench: extraction_failure must be one of {EXTRACTION_FAILURE}")
         self.scoring_timeout_s = float(options.get("scoring_timeout_s", SCORING_TIMEOUT_S))
+        self.stateful_interpreter = bool(options.get("stateful_interpreter", True))
         self.texts = tirbench_texts(options, self.fidelity)
 
     def text_manifest(self) -> dict[str, Any] | None:
@@ -151,8 +157,8 @@ class TIRBench(Suite):
         return [
             Setting(name="no-tool", tools=[], fidelity=self.fidelity),
             Setting(name="tool", tools=[PYTHON_TOOL], max_rounds=TOOL_MAX_ROUNDS, fidelity=self.fidelity,
-                    options={"tool_options": CODE_INTERPRETER}),
-            *rotation_settings(self.fidelity),
+                    options={"tool_options": _interpreter(self.stateful_interpreter)}),
+            *rotation_settings(self.fidelity, self.stateful_interpreter),
         ]
 
     def applies_to(self, task: Task, setting: Setting) -> bool:
@@ -194,7 +200,8 @@ class TIRBench(Suite):
                 extractor: ChatModel | None = ctx.services.get("extractor")
                 if extractor is None:
                     return Score(None, details, error="judge_error: no 'extractor' service to extract the answer")
-                on_failure: Literal["empty", "error"] = "empty" if self.extraction_failure == "empty" else "error"
+                failure = self.extraction_failure or ("empty" if setting.fidelity == "reference" else "error")
+                on_failure: Literal["empty", "error"] = "empty" if failure == "empty" else "error"
                 result = await extract(extractor, task_type, task.turns[0].text, response, texts=self.texts,
                                        on_failure=on_failure)
                 details["extraction_attempts"] = result.attempts

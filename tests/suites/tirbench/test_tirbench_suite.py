@@ -59,10 +59,10 @@ async def test_ocr_skips_extraction_and_honours_fidelity(release: Path, blobs: B
     assert reference.details["extracted"] is None
 
 
-async def test_unusable_extractions_become_judge_error_not_zero(release: Path, blobs: BlobStore) -> None:
+async def test_unusable_extractions_become_judge_error_not_zero_under_fixed(release: Path, blobs: BlobStore) -> None:
     suite, tasks = _suite_and_tasks(release, blobs)
     ctx = ScoreContext(blobs=blobs, services={"extractor": ScriptedExtractor("", " ", "")})
-    score = await suite.score(tasks["105"], _answered("72 F"), Setting("no-tool"), ctx)
+    score = await suite.score(tasks["105"], _answered("72 F"), Setting("no-tool", fidelity="fixed"), ctx)
     assert score.value is None and score.error is not None and score.error.startswith("judge_error:")
     assert score.details["extractor_replies"] == ["", " ", ""]
 
@@ -84,3 +84,43 @@ async def test_no_final_answer_scores_zero(release: Path, blobs: BlobStore) -> N
     suite, tasks = _suite_and_tasks(release, blobs)
     score = await suite.score(tasks["105"], _answered(None), Setting("tool"), ScoreContext(blobs=blobs))
     assert score.value == 0.0 and score.details["no_response"] is True
+
+
+async def test_reference_extraction_failure_scores_an_empty_extraction(release: Path, blobs: BlobStore) -> None:
+    suite, tasks = _suite_and_tasks(release, blobs)
+    ctx = ScoreContext(blobs=blobs, services={"extractor": ScriptedExtractor("", " ", "")})
+    score = await suite.score(tasks["105"], _answered("72 F"), Setting("no-tool", fidelity="reference"), ctx)
+    assert score.error is None and score.value == 0.0 and score.details["extracted"] == ""
+    assert "unusable extractor reply after 3 attempts" in score.details["extraction_failed"]
+    forced = TIRBench({"path": str(release), "extraction_failure": "error"}, blobs)
+    ctx = ScoreContext(blobs=blobs, services={"extractor": ScriptedExtractor("", " ", "")})
+    err = await forced.score(tasks["105"], _answered("72 F"), Setting("no-tool", fidelity="reference"), ctx)
+    assert err.value is None and err.error is not None and err.error.startswith("judge_error:")
+
+
+async def test_reference_texts_are_sent_verbatim(release: Path, blobs: BlobStore) -> None:
+    suite, tasks = _suite_and_tasks(release, blobs, fidelity="reference")
+    extractor = ScriptedExtractor("D")
+    ctx = ScoreContext(blobs=blobs, services={"extractor": extractor})
+    score = await suite.score(tasks["101"], _answered("grey, D"), Setting("no-tool", fidelity="reference"), ctx)
+    assert score.value == 1.0
+    system, user = extractor.requests[0].messages
+    assert system["content"][0]["text"] == " SYNTH extractor system line."  # leading space kept
+    question = tasks["101"].turns[0].text
+    assert user["content"][0]["text"] == (
+        f"SYNTH-DEMO color: Q/R/E triples for {{n}} pieces\n\nSYNTH-Q<<{question}>>\n\nSYNTH-R<<grey, D>>"
+        "\n\nSYNTH-EXTRACTED: ")
+    manifest = suite.text_manifest()
+    assert manifest is not None and manifest["mode"] == "reference"
+    assert {t["name"] for t in manifest["texts"]} >= {"demo.color", "extractor_system", "extractor_layout"}
+    own, _ = _suite_and_tasks(release, blobs, fidelity="reference", texts="own")
+    own_manifest = own.text_manifest()
+    assert own_manifest is not None and own_manifest["mode"] == "own"
+
+
+async def test_scoring_is_bounded_so_a_pathological_answer_cannot_hang_a_job(release: Path,
+                                                                            blobs: BlobStore) -> None:
+    suite, tasks = _suite_and_tasks(release, blobs, scoring_timeout_s=0)
+    ctx = ScoreContext(blobs=blobs, services={"extractor": ScriptedExtractor("72")})
+    score = await suite.score(tasks["105"], _answered("72"), Setting("no-tool"), ctx)
+    assert (score.value, score.error, score.details["scoring_timeout_s"]) == (0.0, None, 0)
