@@ -114,3 +114,38 @@ def test_tool_images_follow_in_a_user_message_under_reference(tmp_path: Path) ->
         {"role": "tool", "tool_call_id": "c2", "name": "calculator", "content": "2"}]
     fixed_setting = _with_tool(_suite(tmp_path / "f", fidelity="fixed")[0])
     assert suite.tool_result_messages(call, result, fixed_setting) is None
+
+
+def test_reference_tool_entries_use_the_reference_names_and_wording(tmp_path: Path) -> None:
+    import fasteval.tools  # noqa: F401  (registers the tools)
+    from fasteval.tools.base import TOOLS
+
+    suite, [task, _] = _suite(tmp_path)
+    setting = _with_tool(suite)
+    specs = [TOOLS[n]().spec() for n in setting.tools or []]
+    sent = suite.tool_specs(task, 0, setting, specs)
+    assert sent is not None
+    names = [s["function"]["name"] for s in sent]
+    assert "google_search" in names and "web_search" not in names
+    assert suite.tool_alias("google_search", setting) == "web_search" and suite.tool_alias("x", setting) is None
+    image = next(s["function"] for s in sent if s["function"]["name"] == "python_image_processing")
+    # first_image_only: the single-turn task's first image is input_0 (PNG sniffed from its bytes).
+    assert image["description"].startswith("SYNTH image tool.\nfiles: ['input_0.png']; save to /sandbox/work/out")
+    assert image["parameters"] == {"type": "object", "properties": {"xpython_image_processing": {"type": "string"}},
+                                   "required": ["xpython_image_processing"]}
+    own, [own_task, _] = _suite(tmp_path / "own", texts="own", fidelity="fixed")
+    own_sent = own.tool_specs(own_task, 0, _with_tool(own), specs)
+    assert own_sent is not None and own.tool_alias("google_search", _with_tool(own)) is None
+    own_image = next(s["function"] for s in own_sent if s["function"]["name"] == "python_image_processing")
+    assert "['input_0.png', 'input_1.png']" in own_image["description"]  # fixed: every image of the turn
+
+
+def test_multi_turn_no_tool_baseline_sends_no_images_under_reference(tmp_path: Path) -> None:
+    suite, [single, multi] = _suite(tmp_path)
+    no_tool = next(s for s in suite.default_settings() if s.name == "no-tool")
+    text_only = suite.user_message(multi, 0, no_tool, Trajectory())
+    assert [p["type"] for p in text_only["content"]] == ["text"]
+    assert any(p["type"] == "image" for p in suite.user_message(single, 0, no_tool, Trajectory())["content"])
+    fixed, [_, fixed_multi] = _suite(tmp_path / "f", fidelity="fixed")
+    fixed_no_tool = next(s for s in fixed.default_settings() if s.name == "no-tool")
+    assert any(p["type"] == "image" for p in fixed.user_message(fixed_multi, 0, fixed_no_tool, Trajectory())["content"])
