@@ -226,14 +226,15 @@ def cmd_score_file(a: argparse.Namespace) -> int:
         return 2
     options = dict(orjson.loads(a.options)) if a.options else {}
     try:
-        result = cls.score_file(Path(a.file), a.fidelity, options)  # type: ignore[attr-defined]
+        files = [Path(f) for f in a.file]
+        result = cls.score_file(files[0] if len(files) == 1 else files, a.fidelity, options)  # type: ignore[attr-defined]
     except (ValueError, OSError, KeyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.format == "json":
         _print_json(result)
     else:
-        t = Table(title=f"{a.file}: overall {_fmt(result.get('overall'), pct=False)}")
+        t = Table(title=f"{' + '.join(a.file)}: overall {_fmt(result.get('overall'), pct=False)}")
         t.add_column("category")
         t.add_column("score")
         for k, v in (result.get("by_category") or {}).items():
@@ -325,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--judge", help='a judge role as JSON, e.g. \'{"provider": "openai", "base_url": ..., "model": ...}\'')
     rs.set_defaults(func=cmd_rescore)
     sf = sub.add_parser("score-file", help="score a reference harness's own output file, item by item")
-    sf.add_argument("file")
+    sf.add_argument("file", nargs="+", help="one file, or several pooled (e.g. single- and multi-turn)")
     sf.add_argument("--suite", required=True)
     sf.add_argument("--fidelity", choices=["reference", "fixed"], default="reference")
     sf.add_argument("--options", help="JSON object of suite-specific options (e.g. rubrics path)")

@@ -37,8 +37,11 @@ class RowError(ValueError):
 
 
 def domain_of(category: str) -> str:
-    """Domain used in the tables: the five STEM sub-categories merged, others as they are."""
-    return "STEM" if category.strip().lower() in STEM_CATEGORIES else category
+    """Domain used in the tables: the five STEM sub-categories merged, others as they are.
+
+    Matched exactly, as the reference does (``"Physics"`` stays its own domain).
+    """
+    return "STEM" if category in STEM_CATEGORIES else category
 
 
 def dataset_files(path: str | Path) -> list[Path]:
@@ -173,8 +176,9 @@ def parse_rubrics(text: Any, field: str) -> list[dict[str, Any]]:
             raise RowError(field, f"invalid JSON: {e}") from None
     else:
         obj = text
-    if not isinstance(obj, dict) or not obj:
-        raise RowError(field, "expected a non-empty object keyed by rubric id")
+    if not isinstance(obj, dict):
+        raise RowError(field, "expected an object keyed by rubric id")
+    # An empty object is a turn without rubrics: no weight, as the reference's loop over it gives.
     out: list[dict[str, Any]] = []
     for rid, rubric in obj.items():
         if not isinstance(rubric, dict):

@@ -50,6 +50,8 @@ def _score_row(row: dict[str, Any], weights: Weights | None) -> dict[str, Any]:
     for t, turn in enumerate(turns):
         rows: list[VerdictRow] = []
         for v in turn:
+            if not isinstance(v, dict) or "judge_result" not in v:
+                continue  # the reference drops a verdict without judge_result: no weight either way
             rid = str(v.get("rubric_id"))
             if rid not in task_weights[t]:
                 raise ValueError(f"turn {t}: rubric {rid} is not in the rubrics")

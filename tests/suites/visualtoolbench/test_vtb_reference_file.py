@@ -81,3 +81,28 @@ def test_without_weights_the_stored_scores_are_used(tmp_path: Path) -> None:
     out = score_reference_file([single, multi])
     assert out["items"][MULTI_ID] == 0.0 and out["overall"] == pytest.approx(2 / 3)
     assert out["by_category"] == {"STEM": 1.0, "finance": 0.0, "medical": 1.0}
+
+
+def test_reference_quirks_dropped_verdicts_empty_rubrics_exact_domains_and_pooled_files(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from fasteval.cli import main
+
+    clean = [
+        {"task_id": "t1", "rubrics": {"a": rubric("x", 4), "b": rubric("y", 2)}},
+        {"task_id": "t2", "turns": [{"rubrics": {"c": rubric("z", 3)}}, {"rubrics": {}}]},
+    ]
+    (tmp_path / "clean.json").write_text(json.dumps(clean))
+    single = [{"task_id": "t1", "turncase": "single-turn", "eval_focus": "f", "prompt_category": "Physics",
+               # b has no judge_result: the reference drops it, so it weighs nothing.
+               "judge_result": [_v("a", "Met"), {"rubric_id": "b"}], "score": 1.0, "accuracy": 1}]
+    multi = [{"task_id": "t2", "turncase": "multi-turn", "eval_focus": "f", "prompt_category": "physics",
+              "judge_result": [[_v("c", "Met")], []], "score": 1.0, "accuracy": 1}]
+    (tmp_path / "s.json").write_text(json.dumps(single))
+    (tmp_path / "m.json").write_text(json.dumps(multi))
+    out = score_reference_file([tmp_path / "s.json", tmp_path / "m.json"], rubrics=tmp_path / "clean.json")
+    assert out["errors"] == {} and out["items"] == {"t1": 1.0, "t2": 1.0}
+    assert out["item_details"]["t1"]["ars"] == 1.0  # 4 of 4: the dropped verdict has no weight
+    assert out["by_category"] == {"Physics": 1.0, "STEM": 1.0}  # "Physics" is not merged into STEM
+    code = main(["score-file", str(tmp_path / "s.json"), str(tmp_path / "m.json"), "--suite", "visualtoolbench",
+                 "--options", json.dumps({"rubrics": str(tmp_path / "clean.json")}), "--format", "json"])
+    assert code == 0 and json.loads(capsys.readouterr().out)["n"] == 2
