@@ -12,6 +12,15 @@ import math
 from typing import Any, ClassVar
 
 from fasteval.images import ImageError, crop_original, parse_bbox, rotate_original
+from fasteval.images.decode import decode, drop_alpha, vips_errors
+from fasteval.images.encode import (
+    PNG_SMART_FACTOR,
+    PNG_SMART_MAX_PIXELS,
+    PNG_SMART_MIN_PIXELS,
+    EncodedImage,
+    png_bytes,
+)
+from fasteval.images.ops import crop, resize, smart_resize
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from fasteval.types import ImageRef
 
@@ -63,6 +72,30 @@ def _read(ctx: ToolContext, ref: ImageRef) -> bytes:
     return ctx.blobs.get(ref)
 
 
+REFERENCE_MIN_SIDE = 28
+
+
+def reference_crop(data: bytes, bbox: tuple[float, float, float, float]) -> EncodedImage:
+    """VistaHop's runner crop, rounding for rounding: 0-1000 box / 1000, left/top clamped at 0 and
+    right/bottom at 1, every edge truncated with ``int()``; a side under 28 px is stretched to 28
+    on its own (aspect not kept), then smart_resize (factor 32, 65,536..8,294,400 px), PNG."""
+    img = decode(data)
+    x1, y1, x2, y2 = (v / 1000.0 for v in bbox)
+    x1, y1, x2, y2 = max(0.0, x1), max(0.0, y1), min(1.0, x2), min(1.0, y2)
+    box = (int(x1 * img.width), int(y1 * img.height), int(x2 * img.width), int(y2 * img.height))
+    if box[2] <= box[0] or box[3] <= box[1]:
+        raise ImageError(f"box {list(bbox)} (0-1000 normalised) is empty in the {img.width}x{img.height} px image")
+    with vips_errors("cannot crop image"):
+        region = crop(img, box)
+        w, h = region.width, region.height
+        if w < REFERENCE_MIN_SIDE or h < REFERENCE_MIN_SIDE:
+            region = resize(region, max(w, REFERENCE_MIN_SIDE), max(h, REFERENCE_MIN_SIDE))
+        th, tw = smart_resize(region.height, region.width, factor=PNG_SMART_FACTOR,
+                              min_pixels=PNG_SMART_MIN_PIXELS, max_pixels=PNG_SMART_MAX_PIXELS)
+        out = resize(drop_alpha(region, background=(255, 255, 255)), tw, th)
+        return EncodedImage("image/png", png_bytes(out), tw, th)
+
+
 @register_tool
 class ImageZoomInTool(Tool):
     """Crop a 0-1000 normalised box of an original image, upscaled for a closer look."""
@@ -112,8 +145,10 @@ class ImageZoomInTool(Tool):
             idx = found
         ref = ctx.images[idx]
 
+        cropper = reference_crop if ctx.fidelity == "reference" else crop_original
+
         def work() -> tuple[ImageRef, int, int]:
-            out = crop_original(_read(ctx, ref), bbox)
+            out = cropper(_read(ctx, ref), bbox)
             return ctx.blobs.put(out.data), out.width, out.height
 
         try:

@@ -49,6 +49,15 @@ class LoaderConfig:
     all_images: bool = False
     """False (reference): only the first image of a record is shown, as the runner does."""
     image_search_max_results: int = IMAGE_SEARCH_MAX_RESULTS
+    require_levels: bool = False
+    """Stop loading at the first record without evidence-step or level fields (the L1/L2/L3 table
+    would otherwise be silently empty)."""
+    level_field: str | None = None
+    """The one field holding the evidence steps (a count or a list) or the level, instead of guessing."""
+
+
+class LevelsMissing(ValueError):
+    """A record has no field the L1/L2/L3 levels can come from."""
 
 
 def level_of(steps: int) -> str:
@@ -111,9 +120,17 @@ def load_tasks(config: LoaderConfig, blobs: BlobStore) -> Iterator[Task | LoadEr
         try:
             if isinstance(raw, RowError):
                 raise raw
-            yield parse_record(raw, task_id, index, config, blobs)
+            task = parse_record(raw, task_id, index, config, blobs)
         except RowError as e:
             yield LoadError(task_id=task_id, message=f"{config.path.name} row {index}: field {e}")
+            continue
+        if config.require_levels and "level" not in task.metadata:
+            looked = [config.level_field] if config.level_field else [*_STEP_KEYS, *_LEVEL_KEYS]
+            raise LevelsMissing(
+                f"{config.path.name} row {index}: no evidence-step or level field (looked for {looked} in the "
+                "record, extra_info and metadata), so the L1/L2/L3 table would be empty; name the field with "
+                "the option level_field, or set require_levels: false to run without levels")
+        yield task
 
 
 def parse_record(raw: Any, task_id: str, index: int, config: LoaderConfig, blobs: BlobStore) -> Task:
@@ -136,7 +153,7 @@ def parse_record(raw: Any, task_id: str, index: int, config: LoaderConfig, blobs
     }
     if isinstance(raw.get("data_source"), str):
         metadata["data_source"] = raw["data_source"]
-    metadata.update(_annotations(raw))
+    metadata.update(_annotations(raw, config.level_field))
     shown = refs if config.all_images else refs[:1]
     return Task(id=task_id, turns=[Turn(text=question, images=shown, reference=golds)],
                 reference=golds, metadata=metadata)
@@ -251,15 +268,24 @@ def _image_search(raw: dict[str, Any], config: LoaderConfig, blobs: BlobStore) -
     return titles, thumbs
 
 
-def _annotations(raw: dict[str, Any]) -> dict[str, Any]:
+def _annotations(raw: dict[str, Any], level_field: str | None = None) -> dict[str, Any]:
     """Evidence steps, level and category, from the record or its ``extra_info``."""
     sources = [raw] + [raw[k] for k in ("extra_info", "metadata") if isinstance(raw.get(k), dict)]
     found: dict[str, Any] = {}
+    step_keys = _STEP_KEYS if level_field is None else (level_field,)
+    level_keys = _LEVEL_KEYS if level_field is None else (level_field,)
     for src in sources:
-        for key in _STEP_KEYS:
+        if level_field is not None and level_field in src and src[level_field] is not None:
+            value = src[level_field]
+            if isinstance(value, str) and value.strip().upper().startswith("L"):
+                found.setdefault("level", _level(value, level_field))
+                continue
+        for key in step_keys:
             if key in src and src[key] is not None and "evidence_steps" not in found:
                 found["evidence_steps"] = _int(src[key], key)
-        for key in _LEVEL_KEYS:
+        for key in level_keys:
+            if level_field is not None and "evidence_steps" in found:
+                break
             if key in src and src[key] is not None and "level" not in found:
                 found["level"] = _level(src[key], key)
         for key in _CATEGORY_KEYS:

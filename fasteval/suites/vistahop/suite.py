@@ -59,7 +59,7 @@ _KNOWN_OPTIONS = frozenset({
     "path", "root", "dataset", "fidelity", "limit", "max_rounds", "preset", "text_search_top_k",
     "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
     "all_images", "judge_on_max_rounds", "settings", "texts", "reference_repo", "judge_no_verdict_is_no",
-    "non_object_tool_call_is_error", "sampling", "sampling_by_model",
+    "non_object_tool_call_is_error", "sampling", "sampling_by_model", "require_levels", "level_field",
 })
 
 
@@ -140,6 +140,8 @@ class VistaHopSuite(Suite):
             limit=None if limit is None else int(limit),
             all_images=self.switches["all_images"],
             image_search_max_results=int(self.options.get("image_search_max_results", IMAGE_SEARCH_MAX_RESULTS)),
+            require_levels=bool(self.options.get("require_levels", True)),
+            level_field=str(self.options["level_field"]) if self.options.get("level_field") else None,
         )
 
     def load(self) -> Iterator[Task | LoadError]:

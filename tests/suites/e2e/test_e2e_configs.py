@@ -133,7 +133,8 @@ def test_smoke_config_runs_all_three_suites_on_official_format_fixtures(
         "tirbench": str(tir.write_release(tmp_path / "TIR-Bench", tir.GOOD_ROWS)),
         "visualtoolbench": str(vtb.write_parquet(tmp_path / "test.parquet", vtb.sample_rows()[:2])),
         "vistahop": str(vh.write_jsonl(tmp_path / "vh" / "vistahop.jsonl", [
-            vh.record("Who owns it?", ["ACME"], ["a.png"]), vh.record("When?", "1999", ["a.png"])])),
+            vh.record("Who owns it?", ["ACME"], ["a.png"], evidence_steps=3),
+            vh.record("When?", "1999", ["a.png"], evidence_steps=7)])),
     }
     raw = yaml.safe_load((CONFIGS / "smoke.yaml").read_text())
     raw["seeds"] = 1

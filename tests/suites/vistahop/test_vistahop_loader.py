@@ -151,3 +151,27 @@ def test_suite_load_respects_limit_and_ids_are_stable(json_file: Path, tmp_path:
     firsts = [t for t in again.load() if isinstance(t, Task)][:2]
     assert [t.id for t in firsts] == ids
     assert json.dumps(firsts[0].metadata, sort_keys=True)  # metadata stays JSON-serialisable
+
+
+def test_missing_level_fields_fail_loudly_unless_named_or_waived(tmp_path: Path, blobs: BlobStore,
+                                                                 png: Callable[..., bytes]) -> None:
+    import pytest
+
+    from fasteval.suites.vistahop.loader import LevelsMissing
+    from fasteval.sweep import load_suite
+
+    (tmp_path / "a.png").write_bytes(png((1, 1, 1)))
+    rows = [{"prompt": [{"role": "user", "content": "<image>Q?"}], "reward_model": {"ground_truth": ["x"]},
+             "image": ["a.png"], "extra_info": {"hop_count": 11}}]
+    path = tmp_path / "v.json"
+    path.write_text(json.dumps(rows))
+    with pytest.raises(LevelsMissing, match="level_field"):
+        _load(path, blobs, require_levels=True)
+    (task,) = _load(path, blobs, require_levels=True, level_field="hop_count")
+    assert isinstance(task, Task) and task.metadata["level"] == "L3"
+    (waived,) = _load(path, blobs)
+    assert isinstance(waived, Task) and "level" not in waived.metadata
+    # Through the suite (require_levels on by default), the run gets one loud loader error record.
+    run = load_suite({"name": "vistahop", "options": {"path": str(path)}}, blobs)
+    (err,) = run.items
+    assert isinstance(err, LoadError) and "L1/L2/L3 table would be empty" in err.message
