@@ -11,7 +11,9 @@ one trajectory (session = ``ctx.session_id``; the agent loop calls ``pool.releas
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
+import re
 from typing import Any, ClassVar, Literal
 
 from fasteval.services import Closer, register_service
@@ -26,7 +28,31 @@ _CODE_SCHEMA: dict[str, Any] = {
     },
     "required": ["code"],
 }
-SAVE_DIR = "/sandbox/work/out"
+SAVE_DIR = "out"
+"""Where the model is told to save: relative to the working folder, which is right under both
+isolations (the jail's /sandbox/work and the process fallback's host folder); an absolute
+/sandbox/work/out only exists inside the jail."""
+
+VTB_EXTRA = "vtb"
+INTERPRETER_PACKAGES: dict[str, tuple[str, str]] = {
+    "pandas": ("pandas", "pandas"), "pd": ("pandas", "pandas"), "scipy": ("scipy", "scipy"),
+    "sklearn": ("sklearn", "scikit-learn"), "simpy": ("simpy", "simpy"), "tabulate": ("tabulate", "tabulate"),
+    "BeautifulSoup": ("bs4", "beautifulsoup4"), "requests": ("requests", "requests"),
+}
+"""python_interpreter's pre-bound names (as the reference binds them) -> (module, distribution)."""
+_NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
+
+
+def missing_extra_hint(stderr: str) -> str | None:
+    """A one-line hint when code used a pre-bound name whose package is not installed here."""
+    m = _NAME_ERROR.search(stderr or "")
+    if m is None or m.group(1) not in INTERPRETER_PACKAGES:
+        return None
+    module, dist = INTERPRETER_PACKAGES[m.group(1)]
+    if importlib.util.find_spec(module) is not None:
+        return None
+    return (f"{m.group(1)} is pre-bound by the reference harness but {dist} is not installed: "
+            f"pip install 'fasteval[{VTB_EXTRA}]' (pandas, scipy, scikit-learn, simpy, tabulate, beautifulsoup4)")
 
 
 def image_processing_description(image_names: list[str], save_dir: str = SAVE_DIR) -> str:
@@ -72,6 +98,10 @@ class _SandboxTool(Tool):
         session = ctx.session_id if self.options.get("stateful") and ctx.session_id else None
         result = await pool.run(code, images=images, session_id=session, fidelity=fidelity, tool=self.kind)
         refs = await asyncio.to_thread(lambda: [ctx.blobs.put(img.data) for img in result.images])
+        hint = missing_extra_hint(result.stderr) if self.kind == "interpreter" and not result.ok else None
+        if hint is not None:  # say which extra provides the name, on the result and the record
+            result.stderr = f"{result.stderr.rstrip()}\n{hint}\n"
+            result.error = f"{result.error or 'NameError'}; {hint}"
         return ToolResult(
             status="ok" if result.ok else "error",
             output=json.dumps(self._view(result, fidelity), ensure_ascii=False),

@@ -108,5 +108,5 @@ async def test_schema_and_description_list_stable_names() -> None:
     assert (code["minLength"], code["maxLength"], tool.parameters["required"]) == (1, 5000, ["code"])
     spec = tool.spec_for_images(["input_0.png", "input_1.jpg"])
     text = spec["function"]["description"]
-    assert "['input_0.png', 'input_1.jpg']" in text and "/sandbox/work/out" in text
+    assert "['input_0.png', 'input_1.jpg']" in text and "image as PNG to out (PROCESSED_IMAGE_SAVE_PATH)" in text
     assert "transformed_image_i.png" in text

@@ -130,7 +130,7 @@ def test_reference_tool_entries_use_the_reference_names_and_wording(tmp_path: Pa
     assert suite.tool_alias("google_search", setting) == "web_search" and suite.tool_alias("x", setting) is None
     image = next(s["function"] for s in sent if s["function"]["name"] == "python_image_processing")
     # first_image_only: the single-turn task's first image is input_0 (PNG sniffed from its bytes).
-    assert image["description"].startswith("SYNTH image tool.\nfiles: ['input_0.png']; save to /sandbox/work/out")
+    assert image["description"].startswith("SYNTH image tool.\nfiles: ['input_0.png']; save to out as out/")
     assert image["parameters"] == {"type": "object", "properties": {"xpython_image_processing": {"type": "string"}},
                                    "required": ["xpython_image_processing"]}
     own, [own_task, _] = _suite(tmp_path / "own", texts="own", fidelity="fixed")
