@@ -38,6 +38,8 @@ DERIVED: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, Any]]] = {
     # (suite, setting): (default it derives from, option changes, field changes)
     ("visualtoolbench", "with-tool-mid"): ("with-tool", {"prompt_level": "mid"}, {}),
     ("visualtoolbench", "with-tool-low"): ("with-tool", {"prompt_level": "low"}, {}),
+    ("visualtoolbench", "with-tool-no-vision"): ("with-tool", {}, {"tools": [
+        "python_interpreter", "web_search", "calculator", "browser_get_page_text", "historical_weather"]}),
     **{("vistahop", f"search_crop-n{n}"): ("search_crop", {}, {"max_rounds": n}) for n in (6, 8, 12, 16)},
 }
 
