@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
+from fasteval.images import ImageError
+from fasteval.images.decode import decode, probe, to_srgb8
+from fasteval.images.encode import png_bytes
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.reference_texts import Template
 from fasteval.suites.visualtoolbench.metrics import aggregate as metrics_aggregate
@@ -138,7 +141,15 @@ class VisualToolBenchSuite(Suite):
         path = self.options.get("path")
         if not path:
             raise ValueError("visualtoolbench: the 'path' option (parquet, dataset.json or folder) is required")
-        return iter_tasks(path, self.blobs, self.limit)
+        mode = str(self.options.get("exif_orientation", "ignore" if self.fidelity == "reference" else "apply"))
+        if mode not in ("ignore", "apply"):
+            raise ValueError(f"visualtoolbench: exif_orientation must be 'ignore' or 'apply', not {mode!r}")
+        seen: dict[str, str] = {}
+        for item in iter_tasks(path, self.blobs, self.limit):
+            if isinstance(item, Task):
+                for turn in item.turns:
+                    turn.images = [same_pixels(self.blobs, ref, mode, seen) for ref in turn.images]
+            yield item
 
     def default_settings(self) -> list[Setting]:
         options = {"prompt_level": self.prompt_level, "image_profile": IMAGE_PROFILE,
@@ -208,6 +219,32 @@ class VisualToolBenchSuite(Suite):
         counting = str(setting.options.get("judge_counting", fidelity_switches(setting.fidelity)["judge_counting"]))
         return await score_task(task, trajectory, judge, timeout_s=self.judge_timeout_s, template=template,
                                 counting=counting)
+
+
+def same_pixels(blobs: BlobStore, ref: str, mode: str, seen: dict[str, str]) -> str:
+    """An image whose EXIF orientation is baked in (``apply``) or dropped (``ignore``, the reference,
+    which never rotates), so the model's encoder and the tool's file hold the same pixels.
+
+    Images without an orientation tag (nearly all) keep their bytes; tagged ones become PNG.
+    """
+    if ref in seen:
+        return seen[ref]
+    out = ref
+    try:
+        data = blobs.get(ref)
+        if probe(data).orientation != 1:
+            img = decode(data) if mode == "apply" else to_srgb8(_open_unrotated(data))
+            out = blobs.put(png_bytes(img))
+    except (ImageError, OSError, KeyError):
+        out = ref  # unreadable images fail later, where the error lands on the record
+    seen[ref] = out
+    return out
+
+
+def _open_unrotated(data: bytes) -> Any:
+    import pyvips
+
+    return pyvips.Image.new_from_buffer(data, "")
 
 
 def _switch(setting: Setting, name: str) -> bool:

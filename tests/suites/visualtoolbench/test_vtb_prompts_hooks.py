@@ -149,3 +149,29 @@ def test_multi_turn_no_tool_baseline_sends_no_images_under_reference(tmp_path: P
     fixed, [_, fixed_multi] = _suite(tmp_path / "f", fidelity="fixed")
     fixed_no_tool = next(s for s in fixed.default_settings() if s.name == "no-tool")
     assert any(p["type"] == "image" for p in fixed.user_message(fixed_multi, 0, fixed_no_tool, Trajectory())["content"])
+
+
+def test_model_and_tools_see_the_same_pixels_whatever_the_exif_orientation(tmp_path: Path) -> None:
+    import pyvips
+    from vtb_fixtures import RED, row, rubric
+
+    from fasteval.images.decode import decode, probe
+
+    img = pyvips.Image.black(40, 20, bands=3).copy()
+    img.set_type(pyvips.GValue.gint_type, "orientation", 6)  # displayed rotated 90 degrees
+    jpeg = bytes(img.jpegsave_buffer())
+    assert probe(jpeg).orientation == 6
+    rows = [row("65f0a1b2c3d4e5f60123456a", "finance", "f", [
+        {"prompt": "q", "golden": "a", "rubrics": {"r": rubric("x", 1)}, "images": [jpeg, RED]}])]
+    path = write_parquet(tmp_path / "exif.parquet", rows)
+    sizes = {}
+    for fidelity in ("reference", "fixed"):
+        suite = VisualToolBenchSuite({"path": str(path), "fidelity": fidelity}, BlobStore(tmp_path / fidelity))
+        (task,) = [t for t in suite.load() if isinstance(t, Task)]
+        first = suite.blobs.get(task.turns[0].images[0])
+        # No orientation tag is left, so the encoder (which applies one) and the sandbox file agree.
+        assert probe(first).orientation == 1
+        out = decode(first)
+        sizes[fidelity] = (out.width, out.height)
+        assert suite.blobs.get(task.turns[0].images[1]) == RED  # untagged images keep their bytes
+    assert sizes == {"reference": (40, 20), "fixed": (20, 40)}  # the reference never rotates
