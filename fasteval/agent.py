@@ -42,8 +42,12 @@ class AgentEnv:
     tool_timeout_s: float = 300.0
 
 
-def parse_text_tool_call(content: str) -> ToolCallRequest | None:
-    """The first <tool_call> span as a call; None (a final answer) if absent or not valid JSON."""
+def parse_text_tool_call(content: str, arguments_only: bool = False) -> ToolCallRequest | None:
+    """The first <tool_call> span as a call; None (a final answer) if absent or not valid JSON.
+
+    ``arguments_only`` reads the arguments from ``"arguments"`` alone (VistaHop's runner), not
+    from ``"parameters"`` as a fallback.
+    """
     m = _TEXT_CALL.search(content or "")
     if not m:
         return None
@@ -53,7 +57,7 @@ def parse_text_tool_call(content: str) -> ToolCallRequest | None:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
-    args = obj.get("arguments", obj.get("parameters", {}))
+    args = obj.get("arguments", {}) if arguments_only else obj.get("arguments", obj.get("parameters", {}))
     return ToolCallRequest(id="text_call", name=obj["name"], arguments=orjson.dumps(args).decode())
 
 
@@ -175,7 +179,8 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
                 traj.answers.append(None)
                 return traj
             if text_protocol:
-                text_call = parse_text_tool_call(resp.content or "") if specs else None
+                strict = bool(setting.options.get("tool_call_arguments_only"))
+                text_call = parse_text_tool_call(resp.content or "", strict) if specs else None
                 calls = [text_call] if text_call else []
                 traj.messages.append({"role": "assistant", "content": resp.content or ""})
             else:

@@ -40,9 +40,9 @@ PRESETS: dict[str, dict[str, int]] = {
 
 FIDELITY_SWITCHES: dict[str, dict[str, bool]] = {
     "reference": {"all_images": False, "judge_on_max_rounds": False, "judge_no_verdict_is_no": True,
-                  "non_object_tool_call_is_error": True},
+                  "non_object_tool_call_is_error": True, "tool_call_arguments_only": True},
     "fixed": {"all_images": True, "judge_on_max_rounds": True, "judge_no_verdict_is_no": False,
-              "non_object_tool_call_is_error": False},
+              "non_object_tool_call_is_error": False, "tool_call_arguments_only": False},
 }
 """all_images: show every image of a record (the runner shows only the first).
 judge_on_max_rounds: judge the last assistant text when the budget runs out (the paper's
@@ -50,7 +50,9 @@ MaxRounds returns no answer, which scores 0).
 judge_no_verdict_is_no: a judge reply without <judge>Yes|No</judge> is a No for that gold and
 the next gold is judged (reference); off: retry, then judge_error.
 non_object_tool_call_is_error: a <tool_call> whose JSON is not an object (a list, a number) is
-a sample error scored 0, as the reference's parser crashes on it; off: it is the final answer."""
+a sample error scored 0, as the reference's parser crashes on it; off: it is the final answer.
+tool_call_arguments_only: a call's arguments are read from "arguments" alone (the runner), not
+from "parameters" as a fallback."""
 
 REFERENCE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "top_p": 0.8, "top_k": 20, "presence_penalty": 1.5}
 """The reference runner's sampling (the Qwen3-VL recommendation); ``sampling`` / ``sampling_by_model`` override it."""
@@ -60,6 +62,7 @@ _KNOWN_OPTIONS = frozenset({
     "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
     "all_images", "judge_on_max_rounds", "settings", "texts", "reference_repo", "judge_no_verdict_is_no",
     "non_object_tool_call_is_error", "sampling", "sampling_by_model", "require_levels", "level_field",
+    "tool_call_arguments_only",
 })
 
 

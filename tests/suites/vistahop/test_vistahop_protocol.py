@@ -129,3 +129,15 @@ async def test_missing_thumbnail_keeps_its_title_and_images_stay_in_place(blobs:
     parts = tool_response_content(result)
     assert [p["type"] for p in parts] == ["text", "image", "text", "image", "text"]
     assert parts[2]["text"] == "\n\nTitle 2: B\nThumbnail 2: \n\nTitle 3: C\nThumbnail 3: "
+
+
+def test_reference_reads_tool_arguments_from_arguments_only(json_file: Path, blobs: BlobStore) -> None:
+    from fasteval.agent import parse_text_tool_call
+
+    reply = '<tool_call>{"name": "image_zoom_in_tool", "parameters": {"bbox_2d": [0, 0, 5, 5]}}</tool_call>'
+    strict = parse_text_tool_call(reply, arguments_only=True)
+    loose = parse_text_tool_call(reply)
+    assert strict is not None and json.loads(strict.arguments) == {}
+    assert loose is not None and json.loads(loose.arguments) == {"bbox_2d": [0, 0, 5, 5]}
+    assert _setting(_suite(json_file, blobs), "search").options["tool_call_arguments_only"] is True
+    assert _setting(_suite(json_file, blobs, fidelity="fixed"), "search").options["tool_call_arguments_only"] is False
