@@ -13,7 +13,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from fasteval.pricing import cost_usd, model_prices
 from fasteval.records import RECORDS, latest_by_job, read_manifest
+
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def load_latest(run_dir: Path) -> list[dict[str, Any]]:
@@ -60,9 +63,13 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     by_task: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
+    tokens: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
     n_ok = n_err = 0
     for r in records:
         terminations[str(r.get("termination"))] += 1
+        for key, value in (r.get("usage") or {}).items():
+            if key in tokens:
+                tokens[key] += int(value or 0)
         if r.get("status") == "ok" and r.get("score") is not None:
             n_ok += 1
             by_seed[int(r["seed"])].append(float(r["score"]))
@@ -87,7 +94,7 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
         "pass_at_k": (sum(1 for v in by_task.values() if max(v) >= 1.0) / len(by_task)) if by_task else None,
         "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
         if by_task else None,
-        "terminations": dict(terminations), "errors": dict(errors),
+        "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
         "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
     }
 
@@ -100,12 +107,20 @@ def report(run_dir: Path) -> dict[str, Any]:
     import fasteval.suites  # noqa: F401  (registers the suites whose tables we may print)
     from fasteval.suites.base import SUITES, Suite
 
+    manifest = read_manifest(run_dir) or {}
+    prices = model_prices(manifest.get("config") or {})
     rows = []
+    total_cost: float | None = None
     for (model, suite, setting), items in sorted(groups.items()):
         row = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
+        price = prices.get(model)
+        row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
+        if row["cost_usd"] is not None:
+            total_cost = (total_cost or 0.0) + row["cost_usd"]
         cls = SUITES.get(suite)
         extra = cls.aggregate(items) if isinstance(cls, type) and issubclass(cls, Suite) else None
         if extra:
             row["suite_metrics"] = extra
         rows.append(row)
-    return {"run_dir": str(run_dir), "rows": rows}
+    return {"run_dir": str(run_dir), "rows": rows,
+            "cost_usd": round(total_cost, 6) if total_cost is not None else None}
