@@ -112,13 +112,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         _print_json(rep)
         return 0
     t = Table(title=f"{run_dir}: score (%) mean ± std over seeds")
-    for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k"):
+    for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
+                "cost $"):
         t.add_column(col)
     for r in rep["rows"]:
         ci = r["ci95"]
         t.add_row(r["model"], r["suite"], r["setting"], f"{_fmt(r['mean'])} ± {_fmt(r['std'])}",
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
-                  str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
+                  str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]),
+                  "-" if r.get("cost_usd") is None else f"{r['cost_usd']:.2f}")
+    if rep.get("cost_usd") is not None:
+        t.caption = f"estimated cost of the evaluated models: ${rep['cost_usd']:.2f} (fasteval.pricing; roles not included)"
     _console().print(t)
     for r in rep["rows"]:
         if r.get("suite_metrics"):

@@ -29,6 +29,7 @@ from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
+from fasteval.pricing import model_prices
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.runindex import open_index
@@ -36,7 +37,7 @@ from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
-from fasteval.types import Job, Record, Task, Trajectory
+from fasteval.types import Job, Record, Task, Trajectory, Usage
 from providers.base import ProviderError
 from providers.client import ModelClient
 from providers.sim import SimModel, SimServer
@@ -75,6 +76,17 @@ class SweepResult:
     interrupted: bool = False
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+
+
+def usage_summary(turns: list[Usage]) -> dict[str, int]:
+    """A record's token counts; cache counts appear only when a prompt cache served or stored some."""
+    total = Usage()
+    for u in turns:
+        total.add(u)
+    out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
+    if total.cache_read_tokens or total.cache_write_tokens:
+        out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
+    return out
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -241,7 +253,8 @@ class Sweep:
                      and not inspect.iscoroutinefunction(s.stats) and not isinstance(s, ModelClient)}
             limiters = self.services.get("limiters")
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
-                                      extra=extra, extra_rows=limiters.rows if limiters is not None else None)
+                                      extra=extra, extra_rows=limiters.rows if limiters is not None else None,
+                                      prices=model_prices(self.cfg.raw))
             display.start()
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)
@@ -388,8 +401,7 @@ class Sweep:
             traj.termination, traj.termination_reason = "error", rec.error
         rec.answer = traj.answers[-1] if traj.answers else None
         rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
-        rec.usage = {"prompt_tokens": sum(u.prompt_tokens for u in traj.usage_by_turn),
-                     "completion_tokens": sum(u.completion_tokens for u in traj.usage_by_turn)}
+        rec.usage = usage_summary(traj.usage_by_turn)
         rec.latency_s = round(time.monotonic() - t0, 4)
         rec.trajectory = traj
         if rec.status == "ok":
