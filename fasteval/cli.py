@@ -46,7 +46,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir or Path("runs") / Path(a.config).stem)
     if shard and not a.run_dir:
         run_dir = run_dir.with_name(f"{run_dir.name}-shard{shard[0]}of{shard[1]}")
-    opts = RunOptions(run_dir=run_dir, shard=shard, max_concurrency=a.max_concurrency, force=a.force,
+    opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by, max_concurrency=a.max_concurrency, force=a.force,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None)
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(run_dir / "run.log")
@@ -293,6 +293,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config")
     r.add_argument("--run-dir")
     r.add_argument("--shard", help="i/n: run only this deterministic share of the jobs")
+    r.add_argument("--shard-by", choices=["job", "model"], default="job",
+                   help="spread jobs by hash (default) or give each shard whole models")
     r.add_argument("--max-concurrency", type=int)
     r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
@@ -345,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.runindex.cli")
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli")
 
 
 def _add_optional_commands(sub: Any) -> None:

@@ -54,6 +54,8 @@ class ConfigChanged(RuntimeError):
 class RunOptions:
     run_dir: Path
     shard: tuple[int, int] | None = None
+    shard_by: str = "job"
+    """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
     max_concurrency: int | None = None
     force: bool = False
     keep_errors: bool = False
@@ -97,8 +99,12 @@ def parse_shard(text: str) -> tuple[int, int]:
     return idx, count
 
 
-def in_shard(job_id: str, shard: tuple[int, int] | None) -> bool:
-    return shard is None or int(job_id, 16) % shard[1] == shard[0]
+def in_shard(job_id: str, shard: tuple[int, int] | None, model_slot: int | None = None) -> bool:
+    """Is this job in the shard? By job_id hash, or by the model's position when sharding by model."""
+    if shard is None:
+        return True
+    key = int(job_id, 16) if model_slot is None else model_slot
+    return key % shard[1] == shard[0]
 
 
 def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
@@ -132,9 +138,11 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
     return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
 
 
-def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None,
+         shard_by: str = "job") -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work)."""
     models = [m["name"] for m in cfg.models]
+    slot = {name: i for i, name in enumerate(models)} if shard_by == "model" else {}
     for run in runs:
         for setting in run.settings:
             for item in run.items:
@@ -144,7 +152,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) 
                 for seed in cfg.seeds:
                     for model in models:
                         job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
-                        if in_shard(job.job_id, shard):
+                        if in_shard(job.job_id, shard, slot.get(model)):
                             yield job, run, setting, item
 
 
@@ -203,7 +211,7 @@ class Sweep:
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total = 0
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
+        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by):
             jobs_total += 1
             for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
                              ("seed", str(job.seed))):
@@ -314,7 +322,7 @@ class Sweep:
 
         async def launcher() -> None:
             # Jobs are created only when a slot is free: never thousands of idle coroutines.
-            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard):
+            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by):
                 if job.job_id in finished:
                     self.counters.skipped += 1
                     self.counters.total -= 1
