@@ -246,6 +246,8 @@ class Sweep:
             if self.roles or self.cfg.run.get("cache"):
                 needed.add("cache")
             needed.add("limiters")
+            if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
+                needed.add("browser")
             self.services, closers = await start_services(needed, self.cfg.run)
             cache = self.services.get("cache")
             if cache is not None:

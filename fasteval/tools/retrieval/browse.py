@@ -47,14 +47,19 @@ async def read_page(ctx: ToolContext, url: str, extractor: Extractor, limits: Fe
 
     Raises ValueError (bad URL), PageSkipped, UpstreamError or CacheMiss; failures are never cached.
     """
+    # VistaHop's reference renders pages in a browser: used when the run starts one (run.browser).
+    browser = ctx.services.get("browser") if extractor == "all_text" else None
+
     async def compute() -> CacheValue:
         async with http_session(ctx) as session:
-            raw = await fetch_page(session, url, limits, retry)
+            raw = await (browser.fetch(session, url, limits, retry) if browser is not None
+                         else fetch_page(session, url, limits, retry))
         page = await extract_text_async(raw.html, extractor)
         return {"final_url": raw.url, "title": page.title, "text": page.text, "status": raw.status,
                 "truncated_bytes": raw.truncated}
 
-    key = cache_key("page", url=url.strip(), extractor=extractor, max_bytes=limits.max_bytes)
+    key = cache_key("page", url=url.strip(), extractor=extractor, max_bytes=limits.max_bytes,
+                    **({"rendered": True} if browser is not None else {}))
     value, hit = await cached(ctx, "page", key, compute)
     if not isinstance(value, dict):
         raise UpstreamError("bad_response", "cached page entry is not a JSON object")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import importlib.util
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -26,6 +27,8 @@ import aiohttp
 import trafilatura
 from trafilatura import load_html
 
+from fasteval.config import ConfigError
+from fasteval.services import Closer, register_service
 from fasteval.tools.retrieval.transport import RetrySettings, UpstreamError, classify_status, with_retries
 
 Extractor = Literal["chrome", "all_text", "main"]
@@ -202,3 +205,132 @@ def extract_text(html: str, extractor: Extractor) -> PageText:
 
 async def extract_text_async(html: str, extractor: Extractor) -> PageText:
     return await asyncio.to_thread(extract_text, html, extractor)
+
+
+# ---------------------------------------------------------------------------------------------
+# Browser-rendered pages (VistaHop's runner): optional extra ``browser`` (playwright), driving a
+# Chromium installed from the system's packages (no browser download).
+# ---------------------------------------------------------------------------------------------
+
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+RENDER_GOTO_TIMEOUT_S = 25.0
+RENDER_CONTENT_TIMEOUT_S = 15.0
+"""The runner's bounds: 25 s for navigation (DOM content loaded), 15 s to read the rendered page."""
+
+
+class BrowserUnavailable(ConfigError):
+    """Playwright or a Chromium binary is missing; the message says what to install (exit 2 at start)."""
+
+
+class BrowserFetcher:
+    """Pages rendered in one shared headless Chromium (JavaScript executed), a fresh page per fetch.
+
+    Chromium starts on first use. A fetch that the browser cannot complete (timeout, HTTP error,
+    crash, empty page) falls back to the plain HTTP fetch, as the runner falls back to requests.
+    """
+
+    def __init__(self, executable_path: str | None = None, max_pages: int = 8) -> None:
+        self.executable_path = executable_path
+        self._pages = asyncio.Semaphore(max_pages)
+        self._lock = asyncio.Lock()
+        self._playwright: Any = None
+        self._browser: Any = None
+        self.rendered = 0
+        self.fallbacks = 0
+
+    def _executable(self) -> str:
+        import os
+        import shutil
+
+        candidates = [self.executable_path] if self.executable_path else [
+            *CHROMIUM_PATHS, shutil.which("chromium") or "", shutil.which("chromium-browser") or ""]
+        for path in candidates:
+            if path and os.access(path, os.X_OK):
+                return path
+        raise BrowserUnavailable(f"no Chromium executable found (looked at {[c for c in candidates if c]}); "
+                                 "install it from the system packages (apt-get install chromium) or set "
+                                 "run.browser.executable_path")
+
+    async def _ensure(self) -> Any:
+        async with self._lock:
+            if self._browser is None:
+                try:
+                    from playwright.async_api import async_playwright
+                except ImportError:
+                    raise BrowserUnavailable("playwright is not installed: pip install 'fasteval[browser]'") from None
+                executable = self._executable()
+                self._playwright = await async_playwright().start()
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=executable, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
+            return self._browser
+
+    async def render(self, url: str, limits: FetchLimits) -> RawPage:
+        """The page after its scripts ran; raises UpstreamError or PageSkipped (non-HTML)."""
+        url = check_url(url)
+        browser = await self._ensure()
+        async with self._pages:
+            context = await browser.new_context(user_agent=limits.user_agent)
+            try:
+                page = await context.new_page()
+                try:
+                    response = await asyncio.wait_for(
+                        page.goto(url, timeout=limits.timeout_s * 1000, wait_until="domcontentloaded"),
+                        min(RENDER_GOTO_TIMEOUT_S, limits.timeout_s + 5))
+                except TimeoutError:
+                    raise UpstreamError("timeout", f"the browser did not load {url} in time") from None
+                except Exception as e:  # playwright's own errors (DNS, TLS, navigation)
+                    raise UpstreamError("transient", f"browser navigation failed: {type(e).__name__}") from None
+                if response is None:
+                    raise UpstreamError("transient", f"no response from {url}")
+                if response.status >= 400:
+                    raise classify_status(response.status, b"", response.headers.get("retry-after"))
+                ctype = (response.headers.get("content-type") or "").split(";")[0].strip().lower()
+                if ctype and ctype not in ("text/html", "application/xhtml+xml"):
+                    raise PageSkipped(f"skipped {url}: content type {ctype} is not a web page")
+                try:
+                    html = await asyncio.wait_for(page.content(), RENDER_CONTENT_TIMEOUT_S)
+                except TimeoutError:
+                    raise UpstreamError("timeout", f"the rendered page of {url} could not be read in time") from None
+                data = html.encode("utf-8")
+                truncated = len(data) > limits.max_bytes
+                if truncated:
+                    html = data[: limits.max_bytes].decode("utf-8", errors="ignore")
+                if not html.strip():
+                    raise UpstreamError("bad_response", f"empty page from {url}")
+                self.rendered += 1
+                return RawPage(url=page.url, status=response.status, content_type=ctype or "text/html",
+                               html=html, truncated=truncated)
+            finally:
+                await context.close()
+
+    async def fetch(self, session: aiohttp.ClientSession, url: str, limits: FetchLimits,
+                    retry: RetrySettings) -> RawPage:
+        """Rendered page, or the plain HTTP fetch when the browser fails (the runner's fallback)."""
+        try:
+            return await self.render(url, limits)
+        except (UpstreamError, BrowserUnavailable):
+            self.fallbacks += 1
+            return await fetch_page(session, url, limits, retry)
+
+    def stats(self) -> dict[str, int]:
+        return {"rendered": self.rendered, "fallbacks": self.fallbacks}
+
+    async def close(self) -> None:
+        if self._browser is not None:
+            await self._browser.close()
+        if self._playwright is not None:
+            await self._playwright.stop()
+        self._browser = self._playwright = None
+
+
+@register_service("browser")
+async def start_browser(run_cfg: dict[str, Any]) -> tuple[BrowserFetcher, Closer]:
+    """``run.browser: {executable_path, max_pages}``; Chromium is launched on the first fetch."""
+    opts = run_cfg.get("browser")
+    opts = opts if isinstance(opts, dict) else {}
+    fetcher = BrowserFetcher(opts.get("executable_path"), int(opts.get("max_pages", 8)))
+    # Asked for and not there is a setup error, said before the sweep starts, not a silent fallback.
+    if importlib.util.find_spec("playwright") is None:
+        raise BrowserUnavailable("run.browser needs playwright: pip install 'fasteval[browser]'")
+    fetcher._executable()
+    return fetcher, fetcher.close
