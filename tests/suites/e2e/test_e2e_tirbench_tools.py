@@ -97,4 +97,10 @@ async def test_tool_and_rotation_settings_run_through_the_agent_loop_and_sandbox
     assert call["name"] == "rotate_image" and call["status"] == "ok" and "clockwise" in call["output"]
     assert rot["score"] == 1.0 and seen_images and seen_images[0][0] < seen_images[0][1]  # 40x24 turned upright
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["texts"]["tirbench"]["mode"] == "reference"
+    texts = manifest["texts"]["tirbench"]
+    assert texts["mode"] == "reference" and texts["reference_commit"] == "0123456789abcdef0123456789abcdef01234567"
+    demo = next(t for t in texts["texts"] if t["name"] == "demo.color")
+    assert (demo["file"], demo["symbol"], len(demo["sha256"])) == ("demo_prompts.py", "demo_prompt_color", 64)
+    from fasteval.report import report
+
+    assert report(tmp_path / "run")["texts"] == {"tirbench": f"reference texts from {texts['reference_repo']} @ 0123456789ab"}
