@@ -118,5 +118,8 @@ def test_visualtoolbench_runs_reports_resumes_and_rescores_from_the_cache(
     tools = rows[("sim-calc", "visualtoolbench", "calc")]["suite_metrics"]["tools"]
     assert (tools["proactivity"], tools["success_rate"], tools["volume"]) == (1.0, 1.0, 2.0)
     assert tools["per_tool"]["calculator"]["calls"] == 4 * SEEDS
+    # texts: own is recorded as the explicit choice of our wording and shown by the report
+    code, out, _ = cli(capsys, "report", str(run_dir))
+    assert code == 0 and "texts: visualtoolbench: own wording (texts: own)" in " ".join(out.split())
 
     resume_and_rescore(capsys, config, run_dir, recs)
