@@ -9,15 +9,20 @@ appending, so finished records are never rewritten.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
+from fasteval.diskfaults import vanished, write_failure
+from fasteval.redact import redact_bytes
 from fasteval.types import Record
+
+log = logging.getLogger("fasteval")
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
@@ -77,25 +82,73 @@ def latest_by_job(paths: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 class RecordWriter:
-    """Appends records from many coroutines through one writer task (batched, ordered)."""
+    """Appends records from many coroutines through one writer task (batched, ordered).
 
-    def __init__(self, path: Path, fsync: FsyncPolicy = "batch") -> None:
+    Every line is scrubbed of secrets before it is written. The first failed write (full disk,
+    deleted run folder) halts the writer: the partial line is cut back, later records are
+    dropped, and ``on_failure`` gets a one-line error so the sweep stops instead of running
+    jobs whose results cannot be saved.
+    """
+
+    def __init__(self, path: Path, fsync: FsyncPolicy = "batch",
+                 on_failure: Callable[[RuntimeError], None] | None = None) -> None:
         self.path = path
         self.fsync = fsync
+        self.on_failure = on_failure
+        self.failure: RuntimeError | None = None
         self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
+        self._size = 0
+        self._halted = False
         self._last_sync = 0.0
         self.written = 0
 
     async def start(self) -> None:
         repair_tail(self.path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
         self._task = asyncio.create_task(self._run())
 
     def write(self, record: Record) -> None:
+        if self._halted:
+            return  # after a failure nothing more is claimed as done
         # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
-        self._queue.put_nowait(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        self._queue.put_nowait(redact_bytes(line))
+
+    def halt(self) -> None:
+        """Accept no more records (the sweep stopped for a fault found elsewhere)."""
+        self._halted = True
+
+    def _fail(self, err: RuntimeError) -> None:
+        self._halted = True
+        if self.failure is None:
+            self.failure = err
+            if self.on_failure is not None:
+                self.on_failure(err)
+
+    def _write_batch(self, batch: list[bytes]) -> None:
+        # A records file with no links left means its folder was deleted: writing on would
+        # "save" records nobody can read.
+        if os.fstat(self._fd).st_nlink == 0:
+            self._fail(vanished(self.path))
+            return
+        for line in batch:
+            try:
+                # One write per line: a kill can tear only the line being written.
+                n = os.write(self._fd, line)
+                if n != len(line):
+                    os.write(self._fd, line[n:])
+            except OSError as e:
+                try:
+                    os.ftruncate(self._fd, self._size)  # cut a partial line back to the last whole one
+                except OSError:
+                    pass  # the torn tail is repaired on the next start
+                self._fail(write_failure(e, self.path))
+                return
+            self._size += len(line)
+            self.written += 1
 
     async def _run(self) -> None:
         while True:
@@ -110,27 +163,35 @@ class RecordWriter:
                     stop = True
                 else:
                     batch.append(nxt)
-            if batch:
-                # One write per line: a kill can tear only the line being written.
-                for line in batch:
-                    os.write(self._fd, line)
-                self.written += len(batch)
+            if batch and self.failure is None:
+                self._write_batch(batch)
                 now = time.monotonic()
-                if self.fsync == "always" or (self.fsync == "batch" and now - self._last_sync >= 1.0):
-                    await asyncio.to_thread(os.fsync, self._fd)
+                if self.failure is None and (self.fsync == "always" or
+                                             (self.fsync == "batch" and now - self._last_sync >= 1.0)):
+                    try:
+                        await asyncio.to_thread(os.fsync, self._fd)
+                    except OSError as e:
+                        self._fail(write_failure(e, self.path))
                     self._last_sync = now
             if stop:
                 return
 
     async def close(self) -> None:
+        """Flush and close; never raises (a failure is reported through ``failure``)."""
         if self._task is not None:
             self._queue.put_nowait(None)
             await self._task
             self._task = None
         if self._fd >= 0:
-            if self.fsync != "never":
-                os.fsync(self._fd)
-            os.close(self._fd)
+            if self.fsync != "never" and self.failure is None:
+                try:
+                    os.fsync(self._fd)
+                except OSError as e:
+                    self._fail(write_failure(e, self.path))
+            try:
+                os.close(self._fd)
+            except OSError as e:
+                log.warning("closing %s: %s", self.path, e)
             self._fd = -1
 
 

@@ -1,0 +1,83 @@
+"""Local storage faults of a run folder, each turned into one readable line and an exit code.
+
+A full disk, a deleted run folder or a read-only one cannot be fixed by retrying a job: the
+sweep must stop at the first failed write (so nothing is claimed as done that was not saved)
+and say in one line what to do. Incomplete runs exit 3 (free space or restore, then rerun);
+a run folder that cannot be written at all exits 2 (nothing ran).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+
+from fasteval.exitcodes import RunIncomplete
+from fasteval.redact import RedactingFilter
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_GONE = frozenset({errno.ENOENT, errno.ESTALE, errno.ENOTDIR})
+FATAL_ERRNOS = _FULL | _UNWRITABLE | _GONE | {errno.EIO}
+"""Errors of a write into the run folder that no retry of the job can fix."""
+
+
+class RunDirUnwritable(RuntimeError):
+    """The run folder cannot be written at all (read-only, no permission): exit 2, nothing ran."""
+
+
+def shown(path: Path) -> str:
+    """A path as the user typed it: relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in FATAL_ERRNOS
+
+
+def write_failure(exc: OSError, path: Path) -> RuntimeError:
+    """The one-line error for a failed write of ``path`` inside a run folder.
+
+    A RunIncomplete (exit 3) when a rerun can finish the sweep, RunDirUnwritable (exit 2) when
+    the folder cannot be written at all.
+    """
+    where = shown(path)
+    if exc.errno in _FULL:
+        return RunIncomplete(f"disk full writing {where}: free space, then rerun")
+    if exc.errno in _UNWRITABLE:
+        return RunDirUnwritable(f"cannot write {where} ({os.strerror(exc.errno or 0)}): "
+                                "use a writable --run-dir")
+    if exc.errno in _GONE:
+        return vanished(path)
+    return RunIncomplete(f"cannot write {where} ({exc.strerror or exc}): fix the disk, then rerun")
+
+
+def vanished(path: Path) -> RunIncomplete:
+    """The run folder (or its records file) was deleted or moved while the sweep ran."""
+    return RunIncomplete(f"run folder {shown(path.parent)} was deleted or moved while running "
+                         f"({path.name} is gone): nothing after that was saved; rerun to start again")
+
+
+class RunLogHandler(logging.FileHandler):
+    """``run.log``: secrets scrubbed, and a full disk silences it instead of printing tracebacks.
+
+    When the disk is full the sweep already stops with one line; a logging traceback on stderr
+    for every later log call would only bury that line.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.addFilter(RedactingFilter())
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's API name)
+        self.failed = True
