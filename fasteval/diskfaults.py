@@ -39,8 +39,8 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FATAL_ERRNOS
 
 
-def write_failure(exc: OSError, path: Path) -> RuntimeError:
-    """The one-line error for a failed write of ``path`` inside a run folder.
+def write_failure(exc: OSError, path: Path, run_dir: Path | None = None) -> RuntimeError:
+    """The one-line error for a failed write of ``path`` inside the run folder ``run_dir``.
 
     A RunIncomplete (exit 3) when a rerun can finish the sweep, RunDirUnwritable (exit 2) when
     the folder cannot be written at all.
@@ -52,14 +52,14 @@ def write_failure(exc: OSError, path: Path) -> RuntimeError:
         return RunDirUnwritable(f"cannot write {where} ({os.strerror(exc.errno or 0)}): "
                                 "use a writable --run-dir")
     if exc.errno in _GONE:
-        return vanished(path)
+        return vanished(run_dir or path.parent, path)
     return RunIncomplete(f"cannot write {where} ({exc.strerror or exc}): fix the disk, then rerun")
 
 
-def vanished(path: Path) -> RunIncomplete:
-    """The run folder (or its records file) was deleted or moved while the sweep ran."""
-    return RunIncomplete(f"run folder {shown(path.parent)} was deleted or moved while running "
-                         f"({path.name} is gone): nothing after that was saved; rerun to start again")
+def vanished(run_dir: Path, gone: Path) -> RunIncomplete:
+    """The run folder (or a file in it) was deleted or moved while the sweep ran."""
+    return RunIncomplete(f"run folder {shown(run_dir)} was deleted or moved while running "
+                         f"({shown(gone)} is gone): nothing after that was saved; rerun to start again")
 
 
 class RunLogHandler(logging.FileHandler):
@@ -81,3 +81,15 @@ class RunLogHandler(logging.FileHandler):
 
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's API name)
         self.failed = True
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.failed = True
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:
+            self.failed = True

@@ -132,7 +132,7 @@ class RecordWriter:
         # A records file with no links left means its folder was deleted: writing on would
         # "save" records nobody can read.
         if os.fstat(self._fd).st_nlink == 0:
-            self._fail(vanished(self.path))
+            self._fail(vanished(self.path.parent, self.path))
             return
         for line in batch:
             try:
@@ -145,7 +145,7 @@ class RecordWriter:
                     os.ftruncate(self._fd, self._size)  # cut a partial line back to the last whole one
                 except OSError:
                     pass  # the torn tail is repaired on the next start
-                self._fail(write_failure(e, self.path))
+                self._fail(write_failure(e, self.path, self.path.parent))
                 return
             self._size += len(line)
             self.written += 1
@@ -171,7 +171,7 @@ class RecordWriter:
                     try:
                         await asyncio.to_thread(os.fsync, self._fd)
                     except OSError as e:
-                        self._fail(write_failure(e, self.path))
+                        self._fail(write_failure(e, self.path, self.path.parent))
                     self._last_sync = now
             if stop:
                 return
@@ -187,7 +187,7 @@ class RecordWriter:
                 try:
                     os.fsync(self._fd)
                 except OSError as e:
-                    self._fail(write_failure(e, self.path))
+                    self._fail(write_failure(e, self.path, self.path.parent))
             try:
                 os.close(self._fd)
             except OSError as e:

@@ -191,14 +191,13 @@ class Sweep:
             loop.call_soon_threadsafe(self._fault, err)
             return
         if self._fatal is None:
-            self._fatal = err
-            log.error("stopping the sweep: %s", err)
+            self._fatal = err  # the CLI prints it once; run.log may be what cannot be written
         if self._writer is not None:
             self._writer.halt()
         self._stop.set()
 
     def _blob_fault(self, exc: OSError, path: Path) -> None:
-        self._fault(write_failure(exc, path))
+        self._fault(write_failure(exc, path, self.opts.run_dir))
 
     def _sim_models(self) -> list[SimModel]:
         sims = [SimModel.from_config(m["name"], m) for m in self.cfg.models if m["provider"] == "sim"]
@@ -214,7 +213,7 @@ class Sweep:
             prepare_run_dir(self.cfg, self.opts)
             blobs = BlobStore(self.opts.run_dir / "blobs")
         except OSError as e:
-            raise write_failure(e, self.opts.run_dir / "manifest.json") from None
+            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
         blobs.on_failure = self._blob_fault
         await asyncio.to_thread(blobs.clean_temp)
         try:
@@ -239,7 +238,7 @@ class Sweep:
         try:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
-            raise write_failure(e, self.opts.run_dir / "manifest.json") from None
+            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         self.counters.total = jobs_total
