@@ -22,7 +22,7 @@ from fasteval.diskfaults import RunDirUnwritable, RunLogHandler, shown
 from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_USAGE, RunIncomplete
 from fasteval.merge import MergeConflict, merge_runs
 from fasteval.models import ModelConfigError
-from fasteval.redact import RedactingFilter, add_secrets_from_env, secret_env_names
+from fasteval.redact import RedactingFilter, add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.report import report, status
 from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
 
@@ -38,7 +38,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    add_secrets_from_env(secret_env_names(cfg.raw))
+    add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     if a.cache or a.cache_mode:
         cache_cfg = dict(cfg.run.get("cache") or {})
         if a.cache:

@@ -47,6 +47,19 @@ def secret_env_names(config: Any) -> set[str]:
     return names
 
 
+_SECRET_NAME = re.compile(r"(?i)(api_?key|_token|_secret|password)$")
+
+
+def secret_like_env_names(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Environment variables named like keys (``SERPER_API_KEY``, ``HF_TOKEN``...).
+
+    Tools fall back to such default variables when a config names none, so their values are
+    secrets too even though no ``api_key_env`` mentions them.
+    """
+    env = os.environ if environ is None else environ
+    return {name for name in env if _SECRET_NAME.search(name)}
+
+
 def add_secrets(values: Iterable[str]) -> None:
     """Register secret values to scrub from now on (process-wide; registering twice is harmless)."""
     global _secrets, _secrets_b

@@ -32,7 +32,7 @@ from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
-from fasteval.redact import add_secrets_from_env, secret_env_names
+from fasteval.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
@@ -208,7 +208,7 @@ class Sweep:
         """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line)."""
         t0 = time.monotonic()
         self._loop = asyncio.get_running_loop()
-        add_secrets_from_env(secret_env_names(self.cfg.raw))
+        add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
         try:
             prepare_run_dir(self.cfg, self.opts)
             blobs = BlobStore(self.opts.run_dir / "blobs")
