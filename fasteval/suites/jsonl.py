@@ -77,7 +77,9 @@ class JsonlSuite(Suite):
                         raise RowError(f"line {lineno}: 'id' must be a string or an integer, got {type_name(rid)}")
                     tid = str(rid)
                     yield self._task(row, tid, path.parent, roots, lineno)
-                except (orjson.JSONDecodeError, RowError) as e:
+                except orjson.JSONDecodeError as e:
+                    yield LoadError(task_id=tid, message=f"{path.name}: line {lineno}: not valid JSON ({_one_line(e)})")
+                except RowError as e:
                     yield LoadError(task_id=tid, message=f"{path.name}: {_one_line(e)}")
                 except (ValueError, TypeError, KeyError, AttributeError) as e:
                     # A row problem no check above foresaw: still this row's error, never the file's.
