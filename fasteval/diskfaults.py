@@ -56,6 +56,23 @@ def write_failure(exc: OSError, path: Path, run_dir: Path | None = None) -> Runt
     return RunIncomplete(f"cannot write {where} ({exc.strerror or exc}): fix the disk, then rerun")
 
 
+def database_failure(exc: Exception, path: Path, run_dir: Path) -> RuntimeError | None:
+    """The one-line error for a failed SQLite write (the run index) in the run folder.
+
+    None when the error is not a storage fault (the caller decides what the database is worth).
+    """
+    if isinstance(exc, OSError):
+        return write_failure(exc, path, run_dir)
+    text = str(exc).lower()
+    if "full" in text:
+        return write_failure(OSError(errno.ENOSPC, "No space left on device"), path, run_dir)
+    if "readonly" in text or "read-only" in text:
+        return write_failure(OSError(errno.EROFS, "Read-only file system"), path, run_dir)
+    if "disk i/o" in text:
+        return write_failure(OSError(errno.EIO, "I/O error"), path, run_dir)
+    return None
+
+
 def vanished(run_dir: Path, gone: Path) -> RunIncomplete:
     """The run folder (or a file in it) was deleted or moved while the sweep ran."""
     return RunIncomplete(f"run folder {shown(run_dir)} was deleted or moved while running "

@@ -11,15 +11,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from fasteval.diskfaults import vanished, write_failure
-from fasteval.redact import redact_bytes
+from fasteval.diskfaults import database_failure, vanished, write_failure
+from fasteval.redact import redact_bytes, redact_text
+from fasteval.runindex import RunIndex, row_of_record
 from fasteval.types import Record
 
 log = logging.getLogger("fasteval")
@@ -30,28 +32,44 @@ FsyncPolicy = Literal["always", "batch", "never"]
 
 
 def repair_tail(path: Path) -> int:
-    """Cut a torn (unterminated or unparsable) last line; returns the bytes removed."""
+    """Cut a torn (unterminated or unparsable) last line; returns the bytes removed.
+
+    The last line is found by scanning back for newlines in 1 MiB steps, so a valid record of
+    any length (a 20 MB trajectory) is kept whole and a torn one is cut at its start.
+    """
     if not path.exists():
         return 0
     size = path.stat().st_size
     if size == 0:
         return 0
     with path.open("rb+") as f:
-        chunk = min(size, 1 << 20)
-        f.seek(size - chunk)
-        tail = f.read(chunk)
-        if tail.endswith(b"\n"):
-            last = tail[:-1].rsplit(b"\n", 1)[-1]
+        f.seek(size - 1)
+        terminated = f.read(1) == b"\n"
+        end = size - 1 if terminated else size
+        start = _line_start(f, end)
+        if terminated:
+            f.seek(start)
             try:
-                orjson.loads(last)
+                orjson.loads(f.read(end - start))
                 return 0
             except orjson.JSONDecodeError:
-                cut = size - len(last) - 1
-        else:
-            nl = tail.rfind(b"\n")
-            cut = size - chunk + nl + 1 if nl >= 0 else (0 if chunk == size else size)
-        f.truncate(cut)
-        return size - cut
+                pass
+        f.truncate(start)
+        return size - start
+
+
+def _line_start(f: BinaryIO, end: int) -> int:
+    """Offset just after the last newline before ``end`` (0 when there is none)."""
+    step = 1 << 20
+    pos = end
+    while pos > 0:
+        lo = max(0, pos - step)
+        f.seek(lo)
+        nl = f.read(pos - lo).rfind(b"\n")
+        if nl >= 0:
+            return lo + nl + 1
+        pos = lo
+    return 0
 
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -90,13 +108,15 @@ class RecordWriter:
     jobs whose results cannot be saved.
     """
 
-    def __init__(self, path: Path, fsync: FsyncPolicy = "batch",
+    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None,
                  on_failure: Callable[[RuntimeError], None] | None = None) -> None:
         self.path = path
         self.fsync = fsync
+        self.index = index
+        """When set, each written batch is added to the run index right after its bytes."""
         self.on_failure = on_failure
         self.failure: RuntimeError | None = None
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
         self._size = 0
@@ -106,6 +126,8 @@ class RecordWriter:
 
     async def start(self) -> None:
         repair_tail(self.path)
+        if self.index is not None:
+            self.index.refresh()  # every line before our first one is indexed
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
         self._task = asyncio.create_task(self._run())
@@ -113,9 +135,11 @@ class RecordWriter:
     def write(self, record: Record) -> None:
         if self._halted:
             return  # after a failure nothing more is claimed as done
+        if record.error:
+            record.error = redact_text(record.error)  # the index keeps the error text too
         # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
         line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
-        self._queue.put_nowait(redact_bytes(line))
+        self._queue.put_nowait((redact_bytes(line), record))
 
     def halt(self) -> None:
         """Accept no more records (the sweep stopped for a fault found elsewhere)."""
@@ -128,13 +152,14 @@ class RecordWriter:
             if self.on_failure is not None:
                 self.on_failure(err)
 
-    def _write_batch(self, batch: list[bytes]) -> None:
+    def _write_batch(self, batch: list[tuple[bytes, Record]]) -> bool:
+        """Write every line of ``batch``; False (and the writer halted) on the first failure."""
         # A records file with no links left means its folder was deleted: writing on would
         # "save" records nobody can read.
         if os.fstat(self._fd).st_nlink == 0:
             self._fail(vanished(self.path.parent, self.path))
-            return
-        for line in batch:
+            return False
+        for line, _ in batch:
             try:
                 # One write per line: a kill can tear only the line being written.
                 n = os.write(self._fd, line)
@@ -146,14 +171,15 @@ class RecordWriter:
                 except OSError:
                     pass  # the torn tail is repaired on the next start
                 self._fail(write_failure(e, self.path, self.path.parent))
-                return
+                return False
             self._size += len(line)
             self.written += 1
+        return True
 
     async def _run(self) -> None:
         while True:
             item = await self._queue.get()
-            batch: list[bytes] = []
+            batch: list[tuple[bytes, Record]] = []
             stop = item is None
             if item is not None:
                 batch.append(item)
@@ -163,8 +189,13 @@ class RecordWriter:
                     stop = True
                 else:
                     batch.append(nxt)
-            if batch and self.failure is None:
-                self._write_batch(batch)
+            # A batch cut short is left to the index's own catch-up on the next start.
+            if batch and self.failure is None and self._write_batch(batch):
+                if self.index is not None:
+                    try:
+                        self._index_batch(batch)
+                    except (OSError, sqlite3.Error) as e:
+                        self._index_failed(e)
                 now = time.monotonic()
                 if self.failure is None and (self.fsync == "always" or
                                              (self.fsync == "batch" and now - self._last_sync >= 1.0)):
@@ -175,6 +206,28 @@ class RecordWriter:
                     self._last_sync = now
             if stop:
                 return
+
+    def _index_failed(self, e: Exception) -> None:
+        """A full disk under the index stops the sweep like one under the records; other index
+        errors only cost the index (it is derived, and rebuilt from the records on the next read)."""
+        err = database_failure(e, self.path.parent / "index", self.path.parent)
+        if err is not None:
+            self._fail(err)
+        else:
+            log.warning("run index not updated (%s); it catches up from the records on the next read", e)
+            self.index = None
+
+    def _index_batch(self, batch: list[tuple[bytes, Record]]) -> None:
+        assert self.index is not None
+        end = os.lseek(self._fd, 0, os.SEEK_CUR)  # O_APPEND: the end of our last line
+        pos = end - sum(len(line) for line, _ in batch)
+        rows = []
+        for line, rec in batch:
+            rows.append(row_of_record(rec, pos, len(line)))
+            pos += len(line)
+        last_line = batch[-1][0]
+        first = batch[0][0] if rows[0][-2] == 0 else None
+        self.index.append(rows, end, end - len(last_line), last_line, first_line=first)
 
     async def close(self) -> None:
         """Flush and close; never raises (a failure is reported through ``failure``)."""

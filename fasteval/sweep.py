@@ -13,6 +13,7 @@ import inspect
 import logging
 import platform
 import signal
+import sqlite3
 import time
 import traceback
 from collections.abc import Iterator
@@ -27,12 +28,13 @@ import fasteval.tools  # noqa: F401  (registers the built-in tools)
 from fasteval.agent import AgentEnv, run_agent
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
-from fasteval.diskfaults import write_failure
+from fasteval.diskfaults import database_failure, write_failure
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
 from fasteval.progress import Counters, ProgressDisplay
-from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
+from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
+from fasteval.runindex import INDEX, open_index
 from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
@@ -223,8 +225,12 @@ class Sweep:
 
     async def _run(self, blobs: BlobStore, t0: float) -> SweepResult:
         runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
-        done = latest_by_job([self.opts.run_dir / RECORDS])
-        finished = {jid for jid, r in done.items() if r.get("status") == "ok" or self.opts.keep_errors}
+        # The resume set comes from the run index: job ids only, however large the records.
+        try:
+            index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        except (OSError, sqlite3.Error) as e:
+            raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
+        finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total = 0
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
         for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
@@ -250,7 +256,7 @@ class Sweep:
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"),
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index,
                               on_failure=self._fault)
         self._writer = writer
         display: ProgressDisplay | None = None
@@ -292,6 +298,7 @@ class Sweep:
             if display is not None:
                 await display.stop()
             await writer.close()
+            index.close()
             cache = self.services.get("cache")
             if cache is not None:
                 # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them
