@@ -22,7 +22,13 @@ from fasteval.diskfaults import RunDirUnwritable, RunLogHandler, shown
 from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_USAGE, RunIncomplete
 from fasteval.merge import MergeConflict, merge_runs
 from fasteval.models import ModelConfigError
-from fasteval.redact import RedactingFilter, add_secrets_from_env, secret_env_names, secret_like_env_names
+from fasteval.redact import (
+    RedactingFilter,
+    add_secrets_from_env,
+    redact_text,
+    secret_env_names,
+    secret_like_env_names,
+)
 from fasteval.report import report, status
 from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
 
@@ -66,10 +72,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     try:
         result = uvloop.run(run_sweep(cfg, opts))
     except (ConfigChanged, ModelConfigError, KeyError, RunDirUnwritable) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
         return 2
     except RunIncomplete as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
         return EXIT_INCOMPLETE
     finally:
         logging.getLogger().removeHandler(handler)

@@ -161,3 +161,26 @@ def test_values_and_token_shapes_are_masked_in_text_bytes_and_log_lines(tmp_path
         assert "s3cr3t" not in logged and "boom ***" in logged and "upstream said Bearer ***" in logged
     finally:
         clear_secrets()
+
+
+async def test_a_tool_error_shown_to_the_model_is_redacted(tmp_path: Path) -> None:
+    import fasteval.tools  # noqa: F401  (registers the built-in tools)
+    from fasteval.agent import AgentEnv, execute_tool
+    from fasteval.blobs import BlobStore
+    from fasteval.tools.base import ToolContext, make_tool
+    from fasteval.types import Task, Turn
+    from providers.base import ToolCallRequest
+
+    clear_secrets()
+    add_secrets(["tool-echoed-secret-1234"])
+    try:
+        blobs = BlobStore(tmp_path / "blobs")
+        env = AgentEnv(client=None, suite=None, setting=None,  # type: ignore[arg-type]
+                       tools={"calculator": make_tool("calculator")}, blobs=blobs)
+        ctx = ToolContext(blobs=blobs, task=Task(id="t", turns=[Turn(text="")]), images=[])
+        call = ToolCallRequest(id="c", name="calculator", arguments='{"expression": "tool-echoed-secret-1234 + 1"}')
+        result, _, _ = await execute_tool(call, env, ctx)
+        assert result.status == "error" and MASK in result.output
+        assert "tool-echoed-secret-1234" not in result.output + str(result.error)
+    finally:
+        clear_secrets()
