@@ -103,6 +103,7 @@ def measure(kills: int, jobs: int, latency_ms: float, concurrency: int, seed: in
         done_kills, attempts, changed, violations = 0, 0, 0, 0
         seen = b""
         kill_lines: list[int] = []
+        torn_after_kill = 0
         while done_kills < kills and attempts < kills * 3:
             attempts += 1
             # One kill in four lands anywhere from the start; the rest while records are being written.
@@ -116,6 +117,7 @@ def measure(kills: int, jobs: int, latency_ms: float, concurrency: int, seed: in
             if killed:
                 done_kills += 1
                 kill_lines.append(now.count(b"\n"))
+                torn_after_kill += records.exists() and records.stat().st_size > len(now)
             elif code == 0:
                 break  # the sweep finished before this kill: nothing left to interrupt
         finishing_runs = 0
@@ -138,7 +140,7 @@ def measure(kills: int, jobs: int, latency_ms: float, concurrency: int, seed: in
             "kills": done_kills, "jobs_planned": planned, "jobs_lost": planned - len(ok_counts),
             "jobs_duplicated": sum(1 for n in ok_counts.values() if n > 1),
             "finished_bytes_changed": changed, "prefix_violations": violations,
-            "torn_tail_bytes_at_end": len(torn), "record_lines": len(recs),
+            "torn_tail_bytes_at_end": len(torn), "kills_that_left_a_torn_line": torn_after_kill, "record_lines": len(recs),
             "error_records_superseded": sum(1 for r in recs if r.get("status") != "ok"),
             "records_at_each_kill": kill_lines, "finishing_runs": finishing_runs,
             "wall_s": round(time.monotonic() - t0, 1),
@@ -182,7 +184,8 @@ def main() -> None:
     print(f"  jobs lost:              {res['jobs_lost']}")
     print(f"  jobs duplicated:        {res['jobs_duplicated']}")
     print(f"  finished bytes changed: {res['finished_bytes_changed']}")
-    print(f"  torn tail at the end:   {res['torn_tail_bytes_at_end']} bytes")
+    print(f"  torn tail at the end:   {res['torn_tail_bytes_at_end']} bytes "
+          f"({res['kills_that_left_a_torn_line']} kills left a torn line, repaired by the rerun)")
     print(f"  record lines: {res['record_lines']} ({res['error_records_superseded']} error records, rerun)")
     print(f"  records on disk at each kill: {res['records_at_each_kill']}")
 
