@@ -160,3 +160,13 @@ async def test_stale_temp_blobs_of_dead_writers_are_cleaned_at_start(tmp_path: P
     live.write_bytes(b"")
     await run_sweep(cfg, RunOptions(run_dir=run_dir, progress=False))
     assert not stale.exists() and live.exists()
+
+
+def test_a_disk_already_full_at_start_is_one_line_and_exit_3(tmp_path: Path) -> None:
+    cfg = demo_config(tmp_path, n_tasks=2)
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        fill_disk(disk / "filler")
+        res = subprocess.run([*FASTEVAL, "run", str(cfg), "--run-dir", str(disk / "run"), "--no-progress"],
+                             capture_output=True, text=True, timeout=120, cwd=disk)
+        assert res.returncode == EXIT_INCOMPLETE, res.stderr
+        assert res.stderr.strip() == "error: disk full writing run/manifest.json: free space, then rerun"
