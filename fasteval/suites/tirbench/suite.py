@@ -151,7 +151,8 @@ class TIRBench(Suite):
         return self.texts.listing()
 
     def load(self) -> Iterator[Task | LoadError]:
-        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit)
+        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit,
+                             allow_image_root=self.options.get("allow_image_root"))
 
     def default_settings(self) -> list[Setting]:
         return [

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.row_checks import image_roots
 from fasteval.suites.vistahop import scoring
 from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
 from fasteval.suites.vistahop.metrics import aggregate as metrics_aggregate
@@ -60,9 +61,9 @@ REFERENCE_SAMPLING: dict[str, Any] = {"temperature": 0.7, "top_p": 0.8, "top_k":
 _KNOWN_OPTIONS = frozenset({
     "path", "root", "dataset", "fidelity", "limit", "max_rounds", "preset", "text_search_top_k",
     "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
-    "all_images", "judge_on_max_rounds", "settings", "texts", "reference_repo", "judge_no_verdict_is_no",
-    "non_object_tool_call_is_error", "sampling", "sampling_by_model", "require_levels", "level_field",
-    "tool_call_arguments_only",
+    "all_images", "judge_on_max_rounds", "settings", "allow_image_root", "texts", "reference_repo",
+    "judge_no_verdict_is_no", "non_object_tool_call_is_error", "sampling", "sampling_by_model", "require_levels",
+    "level_field", "tool_call_arguments_only",
 })
 
 
@@ -143,6 +144,7 @@ class VistaHopSuite(Suite):
             limit=None if limit is None else int(limit),
             all_images=self.switches["all_images"],
             image_search_max_results=int(self.options.get("image_search_max_results", IMAGE_SEARCH_MAX_RESULTS)),
+            image_roots=image_roots(self.options, Path(self.options.get("root") or path.parent)),
             require_levels=bool(self.options.get("require_levels", True)),
             level_field=str(self.options["level_field"]) if self.options.get("level_field") else None,
         )

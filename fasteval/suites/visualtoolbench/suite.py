@@ -145,7 +145,7 @@ class VisualToolBenchSuite(Suite):
         if mode not in ("ignore", "apply"):
             raise ValueError(f"visualtoolbench: exif_orientation must be 'ignore' or 'apply', not {mode!r}")
         seen: dict[str, str] = {}
-        for item in iter_tasks(path, self.blobs, self.limit):
+        for item in iter_tasks(path, self.blobs, self.limit, allow_image_root=self.options.get("allow_image_root")):
             if isinstance(item, Task):
                 for turn in item.turns:
                     turn.images = [same_pixels(self.blobs, ref, mode, seen) for ref in turn.images]
