@@ -82,7 +82,7 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
     if not isinstance(args, dict):
         return ToolResult.fail(f"Arguments of {call.name} must be a JSON object"), args, 0.0
     tool = env.tools.get(call.name)
-    if tool is None and (alias := env.suite.tool_alias(call.name, env.setting)) is not None:
+    if tool is None and env.suite is not None and (alias := env.suite.tool_alias(call.name, env.setting)):
         tool = env.tools.get(alias)
     if tool is None:
         return ToolResult.fail(f"Unknown tool {call.name!r}; available tools: {sorted(env.tools)}"), args, 0.0

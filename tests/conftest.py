@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,3 +15,35 @@ def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     path = tmp_path_factory.mktemp("fasteval-cache")
     monkeypatch.setenv("FASTEVAL_CACHE_DIR", str(path))
     yield path
+
+
+# Reference texts: suites default ``reference_repo`` to ``data/reference/<repo>``; every test gets
+# small synthetic copies with the reference layout instead (tests/reference_repos.py), built once
+# per session, so ``fidelity: reference`` reads real files through the real loader anywhere.
+# Loaded by path and registered by name (adding tests/ to sys.path would shadow the packages).
+_spec = importlib.util.spec_from_file_location("reference_repos", Path(__file__).parent / "reference_repos.py")
+assert _spec is not None and _spec.loader is not None
+reference_repos = importlib.util.module_from_spec(_spec)
+sys.modules["reference_repos"] = reference_repos
+_spec.loader.exec_module(reference_repos)
+
+
+@pytest.fixture(scope="session")
+def reference_repo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reference")
+    return {
+        "tirbench": reference_repos.write_tirbench(root / "TIR-Bench"),
+        "visualtoolbench": reference_repos.write_visualtoolbench(root / "VisualToolBench"),
+        "vistahop": reference_repos.write_vistahop(root / "vistahop"),
+    }
+
+
+@pytest.fixture(autouse=True)
+def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fasteval.suites.tirbench import texts as tir
+    from fasteval.suites.vistahop import texts as vh
+    from fasteval.suites.visualtoolbench import texts as vtb
+
+    monkeypatch.setattr(tir, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["tirbench"]))
+    monkeypatch.setattr(vtb, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["visualtoolbench"]))
+    monkeypatch.setattr(vh, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["vistahop"]))

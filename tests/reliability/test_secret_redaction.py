@@ -87,7 +87,9 @@ def _config(tmp: Path, url: str) -> Path:
         ],
         "roles": {"judge": {"provider": "openai", "base_url": f"{url}/v1", "model": "j",
                             "api_key_env": "REL_JUDGE_KEY"}},
-        "suites": [{"name": "vistahop", "options": {"path": str(_dataset(tmp))}, "settings": [
+        # Our wording (no reference checkout in the subprocess) and no level fields in the rows.
+        "suites": [{"name": "vistahop", "options": {"path": str(_dataset(tmp)), "texts": "own",
+                                                     "require_levels": False}, "settings": [
             {"name": "search", "tools": ["web_search"], "max_rounds": 2, "tool_protocol": "text",
              "options": {"direct": False, "judge_on_max_rounds": False, "judge_retries": 1,
                          "tool_options": {"web_search": {"backend": "serper", "base_url": f"{url}/serper",
