@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from providers.base import ProviderError
+from providers.breaker import BreakerPolicy, CircuitBreaker
 from providers.client import ModelClient, RetryPolicy
 from providers.openai_compat import ImageResolver, OpenAICompatProvider, Timeouts
 
@@ -21,7 +22,7 @@ class ModelConfigError(ValueError):
 
 
 def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
-                 resolver: ImageResolver | None) -> ModelClient:
+                 resolver: ImageResolver | None, breaker: BreakerPolicy | None = None) -> ModelClient:
     """A ModelClient for one config entry (model or role)."""
     provider_name = spec["provider"]
     limits = dict(spec.get("limits") or {})
@@ -43,8 +44,13 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
         base_url, model_id, api_key_env=key_env, extra_body=spec.get("extra_body"), timeouts=timeouts,
         tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver,
         endpoint_name=spec.get("endpoint_id") or (f"sim:{name}" if provider_name == "sim" else None))
+    async def probe() -> None:
+        await provider.list_models(timeout_s=min(10.0, timeouts.connect_s + 5.0))
+
+    label = f"{name} ({provider.base_url})" if provider_name != "sim" else name
     return ModelClient(name, provider, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
-                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
+                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"),
+                       breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
 
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import normalise
 from fasteval.types import Task, Trajectory, Turn
@@ -42,6 +43,9 @@ def _turn(obj: dict[str, Any], base: Path, blobs_put: Any, where: str) -> Turn:
 @register_suite
 class JsonlSuite(Suite):
     name = "jsonl"
+    options_schema = {"path": Opt("path", "the .jsonl file: one task per line", required=True, exists=True),
+                      "max_rounds": Opt("int", "rounds of the default setting")}
+    setting_options = {}
 
     def load(self) -> Iterator[Task | LoadError]:
         path = Path(str(self.options.get("path", "")))
