@@ -65,7 +65,9 @@ async def test_an_endpoint_that_goes_down_and_comes_back_pauses_its_jobs_and_non
     run_dir = tmp_path / "run"
     sweep = asyncio.create_task(run_sweep(load_config(config(tmp_path, port, n_tasks=24)),
                                           RunOptions(run_dir=run_dir, progress=False)))
-    while server.requests < 4:
+    for _ in range(3000):  # polling the sim's own counter: it has no event to wait on
+        if server.requests >= 4:
+            break
         await asyncio.sleep(0.01)
     await server.stop()  # the server dies with requests in flight
     await asyncio.sleep(1.0)  # long enough to exhaust every request's own retries many times over
