@@ -2,7 +2,7 @@
 
 ``run`` does what ``fasteval run`` does (strict config, selectors, preflight, the same run
 folder and resume rules) and returns a summary instead of an exit code; ``load_records``
-streams the latest record of each job, one at a time, so a big run folder never sits in memory.
+streams the latest record of each job through the run index, so a big run folder never sits in memory.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from fasteval.config import ConfigError, SweepConfig, load_config
 from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK
 from fasteval.records import RECORDS
+from fasteval.runindex import open_index
 from fasteval.sweep import RunOptions, Selectors, SweepIncomplete, SweepResult, run_sweep
 
 
@@ -78,41 +77,15 @@ def run(config: str | Path | SweepConfig, *, run_dir: str | Path | None = None, 
     return asyncio.run(run_async(config, run_dir=run_dir, **options))
 
 
-def load_records(run_dir: str | Path, *, latest: bool = True) -> Iterator[dict[str, Any]]:
-    """Stream the records of a run folder as dicts.
+def load_records(run_dir: str | Path, **filters: Any) -> Iterator[dict[str, Any]]:
+    """Stream each job's latest record as a dict, in file order, one at a time.
 
-    ``latest=True`` yields only each job's last record (a rerun of an errored job appends a
-    newer one); it remembers one offset per job, never the records themselves.
+    Reads through the run index (one small row per job), so memory stays flat however large the
+    run. ``filters`` narrow by index column, e.g. ``model="gpt-4o"``, ``status="error"``,
+    ``suite=["tirbench", "vistahop"]``.
     """
-    path = Path(run_dir) / RECORDS
-    if not path.exists():
+    folder = Path(run_dir)
+    if not (folder / RECORDS).exists():
         raise FileNotFoundError(f"{run_dir} holds no {RECORDS}")
-    last: dict[str, int] | None = None
-    if latest:
-        last = {}
-        with path.open("rb") as f:
-            offset = 0
-            for line in f:
-                job_id = _job_id(line)
-                if job_id is not None:
-                    last[job_id] = offset
-                offset += len(line)
-    with path.open("rb") as f:
-        offset = 0
-        for line in f:
-            here, offset = offset, offset + len(line)
-            if not line.endswith(b"\n"):
-                break  # a torn last line from a killed writer: not a record
-            job_id = _job_id(line)
-            if job_id is None or (last is not None and last.get(job_id) != here):
-                continue
-            yield orjson.loads(line)
-
-
-def _job_id(line: bytes) -> str | None:
-    try:
-        rec = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    jid = rec.get("job_id") if isinstance(rec, dict) else None
-    return str(jid) if jid else None
+    with open_index(folder) as index:
+        yield from index.iter_records(**filters)

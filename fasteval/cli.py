@@ -484,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.catalog")
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.runindex.cli", "fasteval.catalog")
 
 
 def _add_optional_commands(sub: Any) -> None:

@@ -1,7 +1,7 @@
 """``fasteval run --dry-run``: what a run would do, without running it or touching the run folder.
 
 Suites are loaded into a throwaway blob store (task ids need the data), the plan is counted by
-model × suite × setting × seed, and the run folder's records (if any) say what resume would skip.
+model × suite × setting × seed, and the run index (if the folder has records) says what resume would skip.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Any
 
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig
-from fasteval.records import RECORDS, latest_by_job
+from fasteval.records import RECORDS
+from fasteval.runindex import open_index
 from fasteval.sweep import RunOptions, check_setting_selectors, load_suite, plan
 
 
@@ -35,8 +36,10 @@ class PlanPreview:
 def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
     """Count the plan exactly as ``run`` would walk it (same selectors, shard and resume rule)."""
     records = opts.run_dir / RECORDS
-    done = latest_by_job([records]) if records.exists() else {}
-    finished = {jid for jid, r in done.items() if r.get("status") == "ok" or opts.keep_errors}
+    finished: set[str] = set()
+    if records.exists():  # job ids from the run index (a derived file), never the records themselves
+        with open_index(opts.run_dir) as index:
+            finished = index.job_ids(ok_only=not opts.keep_errors)
     out = PlanPreview()
     with tempfile.TemporaryDirectory(prefix="fasteval-dry-run-") as tmp:
         blobs = BlobStore(Path(tmp))

@@ -33,7 +33,8 @@ from fasteval.exitcodes import RunIncomplete
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
 from fasteval.progress import Counters, ProgressDisplay
-from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
+from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
+from fasteval.runindex import open_index
 from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
@@ -241,8 +242,9 @@ class Sweep:
             # A start that fails before any job ran leaves the folder as it found it: unclaimed.
             unclaim_run_dir(self.opts.run_dir, existed=existed, claimed=claimed)
             raise
-        done = latest_by_job([self.opts.run_dir / RECORDS])
-        finished = {jid for jid, r in done.items() if r.get("status") == "ok" or self.opts.keep_errors}
+        # The resume set comes from the run index: job ids only, however large the records.
+        index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard)
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
@@ -259,7 +261,7 @@ class Sweep:
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"))
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index)
         display: ProgressDisplay | None = None
         try:
             sim_url = sim.base_url if sim else None
@@ -302,6 +304,7 @@ class Sweep:
             if display is not None:
                 await display.stop()
             await writer.close()
+            index.close()
             cache = self.services.get("cache")
             if cache is not None:
                 # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them
