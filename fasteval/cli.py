@@ -223,6 +223,13 @@ def cmd_status(a: argparse.Namespace) -> int:
         for k, v in st[f"by_{dim}"].items():
             t.add_row(dim, k, str(v["total"]), str(v["done"]), str(v["error"]), str(v["remaining"]))
     _console().print(t)
+    if st.get("errors_by_kind"):
+        errs = Table(title="errors by model and kind", title_justify="left")
+        for col in ("model", "error_kind", "jobs", "example"):
+            errs.add_column(col, overflow="fold")
+        for row in st["errors_by_kind"]:
+            errs.add_row(str(row["model"]), str(row["error_kind"]), str(row["jobs"]), str(row["example"] or "")[:200])
+        _console().print(errs)
     return 0
 
 
@@ -255,6 +262,17 @@ def cmd_report(a: argparse.Namespace) -> int:
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
                   str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
     _console().print(t)
+    u = Table(title="cost and behaviour per trajectory")
+    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "mean latency s", "tool calls/traj",
+                "terminations"):
+        u.add_column(col)
+    for r in rep["rows"]:
+        lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
+        ends = ", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items()))
+        u.add_row(r["model"], r["suite"], r["setting"], str(r.get("prompt_tokens", "-")),
+                  str(r.get("completion_tokens", "-")), "-" if lat is None else f"{lat:.2f}",
+                  "-" if calls is None else f"{calls:.2f}", ends)
+    _console().print(u)
     for r in rep["rows"]:
         if r.get("suite_metrics"):
             _print_metrics(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"])

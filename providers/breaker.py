@@ -97,6 +97,9 @@ class CircuitBreaker:
         self.reason = ""
         self.gave_up = False
         self.outages = 0
+        self._outage_started: float | None = None
+        """When the endpoint last stopped serving real requests: a probe that passes while requests
+        still fail (a 401 on chat but not on /models) must not restart the outage budget."""
         self._closed = asyncio.Event()
         self._closed.set()
         self._probe_task: asyncio.Task[None] | None = None
@@ -123,6 +126,7 @@ class CircuitBreaker:
 
     def on_success(self) -> None:
         self.consecutive = 0
+        self._outage_started = None
         if self.is_open and not self.gave_up:
             self._close()
 
@@ -144,6 +148,8 @@ class CircuitBreaker:
 
     def _open(self, reason: str) -> None:
         self.down_since, self.down_since_wall, self.reason = time.monotonic(), datetime.now(), reason
+        if self._outage_started is None:
+            self._outage_started = self.down_since
         self.outages += 1
         self._closed.clear()
         log.warning("endpoint %s down: %s; its jobs wait while a probe retries", self.endpoint, reason)
@@ -158,7 +164,7 @@ class CircuitBreaker:
     async def _probe_loop(self) -> None:
         delay = self.policy.probe_initial_s
         while self.is_open and not self.gave_up:
-            started = self.down_since or time.monotonic()
+            started = self._outage_started or self.down_since or time.monotonic()
             left = self.policy.outage_budget_s - (time.monotonic() - started)
             if left <= 0:
                 log.error("endpoint %s down for longer than the outage budget (%.0f s): giving up",

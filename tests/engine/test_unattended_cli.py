@@ -108,6 +108,14 @@ def test_exit_codes_0_ok_1_job_errors_3_endpoint_down(tmp_path: Path, capsys: py
     code, _, err = cli(capsys, "run", str(failing), "--run-dir", str(tmp_path / "err"), "--no-progress")
     assert code == 1 and "4 ok, 2 error" in err
     assert "errors by model and kind" in err and "fatal" in err and "rejected (sim 400)" in err
+    code, out, _ = cli(capsys, "status", str(tmp_path / "err"), "--format", "json")
+    assert code == 0
+    assert orjson.loads(out)["errors_by_kind"] == [
+        {"model": "sim", "error_kind": "fatal", "jobs": 2, "example": "fatal HTTP 400: rejected (sim 400)"}]
+    code, out, _ = cli(capsys, "report", str(tmp_path / "err"), "--format", "json")
+    [row] = orjson.loads(out)["rows"]
+    assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["mean_latency_s"] > 0
+    assert row["tool_calls_per_trajectory"] == 0 and row["terminations"] == {"answered": 4, "error": 2}
 
     dead = write(tmp_path, [{"name": "sim", "provider": "sim", "policy": "direct"},
                             remote("dead", f"http://127.0.0.1:{free_port()}/v1")],
