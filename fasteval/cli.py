@@ -394,7 +394,7 @@ def cmd_score_file(a: argparse.Namespace) -> int:
 
 
 def cmd_rescore(a: argparse.Namespace) -> int:
-    from fasteval.config import SweepConfig
+    from fasteval.config import config_from_manifest
     from fasteval.records import read_manifest
     from fasteval.rescore import rescore
 
@@ -407,10 +407,7 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         if a.config:
             cfg = load_config(a.config)
         else:
-            path = run_dir / "manifest.json"
-            raw = manifest["config"]
-            cfg = SweepConfig(raw=raw, path=path, models=raw["models"], roles=raw.get("roles") or {},
-                              suites=raw["suites"], seeds=[], run=dict(raw.get("run") or {}))
+            cfg = config_from_manifest(manifest, run_dir)
         if a.judge:
             cfg.roles["judge"] = dict(orjson.loads(a.judge))
     except (ConfigError, orjson.JSONDecodeError, KeyError) as e:

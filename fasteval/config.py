@@ -163,6 +163,18 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
                        suites=suites, seeds=seeds, run=run)
 
 
+def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
+    """The config a run folder was started with, its relative paths read from the original
+    config file's folder (recorded in the manifest) as they were at run time."""
+    raw = manifest["config"]
+    base = Path(str(manifest.get("config_path") or run_dir / "manifest.json")).parent
+    problems = Problems(check_paths=False)
+    suites = [check_suite(e, ("suites", i), Source(run_dir / "manifest.json"), problems, base)
+              for i, e in enumerate(raw.get("suites") or [])]
+    return SweepConfig(raw=raw, path=run_dir / "manifest.json", models=raw["models"], roles=raw.get("roles") or {},
+                       suites=suites, seeds=[], run=dict(raw.get("run") or {}))
+
+
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
     ident = dict(raw)
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}

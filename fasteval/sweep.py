@@ -204,7 +204,7 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
                 + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
         log.warning("config changed (forced): %s", "; ".join(changes))
     manifest = {
-        "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path),
+        "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],

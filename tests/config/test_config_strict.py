@@ -146,6 +146,11 @@ def test_data_paths_are_read_from_the_config_folder_not_the_working_directory(
     assert code in (0, 1), err  # the direct policy may answer wrongly; what matters is that tasks loaded
     recs = [orjson.loads(x) for x in (tmp_path / "runs/my/records.jsonl").read_bytes().splitlines()]
     assert len(recs) == 3 and not any(r.get("error_kind") == "load_error" for r in recs)
+    # rescore reads the tasks again from the config in the manifest: the same folder, wherever it runs
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    code, _, err = cli(capsys, "rescore", str(tmp_path / "runs/my"))
+    assert code == 0 and "rescored 3 ok, 0 error" in err, err
 
 
 def test_a_missing_data_file_is_named_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

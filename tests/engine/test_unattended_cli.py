@@ -158,3 +158,15 @@ def test_python_api_runs_the_demo_and_streams_its_records(tmp_path: Path) -> Non
     assert len(recs) == 4 and {r["model"] for r in recs} == {"sim-oracle", "sim-guess"}
     again = fasteval.run(ROOT / "configs" / "demo.yaml", run_dir=tmp_path / "demo", limit=1, seeds=[0])
     assert (again.ok, again.skipped) == (0, 4)
+
+
+def test_third_party_warnings_go_to_run_log_not_the_terminal(tmp_path: Path) -> None:
+    # tir-synth scoring calls math_verify, which logs a WARNING per parse; a real process, so the
+    # terminal is the real stderr handler that `fasteval` sets up.
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "fasteval.cli", "run", str(ROOT / "configs" / "demo.yaml"),
+                           "--run-dir", str(run_dir), "--no-progress", "--limit", "2", "--setting", "no-tool",
+                           "--seeds", "0"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "WARNING" not in proc.stderr and "math_verify" not in proc.stderr
+    assert "WARNING math_verify" in (run_dir / "run.log").read_text()
