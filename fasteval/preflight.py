@@ -51,6 +51,8 @@ async def check_endpoint(ep: Endpoint, timeout_s: float = PREFLIGHT_TIMEOUT_S) -
         try:
             served = await asyncio.wait_for(lister(timeout_s=timeout_s), timeout_s + 1)
         except ProviderError as e:
+            if e.status in (404, 405):
+                return None  # a gateway without a model list: it answered, the first request checks the rest
             if e.kind == "auth":
                 return f"{ep.label} ({where}): the key in {key_env or 'the environment'} was refused ({e.args[0]})"
             return f"{ep.label} ({where}): {e}"

@@ -128,3 +128,33 @@ async def test_breaker_opens_after_consecutive_outage_failures_and_a_probe_close
     with pytest.raises(EndpointDown, match="servers exhausted"):
         await b.admit()
     await b.close()
+
+
+async def test_a_supervisor_can_give_up_on_an_endpoint_and_its_remaining_jobs_are_left_unrun(tmp_path: Path) -> None:
+    # What a local-server supervisor does when a model's servers are exhausted: give_up() (or raise
+    # EndpointDown from the provider). Jobs in flight and not yet started get no record: exit 3.
+    from fasteval.sweep import Sweep
+
+    port = free_port()
+    server = sim(port)
+    await server.start()
+    cfg = load_config(config(tmp_path, port, n_tasks=24, with_local=True))
+    run_dir = tmp_path / "run"
+    sweep = Sweep(cfg, RunOptions(run_dir=run_dir, progress=False))
+    task = asyncio.create_task(sweep.run())
+    try:
+        for _ in range(3000):
+            if server.requests >= 4:
+                break
+            await asyncio.sleep(0.01)
+        breaker = sweep.clients["remote"].breaker
+        assert breaker is not None
+        breaker.give_up("servers exhausted")
+        with pytest.raises(SweepIncomplete, match="servers exhausted") as e:
+            await asyncio.wait_for(task, 60)
+    finally:
+        await server.stop()
+    result = e.value.result
+    assert result.errors == 0 and result.not_run > 0 and result.ok + result.not_run == 96
+    recs = records(run_dir)
+    assert len(recs) == result.ok and all(r["status"] == "ok" for r in recs)
