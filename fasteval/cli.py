@@ -185,8 +185,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"incomplete: {e}" if not str(e).startswith("incomplete") else str(e), file=sys.stderr)
         return EXIT_INCOMPLETE
     except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:
-        if not existed:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        if not existed and not (run_dir / "records.jsonl").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -376,6 +376,12 @@ class Sweep:
                 await start(job, run, setting, item)
 
         async def start(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
+            breaker = self.clients[job.model].breaker
+            if breaker is not None and breaker.gave_up:  # its endpoint is gone: leave the job unrun
+                self.counters.total -= 1
+                result.not_run += 1
+                result.down[breaker.endpoint] = breaker.reason
+                return
             await slots.acquire()
             task = asyncio.create_task(self._one(job, run, setting, item, writer, blobs, result, tools_cache))
             running.add(task)
@@ -455,6 +461,9 @@ class Sweep:
             raise
         except EndpointDown as e:
             # Not attempted (or cut short) because the endpoint is gone: no record, a rerun runs it.
+            sandbox = self.services.get("sandbox")
+            if sandbox is not None:
+                await sandbox.release(job.job_id)
             self.counters.in_flight -= 1
             self.counters.total -= 1
             result.not_run += 1
