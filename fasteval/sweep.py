@@ -133,6 +133,9 @@ def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[S
         return list(defaults.values())
     out = []
     for e in entries:
+        if "extends" in e and e["extends"] not in defaults:
+            raise ValueError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
+                             f"of its default settings ({', '.join(defaults) or 'none'})")
         base = defaults.get(e.get("extends", e["name"]))
         merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
         options = {**merged.get("options", {}), **(e.get("options") or {})}

@@ -209,3 +209,14 @@ def test_list_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.startswith("fasteval 0.")
+
+
+def test_a_setting_that_extends_an_unknown_default_exits_2_and_claims_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = base_config()
+    cfg["suites"][0]["settings"] = [{"name": "mine", "extends": "tool"}]  # the demo's defaults: tools, no-tools
+    path = write(tmp_path, cfg)
+    run_dir = tmp_path / "run"
+    code, _, err = cli(capsys, "run", str(path), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 2 and "extends 'tool', which is not one of its default settings (tools, no-tools)" in err, err
+    assert not run_dir.exists()
