@@ -220,3 +220,22 @@ def test_a_setting_that_extends_an_unknown_default_exits_2_and_claims_nothing(
     code, _, err = cli(capsys, "run", str(path), "--run-dir", str(run_dir), "--no-progress")
     assert code == 2 and "extends 'tool', which is not one of its default settings (tools, no-tools)" in err, err
     assert not run_dir.exists()
+
+
+def test_every_shipped_config_validates_against_the_published_schema_and_a_typo_does_not() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from fasteval.config_schema import config_json_schema
+
+    schema = config_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for path in sorted(CONFIGS.glob("*.yaml")):
+        errors = [e.message for e in validator.iter_errors(yaml.safe_load(path.read_text()))]
+        assert not errors, f"{path.name}: {errors[:3]}"
+    endpoint = schema["properties"]["roles"]["additionalProperties"]
+    for path in sorted((CONFIGS / "models").glob("*.yaml")):
+        for entry in yaml.safe_load(path.read_text()):
+            assert not list(jsonschema.Draft202012Validator(endpoint).iter_errors(entry)), f"{path.name}: {entry}"
+    bad = yaml.safe_load((CONFIGS / "demo.yaml").read_text())
+    bad["seed"] = 3
+    assert not validator.is_valid(bad)
