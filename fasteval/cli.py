@@ -147,7 +147,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     if not a.no_preflight:
         from fasteval.preflight import preflight
 
-        problems = uvloop.run(preflight(cfg))
+        try:
+            problems = uvloop.run(preflight(cfg))
+        except KeyboardInterrupt:
+            print("interrupted during preflight: nothing ran", file=sys.stderr)
+            return EXIT_INTERRUPTED
         if problems:
             print(f"error: preflight found {len(problems)} endpoint(s) not ready (nothing ran; --no-preflight "
                   f"skips this check):", file=sys.stderr)
