@@ -39,7 +39,8 @@ def catalog(kind: str) -> dict[str, str]:
     described = {"sim": "the embedded scripted OpenAI-compatible server (no keys, no network)",
                  "openai": "any OpenAI-compatible endpoint (OpenAI, gateways)",
                  "openai_compat": "alias of openai", "vllm": "a vLLM server (OpenAI-compatible)",
-                 "sglang": "an SGLang server (OpenAI-compatible)"}
+                 "sglang": "an SGLang server (OpenAI-compatible)", "anthropic": "the Anthropic Messages API, natively",
+                 "gemini": "the Gemini API, natively"}
     return {n: described.get(n, "") for n in sorted(provider_schemas())}
 
 

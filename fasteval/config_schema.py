@@ -42,6 +42,12 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "endpoint_id": Opt("str", "stable identity for caches and limiters"),
     "max_image_bytes": Opt("int", "downsize images above this many encoded bytes"),
     "max_image_pixels": Opt("int", "downsize images above this many pixels"),
+    "price": Opt("dict", "USD per million tokens, overriding fasteval.pricing's table", fields={
+        "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
+        "cache_write": Opt("float")}),
+    "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
+        "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
+        "thinking": Opt("bool")}),
 }
 
 OPENAI_OPTIONS: dict[str, Opt] = {
@@ -51,8 +57,18 @@ OPENAI_OPTIONS: dict[str, Opt] = {
     "extra_body": Opt("dict", "extra JSON fields sent with every request"),
 }
 
+_NATIVE: dict[str, Opt] = {
+    **ENDPOINT_COMMON,
+    "base_url": Opt("str", "the API root (default: the vendor's)"),
+    "api_key_env": Opt("str", "the environment variable holding the key (never the key itself)"),
+    "extra_body": Opt("dict", "extra JSON fields sent with every request"),
+    "thinking_budget": Opt("int", "extended thinking tokens"),
+}
+
 PROVIDER_SCHEMAS: dict[str, OptionSchema] = {
     "openai": OPENAI_OPTIONS, "openai_compat": OPENAI_OPTIONS, "vllm": OPENAI_OPTIONS, "sglang": OPENAI_OPTIONS,
+    "anthropic": {**_NATIVE, "prompt_caching": Opt("bool", "cache_control on the stable prefix (default true)")},
+    "gemini": _NATIVE,
 }
 """Options of each provider; a new provider registers its declaration here (``sim`` adds itself)."""
 

@@ -45,7 +45,7 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
         blobs = BlobStore(Path(tmp))
         runs = [load_suite(entry, blobs) for entry in cfg.suites]
         check_setting_selectors(runs, opts.selectors)
-        for job, _, _, _ in plan(cfg, runs, opts.shard, opts.selectors):
+        for job, _, _, _ in plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors):
             out.total += 1
             key = (job.model, job.suite, job.setting, job.seed)
             out.groups[key] = out.groups.get(key, 0) + 1

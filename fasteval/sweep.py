@@ -32,6 +32,7 @@ from fasteval.config import SweepConfig, config_diff
 from fasteval.exitcodes import RunIncomplete
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
+from fasteval.pricing import model_prices
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.runindex import open_index
@@ -39,7 +40,7 @@ from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
-from fasteval.types import Job, Record, Task, Trajectory
+from fasteval.types import Job, Record, Task, Trajectory, Usage
 from providers.base import ProviderError
 from providers.breaker import BreakerPolicy, EndpointDown
 from providers.client import ModelClient, count_retries
@@ -71,6 +72,8 @@ class Selectors:
 class RunOptions:
     run_dir: Path
     shard: tuple[int, int] | None = None
+    shard_by: str = "job"
+    """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
     max_concurrency: int | None = None
     force: bool = False
     keep_errors: bool = False
@@ -114,6 +117,17 @@ class SweepIncomplete(RunIncomplete):
         self.result = result
 
 
+def usage_summary(turns: list[Usage]) -> dict[str, int]:
+    """A record's token counts; cache counts appear only when a prompt cache served or stored some."""
+    total = Usage()
+    for u in turns:
+        total.add(u)
+    out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
+    if total.cache_read_tokens or total.cache_write_tokens:
+        out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
+    return out
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     i, _, n = text.partition("/")
     idx, count = int(i), int(n)
@@ -122,8 +136,12 @@ def parse_shard(text: str) -> tuple[int, int]:
     return idx, count
 
 
-def in_shard(job_id: str, shard: tuple[int, int] | None) -> bool:
-    return shard is None or int(job_id, 16) % shard[1] == shard[0]
+def in_shard(job_id: str, shard: tuple[int, int] | None, model_slot: int | None = None) -> bool:
+    """Is this job in the shard? By job_id hash, or by the model's position when sharding by model."""
+    if shard is None:
+        return True
+    key = int(job_id, 16) if model_slot is None else model_slot
+    return key % shard[1] == shard[0]
 
 
 def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
@@ -160,14 +178,16 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
     return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
 
 
-def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None,
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
          selectors: Selectors | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
 
     Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
     """
     sel = selectors or Selectors()
-    models = [m["name"] for m in cfg.models if not sel.models or m["name"] in sel.models]
+    all_models = [m["name"] for m in cfg.models]
+    slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
+    models = [m for m in all_models if not sel.models or m in sel.models]
     seeds = [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
     for run in runs:
         if sel.suites and run.suite.name not in sel.suites:
@@ -183,7 +203,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None,
                 for seed in seeds:
                     for model in models:
                         job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
-                        if in_shard(job.job_id, shard):
+                        if in_shard(job.job_id, shard, slot.get(model)):
                             yield job, run, setting, item
 
 
@@ -248,13 +268,13 @@ class Sweep:
         # The resume set comes from the run index: job ids only, however large the records.
         index = await asyncio.to_thread(open_index, self.opts.run_dir)
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
-        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard)
+        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
         write_manifest(self.opts.run_dir, manifest)
         if self.opts.selectors:
-            jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.selectors)
+            jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
         sim: SimServer | None = None
         sims = self._sim_models()
@@ -298,6 +318,7 @@ class Sweep:
             limiters = self.services.get("limiters")
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
                                       extra=extra, extra_rows=limiters.rows if limiters is not None else None,
+                                      prices=model_prices(self.cfg.raw),
                                       global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency",
                                                                                                    256)))
             display.start()
@@ -365,7 +386,8 @@ class Sweep:
             # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
             # other endpoints' jobs could use; they run (or are left unrun) at the end.
             deferred: list[tuple[Job, SuiteRun, Setting, Task | LoadError]] = []
-            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.selectors):
+            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                self.opts.selectors):
                 if job.job_id in finished:
                     self.counters.skipped += 1
                     self.counters.total -= 1
@@ -478,8 +500,7 @@ class Sweep:
             traj.termination, traj.termination_reason = "error", rec.error
         rec.answer = traj.answers[-1] if traj.answers else None
         rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
-        rec.usage = {"prompt_tokens": sum(u.prompt_tokens for u in traj.usage_by_turn),
-                     "completion_tokens": sum(u.completion_tokens for u in traj.usage_by_turn)}
+        rec.usage = usage_summary(traj.usage_by_turn)
         rec.latency_s = round(time.monotonic() - t0, 4)
         rec.trajectory = traj
         if rec.status == "ok":
@@ -499,11 +520,11 @@ def _one_line(text: str, limit: int = 300) -> str:
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
-def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None,
+def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
     total = 0
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-    for job, _, _, _ in plan(cfg, runs, shard, selectors):
+    for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors):
         total += 1
         for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
                          ("seed", str(job.seed))):

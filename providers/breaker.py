@@ -174,7 +174,10 @@ class CircuitBreaker:
             await asyncio.sleep(min(delay, left))
             delay = min(delay * 2, self.policy.probe_max_s)
             if self.probe is None:
-                continue
+                # Nothing to probe with: half-open, let the waiting requests try again. If they fail
+                # the breaker reopens, and the outage clock (_outage_started) keeps running.
+                self._close()
+                return
             try:
                 await self.probe()
             except Exception as e:  # still down: keep the first reason unless this one says more

@@ -22,6 +22,9 @@ SIM_OPTIONS: dict[str, Opt] = {
     "default_reply": Opt("str", "policy scripted: the reply when nothing matches"),
     "misread_rate": Opt("float", "policy tools: how often a demo answer is misread"),
     "faults": Opt("dict", "injected faults", fields=_FAULTS),
+    "wire": Opt("str", "the API the sim speaks to this model", choices=("openai", "anthropic", "gemini")),
+    "thinking_budget": Opt("int", "wire anthropic/gemini: passed to the native client"),
+    "prompt_caching": Opt("bool", "wire anthropic: passed to the native client"),
 }
 """What a sim model entry may say besides the options every endpoint has."""
 
@@ -30,7 +33,7 @@ SIM_OPTIONS: dict[str, Opt] = {
 class Faults:
     """Probabilities per request, plus an exact schedule consumed first (for tests).
 
-    Schedule entries: "429", "500", "400", "401", "hang", "drop", "malformed", "overflow", "ok".
+    Schedule entries: "429", "500", "503", "529", "400", "401", "hang", "drop", "malformed", "overflow", "ok".
     """
 
     p_429: float = 0.0

@@ -149,7 +149,7 @@ async def test_shards_merged_equal_an_unsharded_run(tmp_path: Path) -> None:
     assert status(tmp_path / "merged")["total"] == 20
     # latency is wall-clock; tokens and tool calls follow the sim's request counter, which differs
     # between one run and three shards: the scores must agree, the cost figures need not
-    timing = {"ci95", "mean_latency_s", "prompt_tokens", "completion_tokens", "tool_calls_per_trajectory"}
+    timing = {"ci95", "mean_latency_s", "tokens", "tool_calls_per_trajectory"}
     strip = [{k: v for k, v in row.items() if k not in timing} for row in report(tmp_path / "full")["rows"]]
     assert strip == [{k: v for k, v in row.items() if k not in timing} for row in report(tmp_path / "merged")["rows"]]
     # a disagreeing duplicate is refused

@@ -114,7 +114,7 @@ def test_exit_codes_0_ok_1_job_errors_3_endpoint_down(tmp_path: Path, capsys: py
         {"model": "sim", "error_kind": "fatal", "jobs": 2, "example": "fatal HTTP 400: rejected (sim 400)"}]
     code, out, _ = cli(capsys, "report", str(tmp_path / "err"), "--format", "json")
     [row] = orjson.loads(out)["rows"]
-    assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["mean_latency_s"] > 0
+    assert row["tokens"]["prompt_tokens"] > 0 and row["tokens"]["completion_tokens"] > 0 and row["mean_latency_s"] > 0
     assert row["tool_calls_per_trajectory"] == 0 and row["terminations"] == {"answered": 4, "error": 2}
 
     dead = write(tmp_path, [{"name": "sim", "provider": "sim", "policy": "direct"},
