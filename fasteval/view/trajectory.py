@@ -38,7 +38,9 @@ def images_html(refs: list[str], src: ImageSrc) -> str:
         if s is None:
             out.append(f'<span class="meta">[image {escape(ref[:12])}… left out: over the size cap]</span>')
         else:
-            out.append(f'<img class="thumb" loading="lazy" src="{escape(s)}" alt="image {escape(ref[:12])}" '
+            # Lazy only for URLs: a data URI is already in the page, and lazy would leave it unrendered.
+            lazy = "" if s.startswith("data:") else ' loading="lazy"'
+            out.append(f'<img class="thumb"{lazy} src="{escape(s)}" alt="image {escape(ref[:12])}" '
                        f'data-ref="{escape(ref)}">')
     return f'<div class="images">{"".join(out)}</div>' if out else ""
 
