@@ -21,7 +21,7 @@ import orjson
 
 from fasteval.records import RECORDS, read_manifest
 from fasteval.report import report
-from fasteval.view.index_access import JobRow, RunIndex, open_index
+from fasteval.runindex import JobRow, RunIndex, open_index
 
 SORT_KEYS = ("task_id", "model", "suite", "setting", "seed", "status", "score", "error_kind", "termination",
              "rounds", "tool_calls", "latency_s")
