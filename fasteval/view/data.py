@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +132,8 @@ class RunSet:
             while name in self.runs:
                 name, n = f"{base}-{n}", n + 1
             self.runs[name] = Run(name, p)
+        self._matches: OrderedDict[tuple[Any, ...], list[tuple[Any, str, str]]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def run(self, name: str) -> Run:
         try:
@@ -161,10 +163,10 @@ class RunSet:
         """The values each filter can take (for the dropdowns), from the index's grouped counts."""
         values: dict[str, set[Any]] = defaultdict(set)
         for run in self._selected(run_name):
-            with run.index() as idx:
-                for dim in FACETS:
-                    values[dim].update(k[0] for k in idx.counts(by=(dim,)))
-        return {dim: sorted((v for v in values[dim] if v is not None), key=str) for dim in FACETS}
+            got = run.cached("facets", lambda run=run: _facets(run))
+            for dim in FACETS:
+                values[dim].update(got[dim])
+        return {dim: sorted(values[dim], key=str) for dim in FACETS}
 
     def _selected(self, run_name: str | None) -> list[Run]:
         return [self.run(run_name)] if run_name else list(self.runs.values())
@@ -172,8 +174,9 @@ class RunSet:
     def jobs(self, query: JobQuery) -> dict[str, Any]:
         """One page of matching jobs and how many match in all.
 
-        Plain filtered paging (file order) is done by the index itself; a score range, a text
-        search or a sort walks the filtered index rows (small tuples, not records).
+        Plain filtered paging (file order) is done by the index itself. A score range, a text
+        search or a sort walks the filtered index rows once and keeps only (sort value, run,
+        job id) of the matches, cached until a run grows, so the next pages are point lookups.
         """
         per_page = max(1, min(query.per_page, 500))
         page = max(1, query.page)
@@ -194,18 +197,43 @@ class RunSet:
                                  idx.rows(limit=per_page - len(rows), skip=start, **filters)]
                     total += n
         else:
-            matched: list[dict[str, Any]] = []
-            for run in runs:
-                with run.index() as idx:
-                    matched += [_row_dict(run.name, r) for r in _filtered(idx, query, filters)]
-            if query.sort in SORT_KEYS:
-                key = query.sort
-                matched.sort(key=lambda d: (d[key] is None, d[key] if d[key] is not None else 0),
-                             reverse=query.desc)
+            matched = self._matched(runs, query, filters)
             total = len(matched)
-            rows = matched[skip:skip + per_page]
+            wanted = matched[skip:skip + per_page]
+            found: dict[tuple[str, str], dict[str, Any]] = {}
+            for run in runs:
+                ids = [job_id for _, name, job_id in wanted if name == run.name]
+                if ids:
+                    with run.index() as idx:
+                        found.update(((run.name, r.job_id), _row_dict(run.name, r)) for r in idx.rows(job_id=ids))
+            rows = [found[(name, job_id)] for _, name, job_id in wanted if (name, job_id) in found]
         return {"total": total, "page": page, "per_page": per_page,
                 "pages": max(1, -(-total // per_page)), "rows": rows}
+
+    def _matched(self, runs: list[Run], query: JobQuery, filters: dict[str, Any]) -> list[tuple[Any, str, str]]:
+        key = (tuple((r.name, r.records_key()) for r in runs), tuple(sorted(filters.items())), query.score_min,
+               query.score_max, query.q, query.sort, query.desc)
+        with self._lock:
+            hit = self._matches.get(key)
+            if hit is not None:
+                self._matches.move_to_end(key)
+                return hit
+        sort = query.sort if query.sort in SORT_KEYS else None
+        present: list[tuple[Any, str, str]] = []
+        absent: list[tuple[Any, str, str]] = []
+        for run in runs:
+            with run.index() as idx:
+                for r in _filtered(idx, query, filters):
+                    value = getattr(r, sort) if sort else None
+                    (absent if sort and value is None else present).append((value, run.name, r.job_id))
+        if sort:
+            present.sort(key=lambda t: t[0], reverse=query.desc)
+        matched = present + absent  # jobs without a value (no score) last, whatever the direction
+        with self._lock:
+            self._matches[key] = matched
+            while len(self._matches) > 8:
+                self._matches.popitem(last=False)
+        return matched
 
     # ---- one job (/job/<id> and /api/job/<id>) ---------------------------------------------
 
@@ -286,6 +314,11 @@ def reference_of(rec: dict[str, Any]) -> Any:
                 if holder.get(key) is not None:
                     return holder[key]
     return None
+
+
+def _facets(run: Run) -> dict[str, Any]:
+    with run.index() as idx:
+        return {dim: [k[0] for k in idx.counts(by=(dim,)) if k[0] is not None] for dim in FACETS}
 
 
 def _row_dict(run: str, r: JobRow) -> dict[str, Any]:

@@ -134,3 +134,16 @@ def test_two_runs_with_the_same_name_get_distinct_names(demo_run: Path, fresh_ru
     assert runs.jobs(JobQuery())["total"] == 192
     assert runs.jobs(JobQuery(run="demo-2"))["total"] == 96
     assert len(runs.compare(runs.jobs(JobQuery())["rows"][0]["task_id"])["jobs"]) == 24
+
+
+def test_sorted_pages_cover_every_job_once_and_unscored_jobs_come_last(demo_run: Path) -> None:
+    runs = RunSet([demo_run])
+    for desc in (False, True):
+        rows = []
+        for page in range(1, 5):
+            rows += runs.jobs(JobQuery(sort="score", desc=desc, page=page, per_page=25))["rows"]
+        assert len({r["job_id"] for r in rows}) == 96
+        scores = [r["score"] for r in rows]
+        scored = [s for s in scores if s is not None]
+        assert scores[len(scored):] == [None] * 3  # the three errored jobs
+        assert scored == sorted(scored, reverse=desc)
