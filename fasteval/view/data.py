@@ -9,6 +9,7 @@ the plot statistics are folded one record at a time and cached until ``records.j
 
 from __future__ import annotations
 
+import bisect
 import re
 import threading
 from collections import Counter, OrderedDict, defaultdict
@@ -330,28 +331,62 @@ def _row_dict(run: str, r: JobRow) -> dict[str, Any]:
 
 def _filtered(idx: RunIndex, query: JobQuery, filters: dict[str, Any]) -> Iterator[JobRow]:
     needle = (query.q or "").strip().lower()
+    search = _TextSearch(idx, needle) if needle else None
     for r in idx.rows(**filters):
         if query.score_min is not None and (r.score is None or r.score < query.score_min):
             continue
         if query.score_max is not None and (r.score is None or r.score > query.score_max):
             continue
-        if needle and needle not in r.task_id.lower() and not _text_matches(idx, r, needle):
+        if search is not None and needle not in r.task_id.lower() and not search.matches(r):
             continue
         yield r
 
 
-def _text_matches(idx: RunIndex, row: JobRow, needle: str) -> bool:
-    """Whether the question or the answer of a job contains ``needle`` (case-insensitive).
+class _TextSearch:
+    """Whether a job's question or answer contains the words (case-insensitive).
 
-    The raw line is checked first, so only lines that contain the bytes at all are parsed.
+    One pass over the records file in 8 MB chunks (``bytes.lower`` and ``find``, both C speed,
+    one chunk in memory) finds every byte position holding the words; a line is parsed to check
+    its question and answer fields only when a hit falls inside it.
     """
-    line = idx.read_line(row.offset, row.length)
-    if needle.isascii() and '"' not in needle and "\\" not in needle and needle.encode() not in line.lower():
-        return False
-    rec = orjson.loads(line)
-    if needle in str(rec.get("answer") or "").lower():
-        return True
-    return needle in question_text(rec).lower()
+
+    CHUNK = 8 << 20
+
+    def __init__(self, idx: RunIndex, needle: str) -> None:
+        self.idx, self.needle = idx, needle
+        # JSON escapes quotes and backslashes, and only ASCII folds case byte-wise.
+        raw = needle.isascii() and '"' not in needle and "\\" not in needle
+        self.hits: list[int] | None = self._scan(needle.encode()) if raw else None
+
+    def _scan(self, word: bytes) -> list[int]:
+        hits: list[int] = []
+        overlap = len(word) - 1
+        try:
+            f = self.idx.records_path.open("rb")
+        except FileNotFoundError:
+            return hits
+        with f:
+            base, tail = 0, b""
+            while chunk := f.read(self.CHUNK):
+                data = tail + chunk.lower()
+                start = base - len(tail)
+                i = data.find(word)
+                while i >= 0:
+                    hits.append(start + i)
+                    i = data.find(word, i + 1)
+                tail = data[-overlap:] if overlap else b""
+                base += len(chunk)
+        return sorted(set(hits))
+
+    def matches(self, row: JobRow) -> bool:
+        if self.hits is not None:
+            i = bisect.bisect_left(self.hits, row.offset)
+            if i == len(self.hits) or self.hits[i] >= row.offset + row.length:
+                return False
+        rec = orjson.loads(self.idx.read_line(row.offset, row.length))
+        if self.needle in str(rec.get("answer") or "").lower():
+            return True
+        return self.needle in question_text(rec).lower()
 
 
 def question_text(rec: dict[str, Any]) -> str:

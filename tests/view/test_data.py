@@ -147,3 +147,12 @@ def test_sorted_pages_cover_every_job_once_and_unscored_jobs_come_last(demo_run:
         scored = [s for s in scores if s is not None]
         assert scores[len(scored):] == [None] * 3  # the three errored jobs
         assert scored == sorted(scored, reverse=desc)
+
+
+def test_text_search_finds_words_split_across_read_chunks(demo_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fasteval.view import data
+
+    whole = {r["job_id"] for r in RunSet([demo_run]).jobs(JobQuery(q="bright round", per_page=500))["rows"]}
+    monkeypatch.setattr(data._TextSearch, "CHUNK", 7)  # every hit straddles some chunk boundary
+    small = {r["job_id"] for r in RunSet([demo_run]).jobs(JobQuery(q="bright round", per_page=500))["rows"]}
+    assert whole == small and len(whole) == 12
