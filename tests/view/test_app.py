@@ -106,3 +106,10 @@ async def test_api_facets_list_filter_values(base_url: str) -> None:
     assert facets["status"] == ["error", "ok"] and facets["error_kind"] == ["fatal"]
     runs = await _json(f"{base_url}/api/runs")
     assert isinstance(runs, dict) and runs["runs"][0]["name"] == "demo"
+
+
+def test_view_of_a_non_run_folder_is_a_usage_error(tmp_path: Path) -> None:
+    from tests.view.sweep_fixture import run_cli
+
+    proc = run_cli("view", str(tmp_path), "--port", "0", timeout=60)
+    assert proc.returncode == 2 and "not a run folder" in proc.stderr
