@@ -17,6 +17,7 @@ from urllib.parse import quote
 import orjson
 from aiohttp import web
 
+from fasteval.runindex import RunIndexError
 from fasteval.view.data import JobQuery, NotFound, RunSet, read_blob
 from fasteval.view.pages import asset, error_page, jobs_page, summary_page
 from fasteval.view.trajectory import ImageSrc, compare_page, job_page
@@ -71,8 +72,8 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Any]) -
         status, msg = 404, str(e)
     except BadQuery as e:
         status, msg = 400, str(e)
-    except TypeError as e:  # an unknown filter name reaching the index
-        status, msg = 400, str(e)
+    except RunIndexError as e:  # the records file changed under the index (e.g. replaced by a merge)
+        status, msg = 503, str(e)
     return _json({"error": msg}, status) if api else _html(error_page(status, msg), status)
 
 
@@ -175,9 +176,7 @@ async def serve(paths: list[Path], host: str, port: int) -> None:
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    real_port = sockets[0].getsockname()[1] if sockets else port
+    real_port = runner.addresses[0][1] if runner.addresses else port
     print(f"fasteval view: serving {len(app[RUNSET].runs)} run(s) on http://{host}:{real_port}/", file=sys.stderr,
           flush=True)
     try:

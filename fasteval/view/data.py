@@ -283,22 +283,21 @@ class RunSet:
             return [_row_dict(run_name, r) for r in idx.rows(order="key", limit=limit, **filters)]
 
     def example_jobs(self, run_name: str, per_model: int) -> Iterator[dict[str, Any]]:
-        """A few trajectories per model for the HTML report: failures first (they teach most)."""
+        """A few trajectories per model for the HTML report: one solved, then failures (they teach most)."""
         run = self.run(run_name)
         with run.index() as idx:
-            models = sorted(str(k[0]) for k in idx.counts(by=("model",)))
-            for model in models:
-                picked: list[JobRow] = []
-                for want in ("error", "ok"):
-                    for r in idx.rows(model=model, status=want, order="key"):
-                        if len(picked) >= per_model:
-                            break
-                        if want == "ok" and (r.score or 0.0) >= 1.0 and len(picked) < per_model - 1:
-                            picked.insert(0, r)  # a solved one shows the tools working
-                        else:
-                            picked.append(r)
-                    picked = picked[:per_model]
-                for r in picked:
+            for model in sorted(str(k[0]) for k in idx.counts(by=("model",))):
+                errors = list(idx.rows(model=model, status="error", order="key", limit=per_model))
+                solved: list[JobRow] = []
+                wrong: list[JobRow] = []
+                for r in idx.rows(model=model, status="ok", order="key"):
+                    if (r.score or 0.0) >= 1.0:
+                        solved = solved or [r]
+                    elif len(wrong) < per_model:
+                        wrong.append(r)
+                    if solved and len(wrong) >= per_model:
+                        break
+                for r in (solved + errors + wrong)[:per_model]:
                     rec = idx.read_row(r)
                     yield {"run": run.name, "record": rec, "reference": reference_of(rec)}
 
