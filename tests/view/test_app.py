@@ -113,3 +113,51 @@ def test_view_of_a_non_run_folder_is_a_usage_error(tmp_path: Path) -> None:
 
     proc = run_cli("view", str(tmp_path), "--port", "0", timeout=60)
     assert proc.returncode == 2 and "not a run folder" in proc.stderr
+
+
+async def test_a_run_being_written_shows_new_records_on_reload(tmp_path: Path) -> None:
+    """A real sweep appends while the app serves it: totals only grow and end at the full plan."""
+    import asyncio
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    cfg = {"name": "live", "seeds": 3,
+           "models": [{"name": "sim-guess", "provider": "sim", "policy": "guess", "latency_ms": 150}],
+           "suites": [{"name": "tir-synth", "options": {"seed": 0, "n_per_type": 1}, "settings": [{"name": "no-tool"}]}],
+           "run": {"max_concurrency": 2, "fsync": "never"}}
+    (tmp_path / "live.yaml").write_text(yaml.safe_dump(cfg))
+    run_dir = tmp_path / "live"
+    proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli", "run", str(tmp_path / "live.yaml"), "--run-dir",
+                             str(run_dir), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "FASTEVAL_CACHE_DIR": str(tmp_path / "cache")})
+    try:
+        while not (run_dir / "manifest.json").exists():
+            assert proc.poll() is None, "the sweep ended before writing its manifest"
+            await asyncio.sleep(0.05)
+        runner = web.AppRunner(make_app(RunSet([run_dir])))
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+        seen: list[int] = []
+        try:
+            while proc.poll() is None:
+                jobs = await _json(f"{base}/api/jobs")
+                assert isinstance(jobs, dict)
+                seen.append(jobs["total"])
+                assert (await _get(f"{base}/"))[0] == 200
+                await asyncio.sleep(0.1)
+            final = await _json(f"{base}/api/jobs")
+            assert isinstance(final, dict)
+        finally:
+            await runner.cleanup()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == 0
+    assert final["total"] == 24 and seen == sorted(seen)
+    assert any(0 < n < 24 for n in seen), seen
