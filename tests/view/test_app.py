@@ -119,7 +119,6 @@ async def test_a_run_being_written_shows_new_records_on_reload(tmp_path: Path) -
     """A real sweep appends while the app serves it: totals only grow and end at the full plan."""
     import asyncio
     import os
-    import subprocess
     import sys
 
     import yaml
@@ -130,12 +129,13 @@ async def test_a_run_being_written_shows_new_records_on_reload(tmp_path: Path) -
            "run": {"max_concurrency": 2, "fsync": "never"}}
     (tmp_path / "live.yaml").write_text(yaml.safe_dump(cfg))
     run_dir = tmp_path / "live"
-    proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli", "run", str(tmp_path / "live.yaml"), "--run-dir",
-                             str(run_dir), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "FASTEVAL_CACHE_DIR": str(tmp_path / "cache")})
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "fasteval.cli", "run", str(tmp_path / "live.yaml"), "--run-dir", str(run_dir),
+        "--no-progress", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "FASTEVAL_CACHE_DIR": str(tmp_path / "cache")})
     try:
         while not (run_dir / "manifest.json").exists():
-            assert proc.poll() is None, "the sweep ended before writing its manifest"
+            assert proc.returncode is None, "the sweep ended before writing its manifest"
             await asyncio.sleep(0.05)
         runner = web.AppRunner(make_app(RunSet([run_dir])))
         await runner.setup()
@@ -144,7 +144,7 @@ async def test_a_run_being_written_shows_new_records_on_reload(tmp_path: Path) -
         base = f"http://127.0.0.1:{runner.addresses[0][1]}"
         seen: list[int] = []
         try:
-            while proc.poll() is None:
+            while proc.returncode is None:
                 jobs = await _json(f"{base}/api/jobs")
                 assert isinstance(jobs, dict)
                 seen.append(jobs["total"])
@@ -155,9 +155,9 @@ async def test_a_run_being_written_shows_new_records_on_reload(tmp_path: Path) -
         finally:
             await runner.cleanup()
     finally:
-        if proc.poll() is None:
+        if proc.returncode is None:
             proc.kill()
-        proc.wait()
+        await proc.wait()
     assert proc.returncode == 0
     assert final["total"] == 24 and seen == sorted(seen)
     assert any(0 < n < 24 for n in seen), seen
