@@ -156,7 +156,8 @@ class RunSet:
         plan = manifest.get("plan") or {}
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
-                "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"], "stats": stats}
+                "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
+                "cost_usd": rep.get("cost_usd"), "stats": stats}
 
     # ---- jobs (/jobs and /api/jobs) --------------------------------------------------------
 

@@ -107,8 +107,13 @@ def _metrics_html(title: str, metrics: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _money(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.2f}"
+
+
 def summary_table(run: dict[str, Any]) -> str:
-    cols = ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k")
+    cols = ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
+            "cost $")
     head = "".join(f'<th class="{"num" if i > 2 else ""}">{escape(c)}</th>' for i, c in enumerate(cols))
     body = []
     for r in run["rows"]:
@@ -122,8 +127,12 @@ def summary_table(run: dict[str, Any]) -> str:
             f'<td class="num ci">{f"[{pct(ci[0])}, {pct(ci[1])}]" if ci else "-"}</td>'
             f'<td class="num n_seeds">{r["n_seeds"]}</td><td class="num n_ok">{r["n_ok"]}</td>'
             f'<td class="num n_error">{r["n_error"]}</td><td class="num pass_at_k">{pct(r["pass_at_k"])}</td>'
-            f'<td class="num pass_pow_k">{pct(r["pass_pow_k"])}</td></tr>')
-    return f'<table class="summary"><tr>{head}</tr>{"".join(body)}</table>'
+            f'<td class="num pass_pow_k">{pct(r["pass_pow_k"])}</td>'
+            f'<td class="num cost">{_money(r.get("cost_usd"))}</td></tr>')
+    total = run.get("cost_usd")
+    caption = (f"<caption>estimated cost of the evaluated models: ${total:.2f} (fasteval.pricing; roles not "
+               f"included)</caption>" if total is not None else "")
+    return f'<table class="summary">{caption}<tr>{head}</tr>{"".join(body)}</table>'
 
 
 def _row_label(r: dict[str, Any], suites: int) -> str:

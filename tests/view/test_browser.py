@@ -88,6 +88,8 @@ def _check_summary(page: Any, demo_run: Path) -> None:
         assert tr.locator(".ci").inner_text() == (f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "-")
         assert tr.locator(".n_ok").inner_text() == str(r["n_ok"])
         assert tr.locator(".n_error").inner_text() == str(r["n_error"])
+        cost = r.get("cost_usd")
+        assert tr.locator(".cost").inner_text() == ("-" if cost is None else f"{cost:.2f}")
     plots = page.locator("svg.plot")
     assert plots.count() >= 7
     for i in range(plots.count()):
