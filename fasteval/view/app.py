@@ -154,6 +154,11 @@ async def static(request: web.Request) -> web.Response:
 def make_app(runs: RunSet) -> web.Application:
     app = web.Application(middlewares=[_errors])
     app[RUNSET] = runs
+
+    async def close_indexes(app: web.Application) -> None:
+        runs.close()
+
+    app.on_cleanup.append(close_indexes)
     app.router.add_get("/", page_summary)
     app.router.add_get("/jobs", page_jobs)
     app.router.add_get("/job/{job_id}", page_job)

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import bisect
 import re
+import sqlite3
 import threading
 from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +97,8 @@ class Run:
     path: Path
     _cache: dict[str, _Cached] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _index: RunIndex | None = None
+    _index_lock: threading.RLock = field(default_factory=threading.RLock)
 
     def records_key(self) -> tuple[int, int]:
         try:
@@ -115,9 +119,29 @@ class Run:
             self._cache[what] = _Cached(key, value)
         return value
 
-    def index(self) -> RunIndex:
-        """A fresh index handle: opening it catches up with records appended since the last read."""
-        return open_index(self.path)
+    @contextmanager
+    def index(self) -> Iterator[RunIndex]:
+        """The run's index, caught up with records appended since the last use.
+
+        One handle per run, kept open and used by one thread at a time: refreshing it is a few
+        reads, while reopening would rebuild from scratch the in-memory index of a read-only folder.
+        """
+        with self._index_lock:
+            if self._index is None:
+                self._index = open_index(self.path)
+            else:
+                try:
+                    self._index.refresh()
+                except sqlite3.DatabaseError:  # the index file was replaced or damaged: start over
+                    self._index.close()
+                    self._index = open_index(self.path)
+            yield self._index
+
+    def close(self) -> None:
+        with self._index_lock:
+            if self._index is not None:
+                self._index.close()
+                self._index = None
 
 
 class RunSet:
@@ -135,6 +159,10 @@ class RunSet:
             self.runs[name] = Run(name, p)
         self._matches: OrderedDict[tuple[Any, ...], list[tuple[Any, str, str]]] = OrderedDict()
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        for run in self.runs.values():
+            run.close()
 
     def run(self, name: str) -> Run:
         try:
