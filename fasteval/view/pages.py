@@ -242,7 +242,8 @@ def jobs_page(result: dict[str, Any], facets: dict[str, list[Any]], runs: list[s
             fields.append('<input type="hidden" name="desc" value="1">')
     form = f'<form class="filters" method="get" action="/jobs">{"".join(fields)}<button>apply</button>' \
            f' <a href="/jobs">clear</a></form>'
-    head = []
+    multi = len(runs) > 1
+    head = ["<th>run</th>"] if multi else []
     for key, label in _JOB_COLS:
         desc = q.sort == key and not q.desc
         arrow = (" ▼" if q.desc else " ▲") if q.sort == key else ""
@@ -253,7 +254,8 @@ def jobs_page(result: dict[str, Any], facets: dict[str, list[Any]], runs: list[s
         link = f'/job/{quote(r["job_id"])}?{urlencode({"run": r["run"]})}'
         body.append(
             f'<tr class="job" data-job="{escape(r["job_id"])}" data-status="{escape(r["status"])}">'
-            f'<td><a href="{escape(link)}">{escape(r["task_id"])}</a></td><td>{escape(r["model"])}</td>'
+            + (f'<td>{escape(r["run"])}</td>' if multi else "")
+            + f'<td><a href="{escape(link)}">{escape(r["task_id"])}</a></td><td>{escape(r["model"])}</td>'
             f'<td>{escape(r["suite"])}</td><td>{escape(r["setting"])}</td><td class="num">{r["seed"]}</td>'
             f'<td class="status-{escape(r["status"])}">{escape(r["status"])}</td>'
             f'<td class="num">{_score(r["score"])}</td>'
