@@ -456,6 +456,3 @@ def _trajectory_stats(run: Run) -> dict[str, Any]:
     return {"tool_calls": plain(calls), "rounds": plain(rounds), "tool_mix": plain(mix),
             "tool_errors": plain(tool_errors)}
 
-
-def record_json(rec: dict[str, Any]) -> bytes:
-    return orjson.dumps(rec, option=orjson.OPT_INDENT_2)
