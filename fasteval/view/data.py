@@ -28,6 +28,8 @@ from fasteval.runindex import JobRow, RunIndex, open_index
 
 SORT_KEYS = ("task_id", "model", "suite", "setting", "seed", "status", "score", "error_kind", "termination",
              "rounds", "tool_calls", "latency_s")
+DEEP_PAGE = 5000
+"""Past this many jobs, /jobs pages from the cached match list instead of SQL OFFSET."""
 FACETS = ("model", "suite", "setting", "seed", "status", "error_kind")
 _REF_RE = re.compile(r"^[0-9a-f]{64}$")
 _REFERENCE_KEYS = ("reference", "gold", "expected", "ground_truth", "answer_ref")
@@ -213,8 +215,9 @@ class RunSet:
         skip = (page - 1) * per_page
         runs = self._selected(query.run)
         filters = query.index_filters()
+        # Deep pages too go through the cached match list: SQL OFFSET re-sorts the whole table.
         simple = (query.score_min is None and query.score_max is None and not query.q
-                  and query.sort not in SORT_KEYS)
+                  and query.sort not in SORT_KEYS and skip <= DEEP_PAGE)
         rows: list[dict[str, Any]] = []
         total = 0
         if simple:
@@ -346,8 +349,10 @@ def reference_of(rec: dict[str, Any]) -> Any:
 
 
 def _facets(run: Run) -> dict[str, Any]:
+    # One grouped scan over all the dimensions (a few hundred groups at most), not one per dimension.
     with run.index() as idx:
-        return {dim: [k[0] for k in idx.counts(by=(dim,)) if k[0] is not None] for dim in FACETS}
+        groups = list(idx.counts(by=FACETS))
+    return {dim: sorted({g[i] for g in groups if g[i] is not None}, key=str) for i, dim in enumerate(FACETS)}
 
 
 def _row_dict(run: str, r: JobRow) -> dict[str, Any]:

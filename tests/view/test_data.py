@@ -156,3 +156,14 @@ def test_text_search_finds_words_split_across_read_chunks(demo_run: Path, monkey
     monkeypatch.setattr(data._TextSearch, "CHUNK", 7)  # every hit straddles some chunk boundary
     small = {r["job_id"] for r in RunSet([demo_run]).jobs(JobQuery(q="bright round", per_page=500))["rows"]}
     assert whole == small and len(whole) == 12
+
+
+def test_deep_pages_agree_with_shallow_paging(demo_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fasteval.view import data
+
+    shallow = [r["job_id"] for p in range(1, 11) for r in RunSet([demo_run]).jobs(JobQuery(page=p, per_page=10))["rows"]]
+    monkeypatch.setattr(data, "DEEP_PAGE", 0)  # every page past the first through the cached list
+    deep = [r["job_id"] for p in range(1, 11) for r in RunSet([demo_run]).jobs(JobQuery(page=p, per_page=10))["rows"]]
+    assert deep == shallow and len(set(deep)) == 96
+    filtered = RunSet([demo_run]).jobs(JobQuery(page=2, per_page=2, status="error"))
+    assert filtered["total"] == 3 and len(filtered["rows"]) == 1
