@@ -21,6 +21,7 @@ from fasteval.images.encode import (
     png_bytes,
 )
 from fasteval.images.ops import crop, resize, smart_resize
+from fasteval.options import OptionSchema
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from fasteval.types import ImageRef
 
@@ -101,6 +102,7 @@ class ImageZoomInTool(Tool):
     """Crop a 0-1000 normalised box of an original image, upscaled for a closer look."""
 
     name: ClassVar[str] = "image_zoom_in_tool"
+    option_schema: ClassVar[OptionSchema | None] = {}
     description: ClassVar[str] = (
         "Zoom in on a region of the image by cropping it with a bounding box. bbox_2d is "
         "[x1, y1, x2, y2] in coordinates normalised to 0-1000 (0,0 top-left, 1000,1000 "
@@ -177,6 +179,7 @@ class RotateImageTool(Tool):
     """
 
     name: ClassVar[str] = "rotate_image"
+    option_schema: ClassVar[OptionSchema | None] = {}
     description: ClassVar[str] = (
         "Rotate the image clockwise by the given angle in degrees (any number; negative turns "
         "counter-clockwise). The canvas grows to fit the whole rotated image. Returns the rotated image."

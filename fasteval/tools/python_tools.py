@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any, ClassVar, Literal
 
+from fasteval.options import Opt
 from fasteval.services import Closer, register_service
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from sandbox import RunResult, SandboxPool
@@ -79,6 +80,7 @@ INTERPRETER_DESCRIPTION = (
 
 
 class _SandboxTool(Tool):
+    option_schema = {"stateful": Opt("bool", "one interpreter per trajectory (state kept between calls)")}
     kind: ClassVar[Literal["image", "interpreter"]]
     requires = ("sandbox",)
 

@@ -111,7 +111,7 @@ def test_missing_reference_files_say_how_to_get_them(tmp_path: Path) -> None:
 
 def test_a_reference_run_without_the_reference_repo_stops_at_load_with_exit_2(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = {"name": "t", "seeds": 1, "models": [{"name": "m", "provider": "sim", "policy": "answer"}],
+    cfg = {"name": "t", "seeds": 1, "models": [{"name": "m", "provider": "sim", "policy": "direct"}],
            "suites": [{"name": "tirbench", "options": {"path": str(tmp_path), "fidelity": "reference",
                                                         "reference_repo": str(tmp_path / "nowhere")}}]}
     path = tmp_path / "t.yaml"

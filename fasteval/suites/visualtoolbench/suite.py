@@ -17,6 +17,7 @@ from fasteval.blobs import BlobStore
 from fasteval.images import ImageError
 from fasteval.images.decode import decode, probe, to_srgb8
 from fasteval.images.encode import png_bytes
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.reference_texts import Template
 from fasteval.suites.visualtoolbench.metrics import aggregate as metrics_aggregate
@@ -64,6 +65,21 @@ class VisualToolBenchSuite(Suite):
     """
 
     name: ClassVar[str] = "visualtoolbench"
+    options_schema = {
+        "path": Opt("path", "the test parquet, a dataset.json or its folder", required=True, exists=True,
+                    fetch="visualtoolbench"),
+        "fidelity": Opt("str", choices=FIDELITIES), "prompt_level": Opt("str", "high, mid, low or none"),
+        "limit": Opt("int"), "judge_timeout_s": Opt("float"), "rubrics": Opt("path"),
+        "texts": Opt("str", "reference (the benchmark's own texts, default under fidelity reference) or own",
+                     choices=("reference", "own")),
+        "reference_repo": Opt("path", "checkout of the reference harness (default data/reference/<repo>)",
+                              fetch="visualtoolbench-reference"),
+        "exif_orientation": Opt("str", "ignore (reference) or apply", choices=("ignore", "apply")),
+    }
+    setting_options = {"prompt_level": Opt("str"), "first_image_only": Opt("bool"), "golden_history": Opt("bool"),
+                       "tool_images_in_user_message": Opt("bool"), "overflow_answer": Opt("str"),
+                       "tool_images": Opt("str", choices=("turn", "all")), "multi_turn_no_tool_images": Opt("bool"),
+                       "judge_counting": Opt("str", choices=("reference", "fixed"))}
 
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
