@@ -20,9 +20,7 @@ from rich.table import Table
 from fasteval.config import ConfigError, load_config
 from fasteval.exitcodes import EXIT_INTERRUPTED
 from fasteval.merge import MergeConflict, merge_runs
-from fasteval.models import ModelConfigError
 from fasteval.report import report, status
-from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
 
 
 def _print_json(obj: Any) -> None:
@@ -30,6 +28,10 @@ def _print_json(obj: Any) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    # Imported here: status, report and merge need not pay for the engine's imports.
+    from fasteval.models import ModelConfigError
+    from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
+
     try:
         cfg = load_config(a.config)
         shard = parse_shard(a.shard) if a.shard else None
