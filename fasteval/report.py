@@ -7,7 +7,6 @@ mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -52,13 +51,23 @@ def status(run_dir: Path) -> dict[str, Any]:
 
 
 def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tuple[float, float] | None:
-    """95% percentile bootstrap CI of the mean over tasks (tasks resampled, seeds averaged)."""
+    """95% percentile bootstrap CI of the mean over tasks (tasks resampled, seeds averaged).
+
+    Vectorised in blocks of resamples: 20,000 tasks x 1,000 resamples is 20M draws, which a
+    Python loop takes seconds over and a single numpy array would need 160 MB for.
+    """
     if len(per_task) < 2:
         return None
-    rng = random.Random(seed)
-    k = len(per_task)
-    means = sorted(sum(per_task[rng.randrange(k)] for _ in range(k)) / k for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    values = np.asarray(per_task, dtype=np.float64)
+    k = len(values)
+    block = max(1, min(n, 2_000_000 // k))
+    means = np.concatenate([values[rng.integers(0, k, size=(min(block, n - i), k))].mean(axis=1)
+                            for i in range(0, n, block)])
+    means.sort()
+    return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
 
 
 def summarise(rows: list[JobRow]) -> dict[str, Any]:
