@@ -9,7 +9,9 @@ appending, so finished records are never rewritten.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,7 @@ from fasteval.types import Record
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
 FsyncPolicy = Literal["always", "batch", "never"]
+log = logging.getLogger("fasteval")
 
 
 def repair_tail(path: Path) -> int:
@@ -96,11 +99,15 @@ def latest_by_job(paths: list[Path]) -> dict[str, dict[str, Any]]:
 class RecordWriter:
     """Appends records from many coroutines through one writer task (batched, ordered)."""
 
-    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None) -> None:
+    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None,
+                 index_wait_s: float = 2.0) -> None:
         self.path = path
         self.fsync = fsync
         self.index = index
         """When set, each written batch is added to the run index right after its bytes."""
+        self.index_wait_s = index_wait_s
+        """How long an index update may wait for another process's lock before the writer gives
+        the index up (it runs on the event loop; readers catch the index up later)."""
         self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
@@ -111,6 +118,7 @@ class RecordWriter:
         repair_tail(self.path)
         if self.index is not None:
             self.index.refresh()  # every line before our first one is indexed
+            self.index.set_busy_timeout(self.index_wait_s)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._task = asyncio.create_task(self._run())
 
@@ -137,7 +145,12 @@ class RecordWriter:
                     os.write(self._fd, line)
                 self.written += len(batch)
                 if self.index is not None:
-                    self._index_batch(batch)
+                    try:
+                        self._index_batch(batch)
+                    except sqlite3.Error as e:
+                        # The records are safe; the next reader indexes what the index missed.
+                        log.warning("run index not updated (%s); it catches up on next open", e)
+                        self.index = None
                 now = time.monotonic()
                 if self.fsync == "always" or (self.fsync == "batch" and now - self._last_sync >= 1.0):
                     await asyncio.to_thread(os.fsync, self._fd)

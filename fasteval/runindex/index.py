@@ -34,7 +34,7 @@ INDEX = "index.sqlite"
 SCHEMA_VERSION = "1"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096
-_CHUNK_LINES = 5000
+_CHUNK_LINES = 2000
 
 # Column order of the jobs table (and of the tuples ``row_of_*`` return).
 _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
@@ -187,6 +187,10 @@ class RunIndex:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a write waits for another process's lock (the sweep's writer waits little)."""
+        self._db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
 
     def _meta(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT key, value FROM meta").fetchall())

@@ -162,3 +162,27 @@ def test_summary_of_a_line_skips_the_trajectory_only_when_safe() -> None:
     reordered = {"trajectory": rec["trajectory"], **{k: v for k, v in rec.items() if k != "trajectory"}}
     assert summarise_line(orjson.dumps(reordered))["status"] == rec["status"]  # type: ignore[index]
     assert summarise_line(b'{"no": "job"}\n') is None and summarise_line(b"{torn") is None
+
+
+async def test_a_locked_index_never_stops_the_records(tmp_path: Path) -> None:
+    """Another process holding the index's write lock: records are still written, the index heals."""
+    from fasteval.records import RecordWriter
+
+    rng = random.Random(8)
+    run = tmp_path / "run"
+    jobs = random_jobs(rng, n_tasks=3)
+    manifest(run, jobs)
+    index = open_index(run)
+    writer = RecordWriter(run / RECORDS, fsync="never", index=index, index_wait_s=0.1)
+    await writer.start()
+    blocker = sqlite3.connect(run / INDEX, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    for job in jobs:
+        writer.write(make_record(rng, job))
+    await writer.close()
+    blocker.execute("ROLLBACK")
+    blocker.close()
+    assert writer.index is None  # given up, not waited on
+    index.close()
+    assert len((run / RECORDS).read_bytes().splitlines()) == len(jobs)
+    _assert_agrees(run, len(jobs))
