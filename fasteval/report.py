@@ -1,6 +1,6 @@
 """Reading a run folder back: status (what is left) and report (scores over seeds).
 
-Both are public JSON interfaces (README documents them): status has top-level ``total``,
+Both are public JSON interfaces (docs/run-folder.md documents them): status has top-level ``total``,
 ``done``, ``error``, ``remaining``; report has one row per model × suite × setting with the
 mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks, n_ok, n_error.
 """
