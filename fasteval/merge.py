@@ -112,19 +112,11 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
         chosen = _choose(indexes, sources)  # conflicts surface before anything is written
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        written = 0
-        with (tmp / RECORDS).open("wb") as f:
-            for i, row in _sorted_rows(indexes):
-                if chosen.get(row.job_id) == (i, row.offset):
-                    f.write(indexes[i].read_line(row.offset, row.length))
-                    written += 1
-            f.flush()
-            os.fsync(f.fileno())
+        written = _write_records(tmp, indexes, chosen)
         for index in indexes:
             index.close()
         blobs = _link_blobs(tmp, sources)
         write_manifest(tmp, _merged_manifest(manifests, sources))
-        open_index(tmp).close()  # the merged folder comes with its index
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # an empty target folder the user made
         os.rename(tmp, out)
@@ -136,6 +128,33 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
             index.close()
     _fsync_dir(out.parent)
     return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
+
+
+def _write_records(tmp: Path, indexes: list[RunIndex], chosen: dict[str, tuple[int, int]]) -> int:
+    """Copy each chosen line in key order, indexing the new file as it grows (no re-read)."""
+    written = pos = 0
+    with open_index(tmp) as out_index, (tmp / RECORDS).open("wb") as f:
+        batch: list[tuple[Any, ...]] = []
+        first: bytes | None = None
+        line = b""
+        for i, row in _sorted_rows(indexes):
+            if chosen.get(row.job_id) != (i, row.offset):
+                continue
+            line = indexes[i].read_line(row.offset, row.length)
+            f.write(line)
+            batch.append(row.at(pos, len(line)))
+            first = line if pos == 0 else first
+            pos += len(line)
+            written += 1
+            if len(batch) >= 5000:
+                f.flush()  # the index never points past what the file holds
+                out_index.append(batch, pos, pos - len(line), line, first_line=first)
+                batch, first = [], None
+        f.flush()
+        if batch:
+            out_index.append(batch, pos, pos - len(line), line, first_line=first)
+        os.fsync(f.fileno())
+    return written
 
 
 def _link_blobs(dst_run: Path, sources: list[Path]) -> int:

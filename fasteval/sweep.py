@@ -15,6 +15,7 @@ import platform
 import signal
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -132,7 +133,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) 
                 for seed in cfg.seeds:
                     for model in models:
                         job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
-                        if in_shard(job.job_id, shard):
+                        if shard is None or in_shard(job.job_id, shard):  # job_id is a sha256: skip it unsharded
                             yield job, run, setting, item
 
 
@@ -189,13 +190,15 @@ class Sweep:
         # The resume set comes from the run index: job ids only, however large the records.
         index = await asyncio.to_thread(open_index, self.opts.run_dir)
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
-        jobs_total = 0
+        # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
+        # is walked once more to launch, so this pass must stay cheap at a million jobs.
+        combos: Counter[tuple[str, str, str, int]] = Counter(
+            (job.model, job.suite, job.setting, job.seed) for job, _, _, _ in plan(self.cfg, runs, self.opts.shard))
+        jobs_total = sum(combos.values())
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
-            jobs_total += 1
-            for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
-                             ("seed", str(job.seed))):
-                by[dim][val] = by[dim].get(val, 0) + 1
+        for combo, n in combos.items():
+            for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
+                by[dim][str(val)] = by[dim].get(str(val), 0) + n
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}

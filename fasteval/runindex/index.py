@@ -47,6 +47,7 @@ _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", 
 _PREFIX_FIELDS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "answer", "error",
                   "error_kind", "termination", "rounds", "tool_calls", "usage", "latency_s", "retries",
                   "score_details", "metadata")
+_PREFIX_SET = frozenset(_PREFIX_FIELDS)
 _TRAJ_KEY = b',"trajectory":'
 
 IndexRowTuple = tuple[Any, ...]
@@ -81,6 +82,13 @@ class JobRow:
     offset: int
     length: int
 
+    def at(self, offset: int, length: int) -> IndexRowTuple:
+        """This row as an index row for the same record at another place (a merged file)."""
+        return (self.job_id, self.model, self.suite, self.setting, self.task_id, self.seed, self.status, self.score,
+                self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
+                self.usage["prompt_tokens"], self.usage["completion_tokens"], self.latency_s, self.retries,
+                self.task_type, int(self.status == "ok"), offset, length)
+
 
 def _short(text: Any) -> str | None:
     if text is None:
@@ -95,15 +103,44 @@ def _num(v: Any, default: float = 0.0) -> float:
 
 def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
     """The index row of a record dict (as read back from a line)."""
+    try:
+        usage = rec["usage"]
+        task_type = rec["metadata"].get("task_type")
+        status = rec["status"]
+        error = rec["error"]
+        score = rec["score"]
+        row = (rec["job_id"], rec["model"], rec["suite"], rec["setting"], rec["task_id"], int(rec["seed"]), status,
+               None if score is None else float(score), rec["error_kind"],
+               error if error is None or len(error) <= _ERROR_CHARS else _short(error), rec["termination"],
+               int(rec["rounds"]), int(rec["tool_calls"]), int(usage.get("prompt_tokens", 0)),
+               int(usage.get("completion_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
+               None if task_type is None else str(task_type), int(status == "ok"), offset, length)
+        if _SQL_TYPES.issuperset(map(type, row)):
+            return row
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass
+    return _careful_row(rec, offset, length)
+
+
+_SQL_TYPES = frozenset({str, int, float, type(None)})
+
+
+def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
+    """``row_of_dict`` for a record with missing fields or odd types (hand-written, old)."""
     usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
     meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
     score = rec.get("score")
     task_type = meta.get("task_type") if meta else None
     status = str(rec.get("status"))
+
+    def text(key: str) -> str | None:
+        v = rec.get(key)
+        return None if v is None else str(v)
+
     return (str(rec["job_id"]), str(rec.get("model")), str(rec.get("suite")), str(rec.get("setting")),
             str(rec.get("task_id")), int(_num(rec.get("seed"))), status,
             float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-            rec.get("error_kind"), _short(rec.get("error")), rec.get("termination"), int(_num(rec.get("rounds"))),
+            text("error_kind"), _short(rec.get("error")), text("termination"), int(_num(rec.get("rounds"))),
             int(_num(rec.get("tool_calls"))), int(_num((usage or {}).get("prompt_tokens"))),
             int(_num((usage or {}).get("completion_tokens"))), _num(rec.get("latency_s")),
             int(_num(rec.get("retries"))), None if task_type is None else str(task_type), int(status == "ok"),
@@ -134,7 +171,7 @@ def summarise_line(line: bytes) -> dict[str, Any] | None:
             head = orjson.loads(line[:cut] + b"}")
         except orjson.JSONDecodeError:
             head = None
-        if isinstance(head, dict) and all(k in head for k in _PREFIX_FIELDS):
+        if isinstance(head, dict) and head.keys() >= _PREFIX_SET:
             return head
     try:
         rec = orjson.loads(line)
@@ -303,14 +340,24 @@ class RunIndex:
             raise
         return len(rows) + bad
 
+    def _upsert(self, rows: Sequence[IndexRowTuple]) -> None:
+        """Apply rows and keep ``n_jobs`` exact without counting the whole table."""
+        if not rows:
+            return
+        ids = list({r[0] for r in rows})
+        known = 0
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            known += self._db.execute(f"SELECT count(*) FROM jobs WHERE job_id IN ({', '.join('?' * len(part))})",
+                                      part).fetchone()[0]
+        self._db.executemany(_UPSERT, rows)
+        n = int(self._db.execute("SELECT value FROM meta WHERE key = 'n_jobs'").fetchone()[0])
+        self._set_meta({"n_jobs": n + len(ids) - known})
+
     def _apply(self, rows: Sequence[IndexRowTuple], end: int, tail_off: int, tail_line: bytes,
                extra: dict[str, Any] | None = None) -> None:
-        self._db.executemany(_UPSERT, rows)
-        n = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0] if rows else None
-        meta: dict[str, Any] = {"offset": end, "tail": _line_digest(tail_line), "tail_off": tail_off, **(extra or {})}
-        if n is not None:
-            meta["n_jobs"] = n
-        self._set_meta(meta)
+        self._upsert(rows)
+        self._set_meta({"offset": end, "tail": _line_digest(tail_line), "tail_off": tail_off, **(extra or {})})
 
     def append(self, rows: Sequence[IndexRowTuple], lines_end: int, tail_off: int, tail_line: bytes,
                first_line: bytes | None = None) -> None:
@@ -324,8 +371,7 @@ class RunIndex:
             current = int(self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0])
             extra = {"head": _line_digest(first_line), "head_len": len(first_line)} if first_line else {}
             if current > lines_end:
-                self._db.executemany(_UPSERT, rows)
-                self._set_meta({"n_jobs": self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]})
+                self._upsert(rows)
             else:
                 self._apply(rows, lines_end, tail_off, tail_line, extra)
             self._db.execute("COMMIT")
