@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from fasteval.records import read_manifest
-from fasteval.runindex import JobRow, RunIndex, open_index
+from fasteval.runindex import RunIndex, open_index
 
 _DIMS = ("model", "suite", "setting", "seed")
 
@@ -70,25 +71,31 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
     return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
 
 
-def summarise(rows: list[JobRow]) -> dict[str, Any]:
-    """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group."""
+SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type")
+
+
+def summarise(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
+    """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group.
+
+    ``rows`` are index tuples of SUMMARY_COLUMNS (``RunIndex.select``): no record is read.
+    """
     by_seed: dict[int, list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
     by_type: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
     n_ok = n_err = 0
-    for r in rows:
-        terminations[str(r.termination)] += 1
-        if r.status == "ok" and r.score is not None:
+    for status_, score, seed, task_id, termination, error_kind, task_type in rows:
+        terminations[str(termination)] += 1
+        if status_ == "ok" and score is not None:
             n_ok += 1
-            by_seed[int(r.seed)].append(r.score)
-            by_task[str(r.task_id)].append(r.score)
-            if r.task_type is not None:
-                by_type[r.task_type].append(r.score)
+            by_seed[int(seed)].append(score)
+            by_task[str(task_id)].append(score)
+            if task_type is not None:
+                by_type[task_type].append(score)
         else:
             n_err += 1
-            errors[str(r.error_kind)] += 1
+            errors[str(error_kind)] += 1
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
@@ -142,7 +149,7 @@ def report(run_dir: Path) -> dict[str, Any]:
     with open_index(run_dir) as index:
         groups = sorted(index.counts(by=("model", "suite", "setting")))
         for model, suite, setting in groups:
-            items = list(index.rows(model=model, suite=suite, setting=setting))
+            items = index.select(SUMMARY_COLUMNS, model=model, suite=suite, setting=setting)
             row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
             extra = _suite_tables(index, model, suite, setting)
             if extra:
