@@ -19,7 +19,8 @@ of this tree ("after") and of ``--baseline-ref`` exported with ``git archive`` (
 ``fasteval run`` again (resume, nothing left to do), ``status --format json``,
 ``report --format json``, ``merge`` of the shards into a new folder; and, after only,
 ``index rebuild``. Wall time includes interpreter start and imports (what a user waits for);
-``command_s`` is the command alone. Peak RSS is the child's own VmHWM. Medians over ``--repeats``. The per-job cost of the largest-record case is
+``command_s`` is the command alone and ``cpu_s`` the child's user+sys CPU (the figure least
+disturbed by a busy machine). Peak RSS is the child's own VmHWM. Medians over ``--repeats``. The per-job cost of the largest-record case is
 reported against the first case's (command time per job; target: within 1.5x).
 """
 
@@ -77,8 +78,9 @@ t1 = time.perf_counter()
 code = main(sys.argv[3:])
 t2 = time.perf_counter()
 hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+cpu = sum(os.times()[:2])
 pathlib.Path(sys.argv[1]).write_text(json.dumps({"code": code, "import_s": t1 - t0, "command_s": t2 - t1,
-                                                 "peak_rss_mb": hwm / 1024}))
+                                                 "cpu_s": cpu, "peak_rss_mb": hwm / 1024}))
 sys.exit(code)
 """
 
@@ -96,7 +98,7 @@ def measure(code: Path, args: list[str]) -> dict[str, Any]:
             raise RuntimeError(f"fasteval {' '.join(args)} failed (exit {proc.returncode}) with {code}:\n"
                                f"{log.read()[-3000:]}")
         child = json.loads(stats.read_text())
-    return {"wall_s": round(wall, 3), "command_s": round(child["command_s"], 3),
+    return {"wall_s": round(wall, 3), "command_s": round(child["command_s"], 3), "cpu_s": round(child["cpu_s"], 3),
             "peak_rss_mb": round(child["peak_rss_mb"], 1)}
 
 
@@ -226,7 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="100000x2,20000x50", help="comma-separated NxKB (default 100000x2,20000x50)")
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--baseline-ref", default="main", help="git ref measured as 'before' (default main)")
+    # 3b630da: main just before the run index (every reader loaded every record).
+    ap.add_argument("--baseline-ref", default="3b630da", help="git ref measured as 'before' (default 3b630da, "
+                    "main before the run index)")
     ap.add_argument("--no-baseline", action="store_true", help="measure this tree only")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--work", help="scratch folder (default a temp dir; needs ~3x the records' size free)")
@@ -263,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                 before = c.get("before", {}).get(name)
                 b = f"{before['wall_s']:8.2f} s {before['peak_rss_mb']:7.0f} MB  ->" if before else " " * 24
                 print(f"  {name:14s} {b} {after['wall_s']:8.2f} s {after['peak_rss_mb']:7.0f} MB"
-                      f"  (command alone {after['command_s']:.2f} s)")
+                      f"  (command alone {after['command_s']:.2f} s, cpu {after['cpu_s']:.2f} s)")
             if "per_job_vs_first_case" in c:
                 print(f"  per-job cost vs first case: {c['per_job_vs_first_case']}")
     return 0
