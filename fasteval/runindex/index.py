@@ -253,8 +253,14 @@ class RunIndex:
     def verify(self) -> str | None:
         """Why the index disagrees with the records (None when it agrees with what it covers)."""
         try:
-            meta = self._meta()
-            n_rows = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            # One read transaction: the meta and the count from the same snapshot, even while
+            # the sweep's writer commits between them.
+            self._db.execute("BEGIN")
+            try:
+                meta = self._meta()
+                n_rows = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            finally:
+                self._db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             return f"unreadable index: {e}"
         if meta.get("version") != SCHEMA_VERSION:
@@ -370,10 +376,12 @@ class RunIndex:
         try:
             current = int(self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0])
             extra = {"head": _line_digest(first_line), "head_len": len(first_line)} if first_line else {}
-            if current > lines_end:
-                self._upsert(rows)
-            else:
+            if rows and current == rows[0][-2]:
                 self._apply(rows, lines_end, tail_off, tail_line, extra)
+            else:
+                # A reader indexed past our first line, or rebuilt the index and has not reached
+                # it yet: our rows are right, but only a contiguous catch-up may move the offset.
+                self._upsert(rows)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")

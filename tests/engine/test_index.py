@@ -186,3 +186,26 @@ async def test_a_locked_index_never_stops_the_records(tmp_path: Path) -> None:
     index.close()
     assert len((run / RECORDS).read_bytes().splitlines()) == len(jobs)
     _assert_agrees(run, len(jobs))
+
+
+async def test_a_reader_rebuilding_while_the_writer_appends_loses_nothing(tmp_path: Path) -> None:
+    from fasteval.records import RecordWriter
+
+    rng = random.Random(12)
+    run = tmp_path / "run"
+    jobs = random_jobs(rng, n_tasks=10)
+    manifest(run, jobs)
+    index = open_index(run)
+    writer = RecordWriter(run / RECORDS, fsync="never", index=index)
+    await writer.start()
+    for job in jobs[:20]:
+        writer.write(make_record(rng, job))
+    await asyncio.sleep(0.05)  # written and indexed
+    other = open_index(run)
+    other._reset()  # a reader that found the index wrong starts over (as refresh does), not yet caught up
+    for job in jobs[20:]:
+        writer.write(make_record(rng, job))
+    await writer.close()
+    other.close()
+    index.close()
+    _assert_agrees(run, len(jobs))
