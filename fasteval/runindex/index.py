@@ -37,7 +37,7 @@ _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 
 # Column order of the jobs table (and of the tuples ``row_of_*`` return).
-_COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
+COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
          "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "latency_s", "retries",
          "task_type", "ok", "byte_offset", "byte_length")
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
@@ -423,13 +423,15 @@ class RunIndex:
             yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
                          {"prompt_tokens": r[13], "completion_tokens": r[14]}, r[15], r[16], r[17], r[19], r[20])
 
-    def select(self, columns: Sequence[str], **filters: Any) -> Iterator[tuple[Any, ...]]:
-        """Plain tuples of some columns (cheaper than ``rows`` when a reader needs a few)."""
+    def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset",
+               **filters: Any) -> Iterator[tuple[Any, ...]]:
+        """Plain tuples of some of COLUMNS (cheaper than ``rows`` when a reader needs a few)."""
         for col in columns:
             if col not in _COLS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
         where, params = self._where(filters)
-        yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY byte_offset", params)
+        sort = "byte_offset" if order == "offset" else "model, suite, setting, task_id, seed"
+        yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
     def count(self, **filters: Any) -> int:
         where, params = self._where(filters)
