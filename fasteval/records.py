@@ -20,12 +20,15 @@ from typing import Any, BinaryIO, Literal
 import orjson
 
 from fasteval.runindex import RunIndex, row_of_record
+from fasteval.runindex.index import IndexRowTuple
 from fasteval.types import Record
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
 FsyncPolicy = Literal["always", "batch", "never"]
 log = logging.getLogger("fasteval")
+INDEX_EVERY_S = 0.5
+INDEX_EVERY_ROWS = 2000
 
 
 def repair_tail(path: Path) -> int:
@@ -104,7 +107,7 @@ class RecordWriter:
         self.path = path
         self.fsync = fsync
         self.index = index
-        """When set, each written batch is added to the run index right after its bytes."""
+        """When set, written lines are added to the run index after their bytes (batched)."""
         self.index_wait_s = index_wait_s
         """How long an index update may wait for another process's lock before the writer gives
         the index up (it runs on the event loop; readers catch the index up later)."""
@@ -113,6 +116,13 @@ class RecordWriter:
         self._fd = -1
         self._last_sync = 0.0
         self.written = 0
+        # Rows of written lines not yet in the index: one index commit per half second (or
+        # INDEX_EVERY_ROWS rows) keeps the index off the hot path; readers index any lag themselves.
+        self._pending: list[IndexRowTuple] = []
+        self._pending_first: bytes | None = None
+        self._pending_last = b""
+        self._pending_end = 0
+        self._last_index = 0.0
 
     async def start(self) -> None:
         repair_tail(self.path)
@@ -144,31 +154,40 @@ class RecordWriter:
                 for line, _ in batch:
                     os.write(self._fd, line)
                 self.written += len(batch)
-                if self.index is not None:
-                    try:
-                        self._index_batch(batch)
-                    except sqlite3.Error as e:
-                        # The records are safe; the next reader indexes what the index missed.
-                        log.warning("run index not updated (%s); it catches up on next open", e)
-                        self.index = None
                 now = time.monotonic()
+                if self.index is not None:
+                    self._index_batch(batch, now, flush=stop)
                 if self.fsync == "always" or (self.fsync == "batch" and now - self._last_sync >= 1.0):
                     await asyncio.to_thread(os.fsync, self._fd)
                     self._last_sync = now
             if stop:
+                if self.index is not None:
+                    self._flush_index(time.monotonic())
                 return
 
-    def _index_batch(self, batch: list[tuple[bytes, Record]]) -> None:
-        assert self.index is not None
+    def _index_batch(self, batch: list[tuple[bytes, Record]], now: float, flush: bool) -> None:
         end = os.lseek(self._fd, 0, os.SEEK_CUR)  # O_APPEND: the end of our last line
         pos = end - sum(len(line) for line, _ in batch)
-        rows = []
+        if pos == 0:
+            self._pending_first = batch[0][0]
         for line, rec in batch:
-            rows.append(row_of_record(rec, pos, len(line)))
+            self._pending.append(row_of_record(rec, pos, len(line)))
             pos += len(line)
-        last_line = batch[-1][0]
-        first = batch[0][0] if rows[0][-2] == 0 else None
-        self.index.append(rows, end, end - len(last_line), last_line, first_line=first)
+        self._pending_last, self._pending_end = batch[-1][0], end
+        if flush or len(self._pending) >= INDEX_EVERY_ROWS or now - self._last_index >= INDEX_EVERY_S:
+            self._flush_index(now)
+
+    def _flush_index(self, now: float) -> None:
+        if self.index is None or not self._pending:
+            return
+        last, end = self._pending_last, self._pending_end
+        try:
+            self.index.append(self._pending, end, end - len(last), last, first_line=self._pending_first)
+        except sqlite3.Error as e:
+            # The records are safe; the next reader indexes what the index missed.
+            log.warning("run index not updated (%s); it catches up on next open", e)
+            self.index = None
+        self._pending, self._pending_first, self._last_index = [], None, now
 
     async def close(self) -> None:
         if self._task is not None:
