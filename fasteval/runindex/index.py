@@ -31,25 +31,18 @@ import orjson
 
 RECORDS = "records.jsonl"
 INDEX = "index.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 
 # Column order of the jobs table (and of the tuples ``row_of_*`` return).
 COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
-         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "latency_s", "retries",
+         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
+         "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
          "task_type", "ok", "byte_offset", "byte_length")
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
                       "termination", "task_type"})
-# Every Record field that precedes ``trajectory``: a line whose prefix holds them all is summarised
-# without parsing the (possibly 20 MB) trajectory.
-_PREFIX_FIELDS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "answer", "error",
-                  "error_kind", "termination", "rounds", "tool_calls", "usage", "latency_s", "retries",
-                  "score_details", "metadata")
-_PREFIX_SET = frozenset(_PREFIX_FIELDS)
-_TRAJ_KEY = b',"trajectory":'
-
 IndexRowTuple = tuple[Any, ...]
 
 
@@ -76,6 +69,7 @@ class JobRow:
     rounds: int
     tool_calls: int
     usage: dict[str, int]
+    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens."""
     latency_s: float
     retries: int
     task_type: str | None
@@ -86,7 +80,8 @@ class JobRow:
         """This row as an index row for the same record at another place (a merged file)."""
         return (self.job_id, self.model, self.suite, self.setting, self.task_id, self.seed, self.status, self.score,
                 self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
-                self.usage["prompt_tokens"], self.usage["completion_tokens"], self.latency_s, self.retries,
+                self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
+                self.usage["cache_write_tokens"], self.latency_s, self.retries,
                 self.task_type, int(self.status == "ok"), offset, length)
 
 
@@ -113,7 +108,8 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
                None if score is None else float(score), rec["error_kind"],
                error if error is None or len(error) <= _ERROR_CHARS else _short(error), rec["termination"],
                int(rec["rounds"]), int(rec["tool_calls"]), int(usage.get("prompt_tokens", 0)),
-               int(usage.get("completion_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
+               int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+               int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
                None if task_type is None else str(task_type), int(status == "ok"), offset, length)
         if _SQL_TYPES.issuperset(map(type, row)):
             return row
@@ -142,7 +138,8 @@ def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple
             float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
             text("error_kind"), _short(rec.get("error")), text("termination"), int(_num(rec.get("rounds"))),
             int(_num(rec.get("tool_calls"))), int(_num((usage or {}).get("prompt_tokens"))),
-            int(_num((usage or {}).get("completion_tokens"))), _num(rec.get("latency_s")),
+            int(_num((usage or {}).get("completion_tokens"))), int(_num((usage or {}).get("cache_read_tokens"))),
+            int(_num((usage or {}).get("cache_write_tokens"))), _num(rec.get("latency_s")),
             int(_num(rec.get("retries"))), None if task_type is None else str(task_type), int(status == "ok"),
             offset, length)
 
@@ -154,25 +151,18 @@ def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple:
     return (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
             None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
             int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
-            int(usage.get("completion_tokens", 0)), float(rec.latency_s), int(rec.retries),
+            int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+            int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
             None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
 
 
 def summarise_line(line: bytes) -> dict[str, Any] | None:
-    """The record's fields other than its trajectory, or None for a line that is not a record.
+    """The record of a line, or None for a line that is not one (exactly as every reader decides).
 
-    Strings cannot hold an unescaped ``"``, so the first ``,"trajectory":`` that closes the
-    object at depth one is the top-level key; records in Record's field order (everything we
-    write) are thus summarised without parsing their trajectory. Anything else is parsed whole.
+    The whole line is parsed: a torn record followed by a whole one on the same line (an append
+    without repair) starts like a valid record, and only a full parse rejects it. Parsing costs
+    only on catch-up and rebuild; the writer indexes what it writes without parsing anything.
     """
-    cut = line.find(_TRAJ_KEY)
-    if cut > 0:
-        try:
-            head = orjson.loads(line[:cut] + b"}")
-        except orjson.JSONDecodeError:
-            head = None
-        if isinstance(head, dict) and head.keys() >= _PREFIX_SET:
-            return head
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -189,7 +179,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, model TEXT, suite TEXT, setting TEXT, task_id TEXT, "
     "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
-    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, retries INTEGER, "
+    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
+    "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
     "task_type TEXT, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
 )
 
@@ -421,7 +412,8 @@ class RunIndex:
             params += [-1 if limit is None else limit, skip]
         for r in self._db.execute(sql, params):
             yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-                         {"prompt_tokens": r[13], "completion_tokens": r[14]}, r[15], r[16], r[17], r[19], r[20])
+                         {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
+                          "cache_write_tokens": r[16]}, r[17], r[18], r[19], r[21], r[22])
 
     def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset",
                **filters: Any) -> Iterator[tuple[Any, ...]]:
