@@ -143,7 +143,7 @@ async def build_runs(folder: Path, n: int, kb: float, shards: int, templates: li
     cfg = load_config(write_config(folder, max(1, n // SEEDS), "big"))
     padded = [_padded(t, kb) for t in templates]
     targets: list[tuple[Path, tuple[int, int] | None]] = [(folder / "run", None)]
-    targets += [(folder / f"shard{i}", (i, shards)) for i in range(shards)]
+    targets += [(folder / f"shard{i}", (i, shards)) for i in range(shards)] if shards else []
     writers, indexes = [], []
     for run_dir, shard in targets:
         opts = RunOptions(run_dir=run_dir, shard=shard)
@@ -195,7 +195,7 @@ def baseline_tree(ref: str, work: Path) -> Path:
 
 
 def run_case(work: Path, n: int, kb: float, shards: int, trees: dict[str, Path], repeats: int,
-             templates: list[dict[str, Any]]) -> dict[str, Any]:
+             templates: list[dict[str, Any]], commands: set[str]) -> dict[str, Any]:
     folder = work / f"case-{n}x{kb:g}"
     folder.mkdir()
     t0 = time.perf_counter()
@@ -213,9 +213,11 @@ def run_case(work: Path, n: int, kb: float, shards: int, trees: dict[str, Path],
                                ("status", ["status", str(run), "--format", "json"]),
                                ("report", ["report", str(run), "--format", "json"]),
                                ("merge", ["merge", str(folder / "merged"), *sources])):
+                if name not in commands:
+                    continue
                 figures.setdefault(name, []).append(measure(code, args))
                 shutil.rmtree(folder / "merged", ignore_errors=True)
-            if side == "after":
+            if side == "after" and "index_rebuild" in commands:
                 figures.setdefault("index_rebuild", []).append(measure(code, ["index", "rebuild", str(run)]))
         out[side] = {name: {k: statistics.median(f[k] for f in fs) for k in fs[0]} for name, fs in figures.items()}
         print(f"{side}: " + ", ".join(f"{k} {v['wall_s']:.2f} s / {v['peak_rss_mb']:.0f} MB"
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true", help="measure this tree only")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--work", help="scratch folder (default a temp dir; needs ~3x the records' size free)")
+    ap.add_argument("--commands", default="resume,status,report,merge,index_rebuild",
+                    help="which to measure (default all: resume,status,report,merge,index_rebuild)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -246,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         cases = []
         for spec in a.cases.split(","):
             n, _, kb = spec.partition("x")
-            cases.append(run_case(work, int(n), float(kb), a.shards, trees, a.repeats, templates))
+            cases.append(run_case(work, int(n), float(kb), a.shards, trees, a.repeats, templates,
+                                  set(a.commands.split(","))))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if len(cases) > 1:
