@@ -68,11 +68,14 @@ def cap_text(value: Any, limit: int) -> str:
 
 
 def one_line(value: Any, limit: int = ERROR_CHARS) -> str:
-    """The last non-empty line of a message, at most ``limit`` characters (an error summary)."""
+    """The last non-empty line of a message (the first, for a huge one), at most ``limit`` characters."""
     text = value if isinstance(value, str) else repr(value)
-    # Only the tail is split: a 50 MB message must not cost a 50 MB splitlines().
-    lines = [ln for ln in text[-(limit + 1) * 4 :].splitlines() if ln.strip()] or [""]
-    line = lines[-1]
+    if len(text) > 16 * limit:  # a huge message: its head names the exception; never split it all
+        lines = [ln for ln in text[: 4 * limit].splitlines() if ln.strip()] or [""]
+        line = lines[0]
+    else:
+        lines = [ln for ln in text.splitlines() if ln.strip()] or [""]
+        line = lines[-1]
     return line if len(line) <= limit else line[:limit] + f" [... {len(line) - limit} more characters]"
 
 
