@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import io
 import os
-import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -77,7 +76,9 @@ async def test_a_session_keeps_its_threads_to_itself(pool: SandboxPool) -> None:
 
 
 async def test_host_processes_are_invisible() -> None:
-    host = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "--api-key", hostile.FAKE_KEY])
+    host = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", "import time; time.sleep(120)", "--api-key", hostile.FAKE_KEY
+    )
     try:
         async with SandboxPool(1) as p:
             if p.isolation != "jail":
@@ -85,7 +86,7 @@ async def test_host_processes_are_invisible() -> None:
             r = await p.run(hostile.READ_HOST_CMDLINES)
     finally:
         host.kill()
-        host.wait()
+        await host.wait()
     assert r.status == "ok", r
     assert hostile.FAKE_KEY not in r.stdout + r.stderr
     assert r.stdout.startswith("1 processes visible")  # only the call itself
