@@ -18,9 +18,17 @@ from rich.console import Console
 from rich.table import Table
 
 from fasteval.config import ConfigError, load_config
-from fasteval.exitcodes import EXIT_INTERRUPTED
+from fasteval.diskfaults import RunDirUnwritable, RunLogHandler, shown
+from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_USAGE, RunIncomplete
 from fasteval.merge import MergeConflict, merge_runs
 from fasteval.models import ModelConfigError
+from fasteval.redact import (
+    RedactingFilter,
+    add_secrets_from_env,
+    redact_text,
+    secret_env_names,
+    secret_like_env_names,
+)
 from fasteval.report import report, status
 from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
 
@@ -36,6 +44,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     except (ConfigError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     if a.cache or a.cache_mode:
         cache_cfg = dict(cfg.run.get("cache") or {})
         if a.cache:
@@ -48,9 +57,13 @@ def cmd_run(a: argparse.Namespace) -> int:
         run_dir = run_dir.with_name(f"{run_dir.name}-shard{shard[0]}of{shard[1]}")
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by, max_concurrency=a.max_concurrency, force=a.force,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "run.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handler = RunLogHandler(run_dir / "run.log")
+    except OSError as e:
+        print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
+              "use a writable --run-dir", file=sys.stderr)
+        return EXIT_USAGE
     logging.getLogger().addHandler(handler)
     # Long sweeps hold many small live objects; the default GC thresholds rescan them thousands of
     # times a second. Freeze what startup built and collect young objects less often.
@@ -58,9 +71,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 50, 100)
     try:
         result = uvloop.run(run_sweep(cfg, opts))
-    except (ConfigChanged, ModelConfigError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
+    except (ConfigChanged, ModelConfigError, KeyError, RunDirUnwritable) as e:
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
         return 2
+    except RunIncomplete as e:
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -360,6 +376,8 @@ def _add_optional_commands(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for h in logging.getLogger().handlers:
+        h.addFilter(RedactingFilter())
     a = build_parser().parse_args(argv)
     code: int = a.func(a)
     return code

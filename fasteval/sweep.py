@@ -13,6 +13,7 @@ import inspect
 import logging
 import platform
 import signal
+import sqlite3
 import time
 import traceback
 from collections.abc import Iterator
@@ -27,12 +28,14 @@ import fasteval.tools  # noqa: F401  (registers the built-in tools)
 from fasteval.agent import AgentEnv, run_agent
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
+from fasteval.diskfaults import database_failure, write_failure
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
 from fasteval.pricing import model_prices
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
-from fasteval.runindex import open_index
+from fasteval.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
+from fasteval.runindex import INDEX, open_index
 from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
@@ -195,6 +198,28 @@ class Sweep:
         self.roles: dict[str, ModelClient] = {}
         self.services: dict[str, Any] = {}
         self._stop = asyncio.Event()
+        self._fatal: RuntimeError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: RecordWriter | None = None
+
+    def _fault(self, err: RuntimeError) -> None:
+        """A fault no job can survive (full disk, vanished run folder): stop everything now.
+
+        Callable from any thread (blob writes happen in tool threads). The first fault wins; the
+        writer accepts no more records, so no job finishing after it is claimed as done.
+        """
+        loop = self._loop
+        if loop is not None and not _in_loop(loop):
+            loop.call_soon_threadsafe(self._fault, err)
+            return
+        if self._fatal is None:
+            self._fatal = err  # the CLI prints it once; run.log may be what cannot be written
+        if self._writer is not None:
+            self._writer.halt()
+        self._stop.set()
+
+    def _blob_fault(self, exc: OSError, path: Path) -> None:
+        self._fault(write_failure(exc, path, self.opts.run_dir))
 
     def _sim_models(self) -> list[SimModel]:
         sims = [SimModel.from_config(m["name"], m) for m in self.cfg.models if m["provider"] == "sim"]
@@ -202,12 +227,29 @@ class Sweep:
         return sims
 
     async def run(self) -> SweepResult:
+        """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line)."""
         t0 = time.monotonic()
-        prepare_run_dir(self.cfg, self.opts)
-        blobs = BlobStore(self.opts.run_dir / "blobs")
+        self._loop = asyncio.get_running_loop()
+        add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
+        try:
+            prepare_run_dir(self.cfg, self.opts)
+            blobs = BlobStore(self.opts.run_dir / "blobs")
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+        blobs.on_failure = self._blob_fault
+        await asyncio.to_thread(blobs.clean_temp)
+        try:
+            return await self._run(blobs, t0)
+        finally:
+            await asyncio.to_thread(blobs.clean_temp, own=True)
+
+    async def _run(self, blobs: BlobStore, t0: float) -> SweepResult:
         runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
         # The resume set comes from the run index: job ids only, however large the records.
-        index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        try:
+            index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        except (OSError, sqlite3.Error) as e:
+            raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total = 0
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
@@ -219,7 +261,12 @@ class Sweep:
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
-        write_manifest(self.opts.run_dir, manifest)
+        try:
+            write_manifest(self.opts.run_dir, manifest)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+        if self._fatal is not None:  # a loader's blob write hit a full disk
+            raise self._fatal
         self.counters.total = jobs_total
         sim: SimServer | None = None
         sims = self._sim_models()
@@ -229,7 +276,9 @@ class Sweep:
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index)
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index,
+                              on_failure=self._fault)
+        self._writer = writer
         display: ProgressDisplay | None = None
         try:
             sim_url = sim.base_url if sim else None
@@ -274,7 +323,10 @@ class Sweep:
             cache = self.services.get("cache")
             if cache is not None:
                 # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them
-                await cache.write_used_keys(self.opts.run_dir / "cache_keys.txt")
+                try:
+                    await cache.write_used_keys(self.opts.run_dir / "cache_keys.txt")
+                except OSError as e:
+                    log.warning("cannot write cache_keys.txt: %s", e)
             for closer in closers:
                 await closer()
             for c in list(self.clients.values()) + list(self.roles.values()):
@@ -283,6 +335,8 @@ class Sweep:
             if sim is not None:
                 await sim.stop()
             self._remove_signals()
+        if self._fatal is not None:
+            raise self._fatal
         result.wall_s = time.monotonic() - t0
         result.skipped = self.counters.skipped
         result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
@@ -405,6 +459,9 @@ class Sweep:
             raise
         except Exception as e:  # our bug or a suite's: record it, keep the sweep going
             rec.error, rec.error_kind = f"{type(e).__name__}: {e}", "internal"
+            if self._fatal is not None:  # a storage fault: the sweep stops, this job is not recorded
+                self.counters.in_flight -= 1
+                return
             log.error("job %s failed internally:\n%s", job.job_id, traceback.format_exc())
             traj.termination, traj.termination_reason = "error", rec.error
         rec.answer = traj.answers[-1] if traj.answers else None
@@ -420,6 +477,13 @@ class Sweep:
             result.errors += 1
         self.counters.in_flight -= 1
         writer.write(rec)
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:

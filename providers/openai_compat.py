@@ -178,13 +178,16 @@ def _seconds(value: str | None) -> float | None:
 
 
 def parse_response(raw: bytes) -> ChatResponse:
-    """Parse a chat completion body; a malformed one is a retryable bad_response."""
+    """Parse a chat completion body; a malformed one (of any shape) is a retryable bad_response."""
     try:
-        data = orjson.loads(raw)
-        choice = data["choices"][0]
-        msg = choice["message"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as e:
-        raise ProviderError("bad_response", f"malformed completion body ({e!r}): {raw[:200]!r}") from None
+        return _parse_body(orjson.loads(raw))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise ProviderError("bad_response", f"malformed completion body ({e!r:.200}): {raw[:200]!r}") from None
+
+
+def _parse_body(data: Any) -> ChatResponse:
+    choice = data["choices"][0]
+    msg = choice["message"]
     calls = []
     for i, tc in enumerate(msg.get("tool_calls") or []):
         fn = tc.get("function") or {}
@@ -197,6 +200,8 @@ def parse_response(raw: bytes) -> ChatResponse:
     content = msg.get("content")
     if isinstance(content, list):
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is not None and not isinstance(content, str):
+        raise TypeError(f"message content is a {type(content).__name__}, not text")
     return ChatResponse(
         content=content,
         tool_calls=calls,

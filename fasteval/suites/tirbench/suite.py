@@ -128,7 +128,8 @@ class TIRBench(Suite):
             raise ValueError(f"tirbench: extraction must be one of {EXTRACTION_MODES}, got {self.extraction!r}")
 
     def load(self) -> Iterator[Task | LoadError]:
-        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit)
+        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit,
+                             allow_image_root=self.options.get("allow_image_root"))
 
     def default_settings(self) -> list[Setting]:
         return [

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.row_checks import image_roots
 from fasteval.suites.vistahop import scoring
 from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
 from fasteval.suites.vistahop.metrics import aggregate as metrics_aggregate
@@ -50,7 +51,7 @@ MaxRounds returns no answer, which scores 0)."""
 _KNOWN_OPTIONS = frozenset({
     "path", "root", "dataset", "fidelity", "limit", "max_rounds", "preset", "text_search_top_k",
     "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
-    "all_images", "judge_on_max_rounds", "settings",
+    "all_images", "judge_on_max_rounds", "settings", "allow_image_root",
 })
 
 
@@ -102,6 +103,7 @@ class VistaHopSuite(Suite):
             limit=None if limit is None else int(limit),
             all_images=self.switches["all_images"],
             image_search_max_results=int(self.options.get("image_search_max_results", IMAGE_SEARCH_MAX_RESULTS)),
+            image_roots=image_roots(self.options, Path(self.options.get("root") or path.parent)),
         )
 
     def load(self) -> Iterator[Task | LoadError]:

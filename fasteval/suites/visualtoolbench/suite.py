@@ -77,7 +77,7 @@ class VisualToolBenchSuite(Suite):
         path = self.options.get("path")
         if not path:
             raise ValueError("visualtoolbench: the 'path' option (parquet, dataset.json or folder) is required")
-        return iter_tasks(path, self.blobs, self.limit)
+        return iter_tasks(path, self.blobs, self.limit, allow_image_root=self.options.get("allow_image_root"))
 
     def default_settings(self) -> list[Setting]:
         options = {"prompt_level": self.prompt_level, "image_profile": IMAGE_PROFILE,
