@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import normalise
 from fasteval.suites.row_checks import PathOutsideRoot, confine, image_roots, is_scalar_answer, type_name
@@ -56,6 +57,9 @@ def _turn(obj: Any, roots: tuple[Path, ...], base: Path, blobs_put: Any, where: 
 @register_suite
 class JsonlSuite(Suite):
     name = "jsonl"
+    options_schema = {"path": Opt("path", "the .jsonl file: one task per line", required=True, exists=True),
+                      "max_rounds": Opt("int", "rounds of the default setting")}
+    setting_options = {}
 
     def load(self) -> Iterator[Task | LoadError]:
         path = Path(str(self.options.get("path", "")))

@@ -106,7 +106,7 @@ async def test_echoed_keys_of_model_judge_and_search_tool_are_redacted_everywher
         run_dir = tmp_path / "run"
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "fasteval.cli", "run", str(_config(tmp_path, upstream.url)),
-            "--run-dir", str(run_dir), "--no-progress", env={**os.environ, **KEYS},
+            "--run-dir", str(run_dir), "--no-progress", "--no-preflight", env={**os.environ, **KEYS},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     finally:
