@@ -6,13 +6,16 @@ images as blob refs, tool images in tool messages or in a following user message
 tool protocol, a second user turn, a history rebuilt between turns) through the real client
 and provider, against a real HTTP server on loopback that records every body it receives.
 Images use the ``original`` profile, so the bytes sent are the committed fixture files and the
-golden files do not depend on the libvips version.
+golden files do not depend on the libvips version. The ``large_*`` scenarios send an image
+whose data URL is large enough to be shared rather than serialised per request; their golden
+files hold the length and sha256 of each body instead of the body.
 
 To recapture (only when a body change is intended): FASTEVAL_UPDATE_GOLDEN=1 pytest this file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -164,12 +167,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "native_tool_images_in_tool": {"protocol": "native", "images_in_tool": True},
     "native_tool_images_in_user": {"protocol": "native", "images_in_tool": False},
     "text_protocol": {"protocol": "text", "images_in_tool": False},
+    "large_native_tool_images_in_tool": {"protocol": "native", "images_in_tool": True, "large": True},
+    "large_native_tool_images_in_user": {"protocol": "native", "images_in_tool": False, "large": True},
+    "large_text_protocol": {"protocol": "text", "images_in_tool": False, "large": True},
 }
 
 
 async def replay(recorder: Recorder, tmp_path: Path, scenario: dict[str, Any]) -> list[bytes]:
     blobs = BlobStore(tmp_path / "blobs")
     refs = {name: blobs.put((GOLDEN / f"{name}.png").read_bytes()) for name in ("photo", "crop1", "crop2")}
+    if scenario.get("large"):
+        refs["photo"] = refs["crop2"] = blobs.put((GOLDEN / "large.png").read_bytes())
     encoder = ImageEncoder(blobs)
     provider = OpenAICompatProvider(recorder.url, "golden-model", extra_body={"top_k": 20},
                                     tool_message_images=scenario["images_in_tool"],
@@ -195,12 +203,15 @@ async def replay(recorder: Recorder, tmp_path: Path, scenario: dict[str, Any]) -
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 async def test_request_bodies_match_golden(name: str, recorder: Recorder, tmp_path: Path) -> None:
     bodies = await replay(recorder, tmp_path, SCENARIOS[name])
-    path = GOLDEN / f"{name}.jsonl"
+    if SCENARIOS[name].get("large"):
+        assert all(len(b) > 30_000 for b in bodies)  # the large image is in every request
+        bodies = [f"{len(b)} {hashlib.sha256(b).hexdigest()}".encode() for b in bodies]
+    path = GOLDEN / f"{name}.{'sha256' if SCENARIOS[name].get('large') else 'jsonl'}"
     if UPDATE:
         path.write_bytes(b"\n".join(bodies) + b"\n")
     golden = path.read_bytes().split(b"\n")[:-1]
     assert len(bodies) == len(golden)
     for i, (got, want) in enumerate(zip(bodies, golden, strict=True)):
         assert got == want, f"{name}: request {i} differs from the golden body"
-    # the bodies carry the images as data URLs, each image once per place it appears
-    assert all(b"data:image/png;base64," in b for b in bodies)
+    if not SCENARIOS[name].get("large"):  # the bodies carry the images as data URLs
+        assert all(b"data:image/png;base64," in b for b in bodies)
