@@ -49,17 +49,23 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
                    spec: dict[str, Any] | None = None) -> ImageResolver:
-    """Data URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
+    """Image URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
 
     A model entry's ``max_image_bytes`` / ``max_image_pixels`` downsize images that would
     otherwise be rejected (APIs refuse large data URLs) instead of failing the request.
+    ``local_media: true`` (a server that reads local files, e.g. vLLM started with
+    ``--allowed-local-media-path`` covering the run folder) sends ``file://`` URLs of the blob
+    store instead of base64 data URLs.
     """
+    local = False
     if spec is not None:
         max_bytes = spec.get("max_image_bytes", max_bytes)
         max_pixels = spec.get("max_image_pixels", max_pixels)
-    async def resolve(ref: str, profile: str) -> str:
+        local = bool(spec.get("local_media", False))
+    async def resolve(ref: str, profile: str) -> bytes:
         try:
-            url: str = await encoder.data_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
+            url: bytes = await encoder.image_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels,
+                                                 local=local)
         except (ValueError, KeyError, OSError) as e:
             raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
         return url

@@ -1,8 +1,10 @@
 """OpenAI-compatible chat client on aiohttp: OpenAI, vLLM, SGLang, gateways and our sim server.
 
-It only translates and classifies: images (content-hash refs) become data URLs through the
-image resolver, HTTP failures become ProviderError kinds. Retries, limits and accounting live
-once in providers.client around every provider.
+It only translates and classifies: images (content-hash refs) become data URLs (or
+``file://`` URLs for servers that read local media) through the image resolver, HTTP failures
+become ProviderError kinds. Retries, limits and accounting live once in providers.client
+around every provider. Bodies are assembled from pre-serialised pieces with the images'
+shared URL bytes and streamed as they are (providers.body), under an optional byte budget.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ import orjson
 
 from fasteval.types import Message, Usage
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+from providers.body import ByteBudget, PiecesPayload, coalesce, image_part_pieces, split_around
 
-ImageResolver = Callable[[str, str], Awaitable[str]]
-"""Maps (ImageRef, encoding profile) to a data URL (encoding happens off the event loop, cached)."""
+ImageResolver = Callable[[str, str], Awaitable[bytes]]
+"""Maps (ImageRef, encoding profile) to the image's URL as ASCII bytes that need no JSON
+escaping: a data URL or a ``file://`` URL (encoding happens off the event loop, cached)."""
 
 _OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too many tokens",
                      "prompt is too long", "input is too long")
 
-
-_PART_CACHE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -53,6 +55,7 @@ class OpenAICompatProvider(Provider):
         session: aiohttp.ClientSession | None = None,
         max_connections: int = 1024,
         endpoint_name: str | None = None,
+        body_budget: ByteBudget | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -66,8 +69,7 @@ class OpenAICompatProvider(Provider):
         self._max_connections = max_connections
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/chat/completions"
-        self._parts: dict[tuple[str, str], dict[str, Any]] = {}
-        self._parts_bytes = 0
+        self.body_budget = body_budget
         self._timeout = aiohttp.ClientTimeout(total=self.timeouts.attempt_s, sock_connect=self.timeouts.connect_s,
                                               sock_read=self.timeouts.read_s)
 
@@ -97,39 +99,32 @@ class OpenAICompatProvider(Provider):
             self._own_session = True
         return self._session
 
-    async def _image_part(self, ref: str, profile: str) -> dict[str, Any]:
-        """The wire form of one image, shared by every request that resends it (bounded by bytes)."""
-        key = (ref, profile)
-        part = self._parts.get(key)
-        if part is None:
-            if self.image_resolver is None:
-                raise ProviderError("fatal", "request holds images but no image resolver is set")
-            url = await self.image_resolver(ref, profile)
-            part = {"type": "image_url", "image_url": {"url": url}}
-            if self._parts_bytes + len(url) > _PART_CACHE_BYTES:
-                self._parts.clear()
-                self._parts_bytes = 0
-            self._parts[key] = part
-            self._parts_bytes += len(url)
-        return part
+    async def _image_pieces(self, ref: str, profile: str) -> list[bytes]:
+        """The wire form of one image: the resolver's cached URL bytes, shared by every request."""
+        if self.image_resolver is None:
+            raise ProviderError("fatal", "request holds images but no image resolver is set")
+        return image_part_pieces(await self.image_resolver(ref, profile))
 
-    async def _wire_messages(self, messages: list[Message], profile: str) -> list[Message]:
-        out: list[Message] = []
-        for m in messages:
-            content = m.get("content")
-            if isinstance(content, list) and any(p.get("type") == "image" for p in content):
-                parts: list[dict[str, Any]] = []
-                for p in content:
-                    if p.get("type") == "image":
-                        parts.append(await self._image_part(p["image"], profile))
-                    else:
-                        parts.append(p)
-                m = {**m, "content": parts}
-            out.append(m)
-        return out
+    async def _message_pieces(self, m: Message, profile: str, out: list[bytes]) -> None:
+        content = m.get("content")
+        if not (isinstance(content, list) and any(p.get("type") == "image" for p in content)):
+            out.append(orjson.dumps(m))
+            return
+        halves = split_around(m, "content")
+        assert halves is not None  # the placeholder replaced an existing key
+        out.append(halves[0] + b"[")
+        for i, p in enumerate(content):
+            if i:
+                out.append(b",")
+            if p.get("type") == "image":
+                out.extend(await self._image_pieces(p["image"], profile))
+            else:
+                out.append(orjson.dumps(p))
+        out.append(b"]" + halves[1])
 
-    async def build_payload(self, request: ChatRequest) -> dict[str, Any]:
-        payload: dict[str, Any] = {"model": self.model, "messages": await self._wire_messages(request.messages, request.image_profile)}
+    def _frame(self, request: ChatRequest) -> dict[str, Any]:
+        """The payload around the messages, in the key order the body has always had."""
+        payload: dict[str, Any] = {"model": self.model, "messages": None}
         if request.tools:
             payload["tools"] = request.tools
         payload.update(self.extra_body)
@@ -138,13 +133,35 @@ class OpenAICompatProvider(Provider):
             payload["seed"] = request.seed
         return payload
 
+    async def build_body(self, request: ChatRequest) -> list[bytes]:
+        """The request body as pieces whose concatenation is ``orjson.dumps`` of the payload.
+
+        Only the small JSON around the images is serialised per request; each image is the
+        encoder's cached URL bytes, so a 5 MB history costs five pointers, not a 5 MB copy.
+        """
+        frame = self._frame(request)
+        halves = split_around(frame, "messages") if frame.get("messages", 0) is None else None
+        if halves is None:  # params replaced "messages": send what the caller asked for, as before
+            return [orjson.dumps(frame)]
+        pieces: list[bytes] = [halves[0] + b"["]
+        for i, m in enumerate(request.messages):
+            if i:
+                pieces.append(b",")
+            await self._message_pieces(m, request.image_profile, pieces)
+        pieces.append(b"]" + halves[1])
+        return coalesce(pieces)
+
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        payload = await self.build_payload(request)
-        body = orjson.dumps(payload)
+        pieces = await self.build_body(request)
+        size = sum(len(p) for p in pieces)
+        data: bytes | PiecesPayload = pieces[0] if len(pieces) == 1 else PiecesPayload(pieces, size)
         session = self._get_session() if self._own_session or self._session is None else self._session
         extra: dict[str, Any] = {} if self._own_session else {"headers": self._headers(), "timeout": self._timeout}
+        budget = self.body_budget
+        if budget is not None:
+            await budget.acquire(size)
         try:
-            async with session.post(self._url, data=body, **extra) as resp:
+            async with session.post(self._url, data=data, **extra) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"))
@@ -154,6 +171,9 @@ class OpenAICompatProvider(Provider):
             raise ProviderError("timeout", f"no complete answer within the timeouts ({e!r})") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
             raise ProviderError("transient", f"connection failed: {e!r}") from None
+        finally:
+            if budget is not None:
+                budget.release(size)
         return parse_response(raw)
 
     async def close(self) -> None:
