@@ -28,7 +28,7 @@ from fasteval.agent import AgentEnv, run_agent
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
 from fasteval.images import ImageEncoder
-from fasteval.models import build_client, image_resolver
+from fasteval.models import build_client, image_resolver, model_processor
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
 from fasteval.services import Closer, start_services
@@ -197,12 +197,13 @@ class Sweep:
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
+        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
         write_manifest(self.opts.run_dir, manifest)
         self.counters.total = jobs_total
         sim: SimServer | None = None
         sims = self._sim_models()
         if sims:
-            sim = SimServer(sims)
+            sim = SimServer(sims, allowed_local_media_path=blobs.root)  # models with local_media: true
             await sim.start()
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []

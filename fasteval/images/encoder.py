@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from fasteval.blobs import BlobStore
 from fasteval.images.decode import DEFAULT_LIMITS, ImageLimits
 from fasteval.images.encode import EncodedImage, encode
+from fasteval.images.processor import ProcessorResize
 from fasteval.types import ImageRef
 
-CacheKey = tuple[ImageRef, str, int | None, int | None]
-UrlKey = tuple[ImageRef, str, int | None, int | None, bool]
+CacheKey = tuple[ImageRef, str, int | None, int | None, ProcessorResize | None]
+UrlKey = tuple[ImageRef, str, int | None, int | None, ProcessorResize | None, bool]
 
 # Base64 of a small image is quicker inline than a hop to a thread.
 _INLINE_B64_BYTES = 64 * 1024
@@ -77,16 +78,18 @@ class ImageEncoder:
         return len(self._cache)
 
     def _work(
-        self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None
+        self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None,
+        processor: ProcessorResize | None,
     ) -> EncodedImage:
         # Runs in a worker thread: the blob read is file I/O and the encode is CPU work.
-        return encode(self.blobs.get(ref), profile, max_bytes, max_pixels, limits=self.limits)
+        return encode(self.blobs.get(ref), profile, max_bytes, max_pixels, limits=self.limits, processor=processor)
 
     async def encode(
-        self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None
+        self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None,
+        processor: ProcessorResize | None = None,
     ) -> EncodedImage:
         """The encoded image for ``ref`` under ``profile`` and budget, from cache when possible."""
-        key: CacheKey = (ref, profile, max_bytes, max_pixels)
+        key: CacheKey = (ref, profile, max_bytes, max_pixels, processor)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
@@ -98,7 +101,7 @@ class ImageEncoder:
             return await asyncio.shield(pending)
         self.stats.misses += 1
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, self._work, ref, profile, max_bytes, max_pixels)
+        fut = loop.run_in_executor(self._executor, self._work, ref, profile, max_bytes, max_pixels, processor)
         self._inflight[key] = fut
         try:
             result = await asyncio.shield(fut)
@@ -121,6 +124,7 @@ class ImageEncoder:
         *,
         max_bytes: int | None = None,
         max_pixels: int | None = None,
+        processor: ProcessorResize | None = None,
         local: bool = False,
     ) -> bytes:
         """The URL a request sends for this image, as ASCII bytes that need no JSON escaping.
@@ -131,7 +135,7 @@ class ImageEncoder:
         first requests (a whole concurrency window starting on the same image) share one
         computation, and every later request shares the cached bytes.
         """
-        key: UrlKey = (ref, profile, max_bytes, max_pixels, local)
+        key: UrlKey = (ref, profile, max_bytes, max_pixels, processor, local)
         url = self._urls.get(key)
         if url is not None:
             self._urls.move_to_end(key)
@@ -142,7 +146,7 @@ class ImageEncoder:
             self.stats.hits += 1
             return await asyncio.shield(pending)
         make = self._file_url if local else self._data_url
-        fut = asyncio.ensure_future(make(ref, profile, max_bytes, max_pixels))
+        fut = asyncio.ensure_future(make(ref, profile, max_bytes, max_pixels, processor))
         self._url_inflight[key] = fut
         try:
             url = await asyncio.shield(fut)
@@ -156,15 +160,17 @@ class ImageEncoder:
                 self._url_bytes -= len(old)
         return url
 
-    async def _data_url(self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None) -> bytes:
-        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
+    async def _data_url(self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None,
+                        processor: ProcessorResize | None) -> bytes:
+        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels, processor=processor)
         prefix = f"data:{enc.mime};base64,".encode("ascii")
         if len(enc.data) <= _INLINE_B64_BYTES:
             return prefix + base64.b64encode(enc.data)
         return await self._off_loop(lambda: prefix + base64.b64encode(enc.data))
 
-    async def _file_url(self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None) -> bytes:
-        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
+    async def _file_url(self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None,
+                        processor: ProcessorResize | None) -> bytes:
+        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels, processor=processor)
         # put() is content-addressed: the unchanged original maps to its own blob, a re-encoding
         # to a new one, so the URL always names exactly the bytes the profile sends.
         return await self._off_loop(lambda: self.blobs.path(self.blobs.put(enc.data)).resolve().as_uri().encode())
