@@ -30,7 +30,8 @@ from fasteval.config import SweepConfig, config_diff
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver, model_processor
 from fasteval.progress import Counters, ProgressDisplay
-from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
+from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
+from fasteval.runindex import open_index
 from fasteval.services import Closer, start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
@@ -185,8 +186,9 @@ class Sweep:
         prepare_run_dir(self.cfg, self.opts)
         blobs = BlobStore(self.opts.run_dir / "blobs")
         runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
-        done = latest_by_job([self.opts.run_dir / RECORDS])
-        finished = {jid for jid, r in done.items() if r.get("status") == "ok" or self.opts.keep_errors}
+        # The resume set comes from the run index: job ids only, however large the records.
+        index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total = 0
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
         for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
@@ -208,7 +210,7 @@ class Sweep:
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"))
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index)
         display: ProgressDisplay | None = None
         try:
             sim_url = sim.base_url if sim else None
@@ -248,6 +250,7 @@ class Sweep:
             if display is not None:
                 await display.stop()
             await writer.close()
+            index.close()
             cache = self.services.get("cache")
             if cache is not None:
                 # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them
