@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import normalise
 from fasteval.types import Task, Trajectory, Turn
@@ -33,7 +34,7 @@ def _turn(obj: dict[str, Any], base: Path, blobs_put: Any, where: str) -> Turn:
     for img in images:
         path = base / str(img)
         try:
-            refs.append(blobs_put(path.read_bytes()))
+            refs.append(blobs_put(path))
         except OSError as e:
             raise RowError(f"{where}: image {img!r} cannot be read ({e.strerror})") from None
     return Turn(text=text, images=refs, reference=obj.get("answer"))
@@ -42,6 +43,18 @@ def _turn(obj: dict[str, Any], base: Path, blobs_put: Any, where: str) -> Turn:
 @register_suite
 class JsonlSuite(Suite):
     name = "jsonl"
+
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        super().__init__(options, blobs)
+        self._image_refs: dict[tuple[str, int, int], str] = {}
+
+    def _put_image(self, path: Path) -> str:
+        """Store an image file once per load: datasets often point many rows at the same file."""
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in self._image_refs:
+            self._image_refs[key] = self.blobs.put(path.read_bytes())
+        return self._image_refs[key]
 
     def load(self) -> Iterator[Task | LoadError]:
         path = Path(str(self.options.get("path", "")))
@@ -67,9 +80,9 @@ class JsonlSuite(Suite):
         if "turns" in row:
             if not isinstance(row["turns"], list) or not row["turns"]:
                 raise RowError(f"{where}: 'turns' must be a non-empty list")
-            turns = [_turn(t, base, self.blobs.put, f"{where} turn {i}") for i, t in enumerate(row["turns"])]
+            turns = [_turn(t, base, self._put_image, f"{where} turn {i}") for i, t in enumerate(row["turns"])]
         else:
-            turns = [_turn(row, base, self.blobs.put, where)]
+            turns = [_turn(row, base, self._put_image, where)]
         if turns[-1].reference is None:
             raise RowError(f"{where}: 'answer' is missing")
         match = row.get("match", "exact")
