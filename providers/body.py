@@ -1,11 +1,11 @@
 """Request bodies assembled from pre-serialised pieces and streamed to the socket as they are.
 
 Image-heavy trajectories re-send every image each round. Serialising the whole payload with
-``orjson.dumps`` copies and escape-scans every base64 image once per request, and a joined body
-is one more full copy per request in flight. Here the JSON around the images is serialised per
-request (it is small), each image URL is the encoder's cached bytes (made once, shared by every
-request and trajectory), and the pieces go to the transport one by one: in-flight requests
-share their images instead of each holding a private copy. The bytes on the wire are exactly
+``orjson.dumps`` copies and escape-scans every base64 image once per request, and each body in
+flight holds its own copy of every image. Here the payload is serialised with a short
+placeholder for each large image URL (one ``orjson.dumps`` of a small document), split around
+the placeholders, and the pieces go to the transport one by one with the encoder's cached URL
+bytes in between (made once, shared by every request and trajectory). The bytes on the wire are exactly
 what ``orjson.dumps`` of the equivalent payload gives (tests/providers/test_request_bodies.py).
 """
 
@@ -14,61 +14,39 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections import deque
-from typing import Any
 
 import orjson
 from aiohttp import payload
 from aiohttp.abc import AbstractStreamWriter
 
-# A placeholder no real value contains (NUL bytes and a per-process random token): a value is
-# serialised with the placeholder where a list goes, then split around it.
-_SLOT = f"\x00fasteval-slot-{secrets.token_hex(8)}\x00"
-_SLOT_JSON = orjson.dumps(_SLOT)
-# Pieces smaller than this are joined (one write, one syscall); larger ones are sent as they are.
-_JOIN_BELOW = 16 * 1024
-_IMAGE_PART_HEAD = b'{"type":"image_url","image_url":{"url":"'
-_IMAGE_PART_TAIL = b'"}}'
+# A placeholder no real URL contains (NUL bytes and a per-process random token): large image
+# URLs are serialised as the placeholder, and the body is split around each occurrence.
+SLOT = f"\x00fasteval-image-{secrets.token_hex(8)}\x00"
+_SLOT_JSON = orjson.dumps(SLOT)
+SHARE_ABOVE = 16 * 1024
+"""Image URLs longer than this are shared bytes in the body; shorter ones are serialised inline."""
 
 
-def split_around(value: dict[str, Any], key: str) -> tuple[bytes, bytes] | None:
-    """``dumps(value)`` split where ``value[key]`` goes: the bytes before and after it.
+def is_shareable(url: bytes) -> bool:
+    """A URL the body can carry as it is: a large data URL (base64, so no JSON escaping)."""
+    return len(url) > SHARE_ABOVE and url.startswith(b"data:")
 
-    The key keeps its position in the dict, so splicing a serialised list between the two
-    halves gives exactly ``dumps({**value, key: that_list})``. None when the placeholder does
-    not survive (a key the caller overrode with a non-placeholder value).
+
+def splice(body: bytes, urls: list[bytes]) -> list[bytes] | None:
+    """The pieces of ``body`` with each placeholder string replaced by its URL, in order.
+
+    The concatenation equals ``orjson.dumps`` of the payload with the URLs in place (they need
+    no escaping). None when the placeholders do not match the URLs one for one.
     """
-    before, sep, after = orjson.dumps({**value, key: _SLOT}).partition(_SLOT_JSON)
-    return (before, after) if sep else None
-
-
-def image_part_pieces(url: bytes) -> list[bytes]:
-    """``dumps({"type": "image_url", "image_url": {"url": url}})`` as three pieces, the URL shared.
-
-    Large data URLs are base64 (the resolver's contract: ASCII that needs no JSON escaping) and
-    are shared as they are; short URLs (``file://``) are checked and serialised when they would
-    need escaping, so the bytes always equal what ``orjson.dumps`` writes.
-    """
-    if len(url) > _JOIN_BELOW and url.startswith(b"data:"):
-        return [_IMAGE_PART_HEAD, url, _IMAGE_PART_TAIL]
-    text = url.decode("utf-8", "replace")
-    return [orjson.dumps({"type": "image_url", "image_url": {"url": text}})]
-
-
-def coalesce(pieces: list[bytes]) -> list[bytes]:
-    """Join runs of small pieces; keep large ones (the shared image URLs) as separate objects."""
-    out: list[bytes] = []
-    run: list[bytes] = []
-    for p in pieces:
-        if len(p) < _JOIN_BELOW:
-            run.append(p)
-            continue
-        if run:
-            out.append(b"".join(run))
-            run = []
-        out.append(p)
-    if run:
-        out.append(b"".join(run))
-    return out
+    segments = body.split(_SLOT_JSON)
+    if len(segments) != len(urls) + 1:
+        return None
+    pieces = [segments[0] + b'"']
+    last = len(urls) - 1
+    for i, url in enumerate(urls):
+        pieces.append(url)
+        pieces.append(b'"' + segments[i + 1] + (b'"' if i < last else b""))
+    return pieces
 
 
 class PiecesPayload(payload.Payload):

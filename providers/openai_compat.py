@@ -19,7 +19,7 @@ import orjson
 
 from fasteval.types import Message, Usage
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
-from providers.body import ByteBudget, PiecesPayload, coalesce, image_part_pieces, split_around
+from providers.body import SLOT, ByteBudget, PiecesPayload, is_shareable, splice
 
 ImageResolver = Callable[[str, str], Awaitable[bytes]]
 """Maps (ImageRef, encoding profile) to the image's URL as ASCII bytes that need no JSON
@@ -99,57 +99,56 @@ class OpenAICompatProvider(Provider):
             self._own_session = True
         return self._session
 
-    async def _image_pieces(self, ref: str, profile: str) -> list[bytes]:
-        """The wire form of one image: the resolver's cached URL bytes, shared by every request."""
+    async def _image_url(self, ref: str, profile: str) -> bytes:
         if self.image_resolver is None:
             raise ProviderError("fatal", "request holds images but no image resolver is set")
-        return image_part_pieces(await self.image_resolver(ref, profile))
+        return await self.image_resolver(ref, profile)
 
-    async def _message_pieces(self, m: Message, profile: str, out: list[bytes]) -> None:
-        content = m.get("content")
-        if not (isinstance(content, list) and any(p.get("type") == "image" for p in content)):
-            out.append(orjson.dumps(m))
-            return
-        halves = split_around(m, "content")
-        assert halves is not None  # the placeholder replaced an existing key
-        out.append(halves[0] + b"[")
-        for i, p in enumerate(content):
-            if i:
-                out.append(b",")
-            if p.get("type") == "image":
-                out.extend(await self._image_pieces(p["image"], profile))
-            else:
-                out.append(orjson.dumps(p))
-        out.append(b"]" + halves[1])
+    async def _wire_messages(self, messages: list[Message], profile: str, shared: list[bytes]) -> list[Message]:
+        """Messages in wire format; large image URLs become placeholders, their bytes go to ``shared``."""
+        out: list[Message] = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, list) and any(p.get("type") == "image" for p in content):
+                parts: list[dict[str, Any]] = []
+                for p in content:
+                    if p.get("type") == "image":
+                        url = await self._image_url(p["image"], profile)
+                        if is_shareable(url):
+                            shared.append(url)
+                            value = SLOT
+                        else:
+                            value = url.decode("utf-8", "replace")
+                        parts.append({"type": "image_url", "image_url": {"url": value}})
+                    else:
+                        parts.append(p)
+                m = {**m, "content": parts}
+            out.append(m)
+        return out
 
-    def _frame(self, request: ChatRequest) -> dict[str, Any]:
-        """The payload around the messages, in the key order the body has always had."""
-        payload: dict[str, Any] = {"model": self.model, "messages": None}
+    async def build_body(self, request: ChatRequest) -> list[bytes]:
+        """The request body as pieces whose concatenation is ``orjson.dumps`` of the payload.
+
+        One ``orjson.dumps`` of the payload with placeholders for the large image URLs, then
+        the encoder's cached URL bytes spliced in: a 5 MB history costs pointers, not a copy.
+        """
+        shared: list[bytes] = []
+        payload: dict[str, Any] = {"model": self.model,
+                                   "messages": await self._wire_messages(request.messages, request.image_profile,
+                                                                         shared)}
         if request.tools:
             payload["tools"] = request.tools
         payload.update(self.extra_body)
         payload.update(request.params)
         if request.seed is not None and self.accepts_seed():
             payload["seed"] = request.seed
-        return payload
-
-    async def build_body(self, request: ChatRequest) -> list[bytes]:
-        """The request body as pieces whose concatenation is ``orjson.dumps`` of the payload.
-
-        Only the small JSON around the images is serialised per request; each image is the
-        encoder's cached URL bytes, so a 5 MB history costs five pointers, not a 5 MB copy.
-        """
-        frame = self._frame(request)
-        halves = split_around(frame, "messages") if frame.get("messages", 0) is None else None
-        if halves is None:  # params replaced "messages": send what the caller asked for, as before
-            return [orjson.dumps(frame)]
-        pieces: list[bytes] = [halves[0] + b"["]
-        for i, m in enumerate(request.messages):
-            if i:
-                pieces.append(b",")
-            await self._message_pieces(m, request.image_profile, pieces)
-        pieces.append(b"]" + halves[1])
-        return coalesce(pieces)
+        body = orjson.dumps(payload)
+        if not shared:
+            return [body]
+        pieces = splice(body, shared)
+        if pieces is None:  # params replaced "messages": send exactly what the payload says
+            return [body]
+        return pieces
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         pieces = await self.build_body(request)

@@ -215,3 +215,22 @@ async def test_request_bodies_match_golden(name: str, recorder: Recorder, tmp_pa
         assert got == want, f"{name}: request {i} differs from the golden body"
     if not SCENARIOS[name].get("large"):  # the bodies carry the images as data URLs
         assert all(b"data:image/png;base64," in b for b in bodies)
+
+
+async def test_large_images_are_shared_not_copied_into_each_body(tmp_path: Path) -> None:
+    """Two requests that resend a large image carry the encoder's one URL object, unjoined."""
+    blobs = BlobStore(tmp_path / "blobs")
+    ref = blobs.put((GOLDEN / "large.png").read_bytes())
+    encoder = ImageEncoder(blobs)
+    provider = OpenAICompatProvider("http://127.0.0.1:9/v1", "m", image_resolver=image_resolver(encoder))
+    try:
+        history: list[Message] = [{"role": "user", "content": [_img(ref), {"type": "text", "text": "hi"}]}]
+        first = await provider.build_body(ChatRequest(messages=history))
+        history += [{"role": "assistant", "content": "?"}, {"role": "user", "content": [_img(ref)]}]
+        second = await provider.build_body(ChatRequest(messages=history))
+        url = await encoder.image_url(ref, "original")
+        assert sum(p is url for p in first) == 1 and sum(p is url for p in second) == 2
+        assert max(len(p) for p in second if p is not url) < 200  # the rest is the small JSON around it
+    finally:
+        await provider.close()
+        encoder.close()
