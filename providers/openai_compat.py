@@ -11,32 +11,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
 
 from fasteval.types import Message, Usage
-from providers.base import ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.body import SLOT, ByteBudget, PiecesPayload, is_shareable, splice
+from providers.http_json import Timeouts
 
-ImageResolver = Callable[[str, str], Awaitable[bytes]]
+ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
 """Maps (ImageRef, encoding profile) to the image's URL as ASCII bytes that need no JSON
 escaping: a data URL or a ``file://`` URL (encoding happens off the event loop, cached)."""
+
+ImageResolver = Callable[[str, str], Awaitable[str]]
+"""The same as text, always a data URL: what the native (Anthropic, Gemini) providers take."""
 
 _OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too many tokens",
                      "prompt is too long", "input is too long")
 
-
-
-@dataclass(slots=True)
-class Timeouts:
-    """Separate limits: connecting, waiting for bytes, and one whole attempt."""
-
-    connect_s: float = 10.0
-    read_s: float = 120.0
-    attempt_s: float = 300.0
 
 
 class OpenAICompatProvider(Provider):
@@ -51,7 +45,7 @@ class OpenAICompatProvider(Provider):
         extra_body: dict[str, Any] | None = None,
         timeouts: Timeouts | None = None,
         tool_message_images: bool = False,
-        image_resolver: ImageResolver | None = None,
+        image_resolver: ImageUrlResolver | None = None,
         session: aiohttp.ClientSession | None = None,
         max_connections: int = 1024,
         endpoint_name: str | None = None,
@@ -78,8 +72,8 @@ class OpenAICompatProvider(Provider):
         port changes between runs), else the URL and model."""
         return self._endpoint_name or f"{self.base_url}#{self.model}"
 
-    def tool_message_images(self) -> bool:
-        return self._tool_message_images
+    def default_capabilities(self) -> Capabilities:
+        return Capabilities(tool_result_images=self._tool_message_images, seed=True)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -221,6 +215,7 @@ def parse_response(raw: bytes) -> ChatResponse:
             args = orjson.dumps(args).decode()
         calls.append(ToolCallRequest(id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name", "")), arguments=args))
     usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}  # OpenAI and vLLM report automatic prefix caching here
     content = msg.get("content")
     if isinstance(content, list):
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -228,5 +223,6 @@ def parse_response(raw: bytes) -> ChatResponse:
         content=content,
         tool_calls=calls,
         finish_reason=str(choice.get("finish_reason") or "stop"),
-        usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+        usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                    cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0),
     )
