@@ -96,7 +96,8 @@ class OpenAICompatProvider(Provider):
     async def _image_url(self, ref: str, profile: str) -> bytes:
         if self.image_resolver is None:
             raise ProviderError("fatal", "request holds images but no image resolver is set")
-        return await self.image_resolver(ref, profile)
+        url: bytes | str = await self.image_resolver(ref, profile)
+        return url.encode() if isinstance(url, str) else url  # a hand-written resolver may give text
 
     async def _wire_messages(self, messages: list[Message], profile: str, shared: list[bytes]) -> list[Message]:
         """Messages in wire format; large image URLs become placeholders, their bytes go to ``shared``."""
