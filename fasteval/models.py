@@ -16,6 +16,7 @@ from fasteval.images.processor import ProcessorResize, processor_resize
 from providers.anthropic import AnthropicProvider
 from providers.base import Capabilities, Provider, ProviderError
 from providers.body import ByteBudget
+from providers.breaker import BreakerPolicy, CircuitBreaker
 from providers.client import ModelClient, RetryPolicy
 from providers.gemini import GeminiProvider
 from providers.http_json import Timeouts
@@ -32,13 +33,15 @@ class ModelConfigError(ValueError):
 
 
 def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
-                 resolver: ImageUrlResolver | None) -> ModelClient:
+                 resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None) -> ModelClient:
     """A ModelClient for one config entry (model or role)."""
     provider_name = spec["provider"]
     limits = dict(spec.get("limits") or {})
     timeouts = Timeouts(**(spec.get("timeouts") or {}))
     retry = RetryPolicy(**(spec.get("retry") or {}))
-    wire = str(spec.get("wire", "openai")) if provider_name == "sim" else provider_name
+    # vllm, sglang, openai_compat speak the OpenAI wire format like openai itself
+    wire = str(spec.get("wire", "openai")) if provider_name == "sim" else \
+        "openai" if provider_name in OPENAI_LIKE else provider_name
     if provider_name == "sim":
         if sim_base_url is None:
             raise ModelConfigError(f"model {name}: the sim server is not running")
@@ -72,8 +75,16 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
                                f"{sorted(f.name for f in fields(Capabilities))}")
     if caps:
         provider.capability_overrides = {k: bool(v) for k, v in caps.items()}
+    lister = getattr(provider, "list_models", None)
+    probe = None
+    if lister is not None:
+        async def probe() -> None:  # GET /models: is the server back? (no list: the breaker half-opens)
+            await lister(timeout_s=min(10.0, timeouts.connect_s + 5.0))
+
+    label = f"{name} ({base_url})" if provider_name != "sim" and base_url else name
     return ModelClient(name, provider, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
-                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
+                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"),
+                       breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
 
 
 def _body_budget(name: str, limits: dict[str, Any]) -> ByteBudget:

@@ -24,7 +24,7 @@ from aiohttp import web
 from PIL import Image
 
 from fasteval.blobs import BlobStore
-from fasteval.config import load_config
+from fasteval.config import ConfigError, load_config
 from fasteval.images import ImageEncoder, processor_resize, smart_resize
 from fasteval.models import ModelConfigError, build_client, image_resolver
 from fasteval.records import read_manifest
@@ -239,3 +239,16 @@ async def test_a_refused_file_url_is_a_clear_error_not_a_retry_storm(tmp_path: P
         await client.close()
         encoder.close()
         await sim.stop()
+
+
+def test_image_keys_are_declared_in_the_strict_config(tmp_path: Path) -> None:
+    model = {"name": "m", "provider": "vllm", "base_url": "http://127.0.0.1:9/v1", "local_media": True,
+             "image_resize": {"processor": "qwen2_5_vl", "max_pixels": 1_003_520}, "limits": {"max_body_mb": 256}}
+    cfg = {"models": [model], "suites": [{"name": "demo", "options": {"n_tasks": 1}}]}
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    assert load_config(path).models[0]["local_media"] is True
+    model["image_resise"] = "qwen2_5_vl"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError, match="image_resize"):
+        load_config(path)
