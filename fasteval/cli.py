@@ -271,6 +271,12 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not (run_dir / "manifest.json").exists():
         print(f"error: {run_dir} is not a run folder (no manifest.json)", file=sys.stderr)
         return 2
+    if a.html:
+        from fasteval.view.html_report import write_report
+
+        size = write_report(run_dir, Path(a.html), examples=a.examples)
+        print(f"{a.html}: {size // 1000} KB", file=sys.stderr)
+        return 0
     rep = report(run_dir)
     if a.format == "json":
         _print_json(rep)
@@ -490,6 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report (tables, plots)")
+    p.add_argument("--examples", type=int, default=0, metavar="N", help="with --html: N trajectories per model")
     p.set_defaults(func=cmd_report)
     m = sub.add_parser("merge", help="join shard run folders into one")
     m.add_argument("out")
@@ -528,7 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.catalog")
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.catalog",
+                                   "fasteval.view.cli")
 
 
 def _add_optional_commands(sub: Any) -> None:
