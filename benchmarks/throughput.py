@@ -81,18 +81,19 @@ def make_image(path: Path) -> int:
     return path.stat().st_size
 
 
-def write_dataset(folder: Path, n: int, port: int, concurrency: int) -> Path:
+def write_dataset(folder: Path, n: int, port: int, concurrency: int, *, image_name: str = "image.png",
+                  tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None) -> Path:
     """The jsonl dataset and the sweep config that points at the external sim."""
     with (folder / "tasks.jsonl").open("w") as f:
         for i in range(n):
             f.write(json.dumps({"id": f"t{i:06d}", "prompt": f"Task {i}: what is 1 + 1? Use the calculator.",
-                                "images": ["image.png"], "answer": "2", "tools": ["calculator"]}) + "\n")
+                                "images": [image_name], "answer": "2", "tools": list(tools)}) + "\n")
     cfg = folder / "bench.yaml"
     cfg.write_text(json.dumps({  # JSON is YAML
         "name": "throughput",
         "seeds": [0],
         "models": [{"name": "bench", "provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
-                    "model": MODEL, "limits": {"concurrency": concurrency}}],
+                    "model": MODEL, "limits": {"concurrency": concurrency}, **(model_extra or {})}],
         "suites": [{"name": "jsonl", "options": {"path": str(folder / "tasks.jsonl"), "max_rounds": 10}}],
         "run": {"max_concurrency": concurrency, "fsync": "batch"},
     }, indent=1))
@@ -102,10 +103,10 @@ def write_dataset(folder: Path, n: int, port: int, concurrency: int) -> Path:
 class Sim:
     """``python -m providers.sim`` in its own process; its CPU is read with wait4 when stopped."""
 
-    def __init__(self, k: int, latency_ms: float) -> None:
+    def __init__(self, k: int, latency_ms: float, extra_args: tuple[str, ...] = ()) -> None:
         self.proc = subprocess.Popen(
             [PY, "-m", "providers.sim", "--port", "0", "--model", f"{MODEL}:tools", "--latency-ms",
-             str(latency_ms), "--tool-uses", str(k)],
+             str(latency_ms), "--tool-uses", str(k), *extra_args],
             cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True, preexec_fn=_raise_nofile)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -144,12 +145,15 @@ def _metrics(n_ok: int, wall_s: float, cpu_s: float, cpu_startup_s: float, maxrs
             "sim_cpu_ms_per_traj": 1000 * sim_cpu_s / n, "wall_s": wall_s, "ok": n_ok}
 
 
-def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurrency: int) -> dict[str, Any]:
+def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurrency: int, *,
+             tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None,
+             sim_args: tuple[str, ...] = ()) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix="ours-", dir=work))
-    (folder / "image.png").write_bytes(image.read_bytes())
-    sim = Sim(k, latency_ms)
+    (folder / image.name).write_bytes(image.read_bytes())
+    sim = Sim(k, latency_ms, sim_args)
     try:
-        cfg = write_dataset(folder, n, sim.port, concurrency)
+        cfg = write_dataset(folder, n, sim.port, concurrency, image_name=image.name, tools=tools,
+                            model_extra=model_extra)
         run_dir, stats = folder / "run", folder / "child.json"
         code, _, tail = _run_child([PY, "-c", _OURS_CHILD, str(stats), "run", str(cfg), "--run-dir", str(run_dir),
                                     "--max-concurrency", str(concurrency), "--no-progress"])
@@ -169,12 +173,13 @@ def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurr
                     n, k, latency_ms / 1000, concurrency)
 
 
-def run_raw(image: Path, n: int, k: int, latency_ms: float, concurrency: int) -> dict[str, Any]:
-    sim = Sim(k, latency_ms)
+def run_raw(image: Path, n: int, k: int, latency_ms: float, concurrency: int, *, raw_args: tuple[str, ...] = (),
+            sim_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    sim = Sim(k, latency_ms, sim_args)
     try:
         code, _, tail = _run_child([PY, str(ROOT / "benchmarks" / "_rawclient.py"), "--url",
                                     f"http://127.0.0.1:{sim.port}/v1", "--model", MODEL, "--image", str(image),
-                                    "--n", str(n), "--concurrency", str(concurrency)])
+                                    "--n", str(n), "--concurrency", str(concurrency), *raw_args])
     finally:
         sim_cpu = sim.stop()
     if code != 0:

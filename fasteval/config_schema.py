@@ -23,7 +23,8 @@ from fasteval.options import Opt, OptionSchema, json_schema, object_schema
 KeyPath = tuple[str | int, ...]
 
 _LIMITS = {"concurrency": Opt("int", "requests in flight to this endpoint (AIMD may shrink it on 429s)"),
-           "rpm": Opt("float", "requests per minute"), "tpm": Opt("float", "tokens per minute")}
+           "rpm": Opt("float", "requests per minute"), "tpm": Opt("float", "tokens per minute"),
+           "max_body_mb": Opt("float", "request-body megabytes in flight before requests wait (default 1024)")}
 _TIMEOUTS = {"connect_s": Opt("float", "connecting"), "read_s": Opt("float", "waiting for bytes"),
              "attempt_s": Opt("float", "one whole attempt")}
 _RETRY = {"max_attempts": Opt("int", "attempts per request, the first included"),
@@ -42,6 +43,8 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "endpoint_id": Opt("str", "stable identity for caches and limiters"),
     "max_image_bytes": Opt("int", "downsize images above this many encoded bytes"),
     "max_image_pixels": Opt("int", "downsize images above this many pixels"),
+    "local_media": Opt("bool", "send file:// URLs of the run's blob store (server reads local media)"),
+    "image_resize": Opt("any", "the model processor's resize, e.g. qwen2_5_vl or {processor, max_pixels}"),
     "price": Opt("dict", "USD per million tokens, overriding fasteval.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
         "cache_write": Opt("float")}),

@@ -12,16 +12,20 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from fasteval.images.processor import ProcessorResize, processor_resize
 from providers.anthropic import AnthropicProvider
 from providers.base import Capabilities, Provider, ProviderError
+from providers.body import ByteBudget
 from providers.breaker import BreakerPolicy, CircuitBreaker
 from providers.client import ModelClient, RetryPolicy
 from providers.gemini import GeminiProvider
 from providers.http_json import Timeouts
-from providers.openai_compat import ImageResolver, OpenAICompatProvider
+from providers.openai_compat import ImageResolver, ImageUrlResolver, OpenAICompatProvider
 
 OPENAI_LIKE = frozenset({"openai", "openai_compat", "vllm", "sglang"})
 NATIVE = frozenset({"anthropic", "gemini"})
+DEFAULT_MAX_BODY_MB = 1024
+"""Request body bytes in flight per model before new requests wait (``limits.max_body_mb``)."""
 
 
 class ModelConfigError(ValueError):
@@ -29,7 +33,7 @@ class ModelConfigError(ValueError):
 
 
 def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
-                 resolver: ImageResolver | None, breaker: BreakerPolicy | None = None) -> ModelClient:
+                 resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None) -> ModelClient:
     """A ModelClient for one config entry (model or role)."""
     provider_name = spec["provider"]
     limits = dict(spec.get("limits") or {})
@@ -56,12 +60,12 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
     provider: Provider
     if wire in NATIVE:
         provider = _native_provider(wire, model_id, spec, base_url=base_url, key_env=key_env, timeouts=timeouts,
-                                    resolver=resolver, endpoint_name=endpoint_name, sim=provider_name == "sim")
+                                    resolver=_as_text(resolver), endpoint_name=endpoint_name, sim=provider_name == "sim")
     elif wire == "openai":
         provider = OpenAICompatProvider(
             base_url, model_id, api_key_env=key_env, extra_body=spec.get("extra_body"), timeouts=timeouts,
             tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver,
-            endpoint_name=endpoint_name)
+            endpoint_name=endpoint_name, body_budget=_body_budget(name, limits))
     else:
         raise ModelConfigError(f"model {name}: unknown sim wire {wire!r} (known: openai, anthropic, gemini)")
     caps = spec.get("capabilities") or {}
@@ -83,22 +87,55 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
                        breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
 
 
+def _body_budget(name: str, limits: dict[str, Any]) -> ByteBudget:
+    mb = limits.get("max_body_mb", DEFAULT_MAX_BODY_MB)
+    if isinstance(mb, bool) or not isinstance(mb, int | float) or mb <= 0:
+        raise ModelConfigError(f"model {name}: limits.max_body_mb must be a positive number, got {mb!r}")
+    return ByteBudget(int(mb * 1024 * 1024))
+
+
+def model_processor(spec: dict[str, Any]) -> ProcessorResize | None:
+    """The model's ``image_resize`` switch, resolved (ModelConfigError when malformed)."""
+    try:
+        return processor_resize(spec.get("image_resize"))
+    except ValueError as e:
+        raise ModelConfigError(f"model {spec.get('name', '?')}: {e}") from None
+
+
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
-                   spec: dict[str, Any] | None = None) -> ImageResolver:
-    """Data URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
+                   spec: dict[str, Any] | None = None) -> ImageUrlResolver:
+    """Image URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
 
     A model entry's ``max_image_bytes`` / ``max_image_pixels`` downsize images that would
     otherwise be rejected (APIs refuse large data URLs) instead of failing the request.
+    ``local_media: true`` (a server that reads local files, e.g. vLLM started with
+    ``--allowed-local-media-path`` covering the run folder) sends ``file://`` URLs of the blob
+    store instead of base64 data URLs. ``image_resize`` (e.g. ``qwen2_5_vl``) shrinks images to
+    what the model's processor would make of them (fasteval.images.processor).
     """
+    local = False
+    processor = None
     if spec is not None:
         max_bytes = spec.get("max_image_bytes", max_bytes)
         max_pixels = spec.get("max_image_pixels", max_pixels)
-    async def resolve(ref: str, profile: str) -> str:
+        local = bool(spec.get("local_media", False))
+        processor = model_processor(spec)
+    async def resolve(ref: str, profile: str) -> bytes:
         try:
-            url: str = await encoder.data_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
+            url: bytes = await encoder.image_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels,
+                                                 processor=processor, local=local)
         except (ValueError, KeyError, OSError) as e:
             raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
         return url
+    return resolve
+
+
+def _as_text(resolver: ImageUrlResolver | None) -> ImageResolver | None:
+    """The native providers take data URLs as text (they split off the base64 part)."""
+    if resolver is None:
+        return None
+    async def resolve(ref: str, profile: str) -> str:
+        return (await resolver(ref, profile)).decode("ascii")
     return resolve
 
 

@@ -34,7 +34,7 @@ from fasteval.config import SweepConfig, config_diff
 from fasteval.diskfaults import database_failure, write_failure
 from fasteval.exitcodes import RunIncomplete
 from fasteval.images import ImageEncoder
-from fasteval.models import build_client, image_resolver
+from fasteval.models import build_client, image_resolver, model_processor
 from fasteval.pricing import model_prices
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
@@ -316,6 +316,7 @@ class Sweep:
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
         manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
+        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
         try:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
@@ -328,7 +329,7 @@ class Sweep:
         sim: SimServer | None = None
         sims = self._sim_models()
         if sims:
-            sim = SimServer(sims)
+            sim = SimServer(sims, allowed_local_media_path=blobs.root)  # models with local_media: true
             await sim.start()
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []

@@ -1,8 +1,10 @@
 """OpenAI-compatible chat client on aiohttp: OpenAI, vLLM, SGLang, gateways and our sim server.
 
-It only translates and classifies: images (content-hash refs) become data URLs through the
-image resolver, HTTP failures become ProviderError kinds. Retries, limits and accounting live
-once in providers.client around every provider.
+It only translates and classifies: images (content-hash refs) become data URLs (or
+``file://`` URLs for servers that read local media) through the image resolver, HTTP failures
+become ProviderError kinds. Retries, limits and accounting live once in providers.client
+around every provider. Bodies are assembled from pre-serialised pieces with the images'
+shared URL bytes and streamed as they are (providers.body), under an optional byte budget.
 """
 
 from __future__ import annotations
@@ -16,18 +18,21 @@ import orjson
 
 from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+from providers.body import SLOT, ByteBudget, PiecesPayload, is_shareable, splice
 from providers.breaker import connection_error
 from providers.http_json import Timeouts
 from providers.retry import classify_status
 
+ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
+"""Maps (ImageRef, encoding profile) to the image's URL as ASCII bytes that need no JSON
+escaping: a data URL or a ``file://`` URL (encoding happens off the event loop, cached)."""
+
 ImageResolver = Callable[[str, str], Awaitable[str]]
-"""Maps (ImageRef, encoding profile) to a data URL (encoding happens off the event loop, cached)."""
+"""The same as text, always a data URL: what the native (Anthropic, Gemini) providers take."""
 
 _OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too many tokens",
                      "prompt is too long", "input is too long")
 
-
-_PART_CACHE_BYTES = 64 * 1024 * 1024
 
 
 class OpenAICompatProvider(Provider):
@@ -42,10 +47,11 @@ class OpenAICompatProvider(Provider):
         extra_body: dict[str, Any] | None = None,
         timeouts: Timeouts | None = None,
         tool_message_images: bool = False,
-        image_resolver: ImageResolver | None = None,
+        image_resolver: ImageUrlResolver | None = None,
         session: aiohttp.ClientSession | None = None,
         max_connections: int = 1024,
         endpoint_name: str | None = None,
+        body_budget: ByteBudget | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
@@ -59,8 +65,7 @@ class OpenAICompatProvider(Provider):
         self._max_connections = max_connections
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/chat/completions"
-        self._parts: dict[tuple[str, str], dict[str, Any]] = {}
-        self._parts_bytes = 0
+        self.body_budget = body_budget
         self._timeout = aiohttp.ClientTimeout(total=self.timeouts.attempt_s, sock_connect=self.timeouts.connect_s,
                                               sock_read=self.timeouts.read_s)
 
@@ -90,23 +95,14 @@ class OpenAICompatProvider(Provider):
             self._own_session = True
         return self._session
 
-    async def _image_part(self, ref: str, profile: str) -> dict[str, Any]:
-        """The wire form of one image, shared by every request that resends it (bounded by bytes)."""
-        key = (ref, profile)
-        part = self._parts.get(key)
-        if part is None:
-            if self.image_resolver is None:
-                raise ProviderError("fatal", "request holds images but no image resolver is set")
-            url = await self.image_resolver(ref, profile)
-            part = {"type": "image_url", "image_url": {"url": url}}
-            if self._parts_bytes + len(url) > _PART_CACHE_BYTES:
-                self._parts.clear()
-                self._parts_bytes = 0
-            self._parts[key] = part
-            self._parts_bytes += len(url)
-        return part
+    async def _image_url(self, ref: str, profile: str) -> bytes:
+        if self.image_resolver is None:
+            raise ProviderError("fatal", "request holds images but no image resolver is set")
+        url: bytes | str = await self.image_resolver(ref, profile)
+        return url.encode() if isinstance(url, str) else url  # a hand-written resolver may give text
 
-    async def _wire_messages(self, messages: list[Message], profile: str) -> list[Message]:
+    async def _wire_messages(self, messages: list[Message], profile: str, shared: list[bytes]) -> list[Message]:
+        """Messages in wire format; large image URLs become placeholders, their bytes go to ``shared``."""
         out: list[Message] = []
         for m in messages:
             content = m.get("content")
@@ -114,30 +110,54 @@ class OpenAICompatProvider(Provider):
                 parts: list[dict[str, Any]] = []
                 for p in content:
                     if p.get("type") == "image":
-                        parts.append(await self._image_part(p["image"], profile))
+                        url = await self._image_url(p["image"], profile)
+                        if is_shareable(url):
+                            shared.append(url)
+                            value = SLOT
+                        else:
+                            value = url.decode("utf-8", "replace")
+                        parts.append({"type": "image_url", "image_url": {"url": value}})
                     else:
                         parts.append(p)
                 m = {**m, "content": parts}
             out.append(m)
         return out
 
-    async def build_payload(self, request: ChatRequest) -> dict[str, Any]:
-        payload: dict[str, Any] = {"model": self.model, "messages": await self._wire_messages(request.messages, request.image_profile)}
+    async def build_body(self, request: ChatRequest) -> list[bytes]:
+        """The request body as pieces whose concatenation is ``orjson.dumps`` of the payload.
+
+        One ``orjson.dumps`` of the payload with placeholders for the large image URLs, then
+        the encoder's cached URL bytes spliced in: a 5 MB history costs pointers, not a copy.
+        """
+        shared: list[bytes] = []
+        payload: dict[str, Any] = {"model": self.model,
+                                   "messages": await self._wire_messages(request.messages, request.image_profile,
+                                                                         shared)}
         if request.tools:
             payload["tools"] = request.tools
         payload.update(self.extra_body)
         payload.update(request.params)
         if request.seed is not None and self.accepts_seed():
             payload["seed"] = request.seed
-        return payload
+        body = orjson.dumps(payload)
+        if not shared:
+            return [body]
+        pieces = splice(body, shared)
+        if pieces is None:  # params replaced "messages": send exactly what the payload says
+            return [body]
+        return pieces
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        payload = await self.build_payload(request)
-        body = orjson.dumps(payload)
+        pieces = await self.build_body(request)
+        size = sum(len(p) for p in pieces)
+        data: bytes | PiecesPayload = pieces[0] if len(pieces) == 1 else PiecesPayload(pieces, size)
         session = self._get_session() if self._own_session or self._session is None else self._session
         extra: dict[str, Any] = {} if self._own_session else {"headers": self._headers(), "timeout": self._timeout}
+        budget = self.body_budget
+        if budget is not None:
+            await budget.acquire(size)
         try:
-            async with session.post(self._url, data=body, **extra) as resp:
+            async with session.post(self._url, data=data, **extra) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
                     raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"))
@@ -150,6 +170,9 @@ class OpenAICompatProvider(Provider):
             raise connection_error(e, self.base_url) from None
         except aiohttp.ClientPayloadError as e:
             raise ProviderError("transient", f"truncated response body ({type(e).__name__})") from None
+        finally:
+            if budget is not None:
+                budget.release(size)
         return parse_response(raw)
 
     async def list_models(self, timeout_s: float = 10.0) -> list[str]:

@@ -44,6 +44,7 @@ from fasteval.images.ops import (
     smart_resize,
     upscale_min_side,
 )
+from fasteval.images.processor import PROCESSOR_PRESETS, ProcessorResize, processor_resize
 from fasteval.images.zoom import crop_original, rotate_original
 
 __all__ = [
@@ -51,7 +52,9 @@ __all__ = [
     "PNG_SMART_FACTOR",
     "PNG_SMART_MAX_PIXELS",
     "PNG_SMART_MIN_PIXELS",
+    "PROCESSOR_PRESETS",
     "PROFILES",
+    "ProcessorResize",
     "Box",
     "EncodedImage",
     "ImageEncoder",
@@ -75,6 +78,7 @@ __all__ = [
     "pixel_box",
     "png_bytes",
     "probe",
+    "processor_resize",
     "resize",
     "rotate",
     "rotate_original",

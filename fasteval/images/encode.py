@@ -23,6 +23,7 @@ from fasteval.images.decode import (
     vips_errors,
 )
 from fasteval.images.ops import smart_resize
+from fasteval.images.processor import ProcessorResize
 
 PROFILES = ("jpeg85", "original", "png_smart")
 
@@ -115,8 +116,13 @@ def encode(
     max_pixels: int | None = None,
     *,
     limits: ImageLimits = DEFAULT_LIMITS,
+    processor: ProcessorResize | None = None,
 ) -> EncodedImage:
-    """Like ``encode_image`` but also reports the output size."""
+    """Like ``encode_image`` but also reports the output size.
+
+    ``processor``: the model's image processor resize (a model's ``image_resize`` switch); an
+    image it would shrink is shrunk here to exactly its target, after the profile's own plan.
+    """
     if profile not in PROFILES:
         raise ValueError(f"unknown image profile {profile!r}; known: {', '.join(PROFILES)}")
     if max_bytes is not None and max_bytes <= 0:
@@ -126,6 +132,9 @@ def encode(
     info = probe(data, limits)
     native = (info.width, info.height)
     width, height = _plan_size(profile, info.width, info.height, max_pixels)
+    target = processor.target(width, height) if processor is not None else None
+    if target is not None:
+        width, height = target
 
     if profile == "original":
         fits_bytes = max_bytes is None or len(data) <= max_bytes

@@ -4,6 +4,10 @@ The same image is sent many times (every round of a trajectory, every seed, ever
 encodings are cached by (ref, profile, budget). Encoding is CPU work and libvips releases the
 GIL, so it runs in a thread pool and never blocks the event loop. The cache is bounded by the
 total bytes it holds, so memory stays flat however many tasks run.
+
+The finished image URL (a base64 data URL, or a ``file://`` URL into the blob store for servers
+that read local media) is made once per key and shared, as ASCII bytes, by every request that
+sends the image: providers write those very bytes to the socket, without another copy.
 """
 
 from __future__ import annotations
@@ -11,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import base64
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from fasteval.blobs import BlobStore
 from fasteval.images.decode import DEFAULT_LIMITS, ImageLimits
 from fasteval.images.encode import EncodedImage, encode
+from fasteval.images.processor import ProcessorResize
 from fasteval.types import ImageRef
 
-CacheKey = tuple[ImageRef, str, int | None, int | None]
+CacheKey = tuple[ImageRef, str, int | None, int | None, ProcessorResize | None]
+UrlKey = tuple[ImageRef, str, int | None, int | None, ProcessorResize | None, bool]
 
 # Base64 of a small image is quicker inline than a hop to a thread.
 _INLINE_B64_BYTES = 64 * 1024
@@ -59,8 +66,9 @@ class ImageEncoder:
         self._cache: OrderedDict[CacheKey, EncodedImage] = OrderedDict()
         self._cache_bytes = 0
         self._inflight: dict[CacheKey, asyncio.Future[EncodedImage]] = {}
-        self._urls: OrderedDict[CacheKey, str] = OrderedDict()
+        self._urls: OrderedDict[UrlKey, bytes] = OrderedDict()
         self._url_bytes = 0
+        self._url_inflight: dict[UrlKey, asyncio.Future[bytes]] = {}
 
     @property
     def cache_bytes(self) -> int:
@@ -70,16 +78,18 @@ class ImageEncoder:
         return len(self._cache)
 
     def _work(
-        self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None
+        self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None,
+        processor: ProcessorResize | None,
     ) -> EncodedImage:
         # Runs in a worker thread: the blob read is file I/O and the encode is CPU work.
-        return encode(self.blobs.get(ref), profile, max_bytes, max_pixels, limits=self.limits)
+        return encode(self.blobs.get(ref), profile, max_bytes, max_pixels, limits=self.limits, processor=processor)
 
     async def encode(
-        self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None
+        self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None,
+        processor: ProcessorResize | None = None,
     ) -> EncodedImage:
         """The encoded image for ``ref`` under ``profile`` and budget, from cache when possible."""
-        key: CacheKey = (ref, profile, max_bytes, max_pixels)
+        key: CacheKey = (ref, profile, max_bytes, max_pixels, processor)
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)
@@ -91,7 +101,7 @@ class ImageEncoder:
             return await asyncio.shield(pending)
         self.stats.misses += 1
         loop = asyncio.get_running_loop()
-        fut = loop.run_in_executor(self._executor, self._work, ref, profile, max_bytes, max_pixels)
+        fut = loop.run_in_executor(self._executor, self._work, ref, profile, max_bytes, max_pixels, processor)
         self._inflight[key] = fut
         try:
             result = await asyncio.shield(fut)
@@ -103,25 +113,45 @@ class ImageEncoder:
     async def data_url(
         self, ref: ImageRef, profile: str, *, max_bytes: int | None = None, max_pixels: int | None = None
     ) -> str:
-        """``data:<mime>;base64,...`` for a provider request, memoised.
+        """``data:<mime>;base64,...`` for a provider request (``image_url`` as text)."""
+        url = await self.image_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
+        return url.decode("ascii")
 
-        Every round of a trajectory resends its images: caching the finished string saves the
-        base64 work and lets all in-flight requests share one copy instead of one each.
+    async def image_url(
+        self,
+        ref: ImageRef,
+        profile: str,
+        *,
+        max_bytes: int | None = None,
+        max_pixels: int | None = None,
+        processor: ProcessorResize | None = None,
+        local: bool = False,
+    ) -> bytes:
+        """The URL a request sends for this image, as ASCII bytes that need no JSON escaping.
+
+        ``local=False``: a base64 data URL. ``local=True``: a ``file://`` URL of the encoded
+        image in the blob store (the blob itself when the profile keeps the bytes as they are),
+        for servers that read local media; no base64 at all. Made once per key: concurrent
+        first requests (a whole concurrency window starting on the same image) share one
+        computation, and every later request shares the cached bytes.
         """
-        key: CacheKey = (ref, profile, max_bytes, max_pixels)
+        key: UrlKey = (ref, profile, max_bytes, max_pixels, processor, local)
         url = self._urls.get(key)
         if url is not None:
             self._urls.move_to_end(key)
             self.stats.hits += 1
             return url
-        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
-        if len(enc.data) <= _INLINE_B64_BYTES:
-            b64 = base64.b64encode(enc.data).decode("ascii")
-        else:
-            loop = asyncio.get_running_loop()
-            raw = await loop.run_in_executor(self._executor, base64.b64encode, enc.data)
-            b64 = raw.decode("ascii")
-        url = f"data:{enc.mime};base64,{b64}"
+        pending = self._url_inflight.get(key)
+        if pending is not None:
+            self.stats.hits += 1
+            return await asyncio.shield(pending)
+        make = self._file_url if local else self._data_url
+        fut = asyncio.ensure_future(make(ref, profile, max_bytes, max_pixels, processor))
+        self._url_inflight[key] = fut
+        try:
+            url = await asyncio.shield(fut)
+        finally:
+            self._url_inflight.pop(key, None)
         if key not in self._urls and len(url) <= self.max_cache_bytes:
             self._urls[key] = url
             self._url_bytes += len(url)
@@ -129,6 +159,24 @@ class ImageEncoder:
                 _, old = self._urls.popitem(last=False)
                 self._url_bytes -= len(old)
         return url
+
+    async def _data_url(self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None,
+                        processor: ProcessorResize | None) -> bytes:
+        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels, processor=processor)
+        prefix = f"data:{enc.mime};base64,".encode("ascii")
+        if len(enc.data) <= _INLINE_B64_BYTES:
+            return prefix + base64.b64encode(enc.data)
+        return await self._off_loop(lambda: prefix + base64.b64encode(enc.data))
+
+    async def _file_url(self, ref: ImageRef, profile: str, max_bytes: int | None, max_pixels: int | None,
+                        processor: ProcessorResize | None) -> bytes:
+        enc = await self.encode(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels, processor=processor)
+        # put() is content-addressed: the unchanged original maps to its own blob, a re-encoding
+        # to a new one, so the URL always names exactly the bytes the profile sends.
+        return await self._off_loop(lambda: self.blobs.path(self.blobs.put(enc.data)).resolve().as_uri().encode())
+
+    def _off_loop(self, fn: Callable[[], bytes]) -> Awaitable[bytes]:
+        return asyncio.get_running_loop().run_in_executor(self._executor, fn)
 
     def _store(self, key: CacheKey, value: EncodedImage) -> None:
         size = len(value.data)

@@ -9,17 +9,21 @@ lines still run.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from fasteval.blobs import BlobStore
 from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import normalise
 from fasteval.suites.row_checks import PathOutsideRoot, confine, image_roots, is_scalar_answer, type_name
 from fasteval.types import Task, Trajectory, Turn
+
+_RECENT_IMAGES = 8
 
 
 class RowError(ValueError):
@@ -61,6 +65,23 @@ class JsonlSuite(Suite):
                       "max_rounds": Opt("int", "rounds of the default setting")}
     setting_options = {}
 
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        super().__init__(options, blobs)
+        self._recent: OrderedDict[tuple[int, bytes, bytes], tuple[bytes, str]] = OrderedDict()
+
+    def _put_image(self, data: bytes) -> str:
+        """Store image bytes, skipping the hash and the write when a recent row had the same image:
+        datasets often point many rows at one file. Only a few recent images are kept."""
+        key = (len(data), data[:256], data[-256:])
+        hit = self._recent.get(key)
+        if hit is not None and hit[0] == data:
+            return hit[1]
+        ref = self.blobs.put(data)
+        self._recent[key] = (data, ref)
+        if len(self._recent) > _RECENT_IMAGES:
+            self._recent.popitem(last=False)
+        return ref
+
     def load(self) -> Iterator[Task | LoadError]:
         path = Path(str(self.options.get("path", "")))
         if not path.is_file():
@@ -95,9 +116,9 @@ class JsonlSuite(Suite):
         if "turns" in row:
             if not isinstance(row["turns"], list) or not row["turns"]:
                 raise RowError(f"{where}: 'turns' must be a non-empty list of objects")
-            turns = [_turn(t, roots, base, self.blobs.put, f"{where} turn {i}") for i, t in enumerate(row["turns"])]
+            turns = [_turn(t, roots, base, self._put_image, f"{where} turn {i}") for i, t in enumerate(row["turns"])]
         else:
-            turns = [_turn(row, roots, base, self.blobs.put, where)]
+            turns = [_turn(row, roots, base, self._put_image, where)]
         if turns[-1].reference is None:
             raise RowError(f"{where}: 'answer' is missing")
         match = row.get("match", "exact")

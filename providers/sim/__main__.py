@@ -15,8 +15,8 @@ from providers.sim.server import SimServer
 from providers.sim.spec import SimModel
 
 
-async def _serve(models: list[SimModel], port: int) -> None:
-    server = SimServer(models, port=port)
+async def _serve(models: list[SimModel], port: int, allowed_local_media_path: str | None) -> None:
+    server = SimServer(models, port=port, allowed_local_media_path=allowed_local_media_path)
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
     await asyncio.Event().wait()
@@ -28,12 +28,14 @@ def main() -> None:
     ap.add_argument("--model", action="append", default=[], help="NAME[:POLICY]")
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--tool-uses", type=int, default=2)
+    ap.add_argument("--allowed-local-media-path", default=None,
+                    help="serve file:// images from under this folder (as vLLM's option of that name)")
     a = ap.parse_args()
     models = []
     for spec in a.model or ["sim"]:
         name, _, policy = spec.partition(":")
         models.append(SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses))
-    uvloop.run(_serve(models, a.port))
+    uvloop.run(_serve(models, a.port, a.allowed_local_media_path))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,6 +12,7 @@ import orjson
 import pyvips
 
 from providers.base import TOOL_IMAGES_PREFIX
+from providers.sim.media import image_bytes
 
 _TOOLS_BLOCK = re.compile(r"<tools>(.*?)</tools>", re.S)
 
@@ -99,9 +100,10 @@ def read_conversation(body: dict[str, Any]) -> View:
     return view
 
 
-def image_level(data_url: str) -> float:
+def image_level(url: str) -> float:
     """Median grey level of an image: how sim 'reads' a uniform patch."""
-    raw = base64.b64decode(data_url.split(",", 1)[1])
+    # file:// URLs were checked against the allowed root before any policy runs.
+    raw = image_bytes(url, Path("/"))
     img = pyvips.Image.new_from_buffer(raw, "")
     if img.bands > 1:
         img = img.colourspace("b-w")[0]

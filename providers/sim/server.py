@@ -9,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from providers.sim import native_wire
+from providers.sim.media import check_local_media
 from providers.sim.policies import POLICIES
 from providers.sim.spec import SimModel
 
@@ -22,8 +24,15 @@ from providers.sim.spec import SimModel
 class SimServer:
     """Serves ``POST /v1/chat/completions`` for a set of SimModels; counts what it saw."""
 
-    def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0, *,
+                 allowed_local_media_path: str | Path | None = None) -> None:
         self.models = {m.name: m for m in models}
+        # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
+        self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
+        self.local_media_images = 0
+        self.bytes_in_flight = 0
+        self.max_bytes_in_flight = 0
+        """Request body bytes being handled at once, and the peak: what a byte budget bounds."""
         self.host = host
         self.port = port
         self.requests = 0
@@ -73,7 +82,9 @@ class SimServer:
 
     async def handle_stats(self, request: web.Request) -> web.Response:
         return web.json_response({"requests": self.requests, "in_flight": self.in_flight,
-                                  "max_in_flight": self.max_in_flight, "by_outcome": self.by_outcome})
+                                  "max_in_flight": self.max_in_flight, "by_outcome": self.by_outcome,
+                                  "max_bytes_in_flight": self.max_bytes_in_flight,
+                                  "local_media_images": self.local_media_images})
 
     def _fault(self, model: SimModel) -> str:
         schedule = self._schedules[model.name]
@@ -92,10 +103,14 @@ class SimServer:
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        size = request.content_length or 0
+        self.bytes_in_flight += size
+        self.max_bytes_in_flight = max(self.max_bytes_in_flight, self.bytes_in_flight)
         try:
             return await self._chat(request)
         finally:
             self.in_flight -= 1
+            self.bytes_in_flight -= size
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = orjson.loads(await request.read())
@@ -126,6 +141,10 @@ class SimServer:
         model = self.models.get(str(body.get("model")))
         if model is None:
             return web.json_response({"error": {"message": f"model {body.get('model')!r} not found"}}, status=404)
+        local, refused = check_local_media(body, self.allowed_local_media_path)
+        self.local_media_images += local
+        if refused is not None:
+            return web.json_response({"error": {"message": refused}}, status=400)
         fault = self._fault(model)
         self.by_outcome[fault] = self.by_outcome.get(fault, 0) + 1
         if model.latency_ms or model.latency_jitter_ms:
