@@ -80,7 +80,9 @@ INTERPRETER_DESCRIPTION = (
 
 
 class _SandboxTool(Tool):
-    option_schema = {"stateful": Opt("bool", "one interpreter per trajectory (state kept between calls)")}
+    option_schema = {"stateful": Opt("bool", "one interpreter per trajectory (state kept between calls)"),
+                     "persist_files": Opt("bool", "files a call saves stay for the trajectory's later calls "
+                                                  "(a fresh interpreter each call; VisualToolBench reference)")}
     kind: ClassVar[Literal["image", "interpreter"]]
     requires = ("sandbox",)
 
@@ -97,8 +99,10 @@ class _SandboxTool(Tool):
             )
         fidelity: Literal["reference", "fixed"] = "reference" if ctx.fidelity == "reference" else "fixed"
         images = await asyncio.to_thread(lambda: [ctx.blobs.get(ref) for ref in ctx.images])
-        session = ctx.session_id if self.options.get("stateful") and ctx.session_id else None
-        result = await pool.run(code, images=images, session_id=session, fidelity=fidelity, tool=self.kind)
+        stateful, files = bool(self.options.get("stateful")), bool(self.options.get("persist_files"))
+        session = ctx.session_id if (stateful or files) and ctx.session_id else None
+        result = await pool.run(code, images=images, session_id=session, keep="state" if stateful else "files",
+                                fidelity=fidelity, tool=self.kind)
         refs = await asyncio.to_thread(lambda: [ctx.blobs.put(img.data) for img in result.images])
         hint = missing_extra_hint(result.stderr) if self.kind == "interpreter" and not result.ok else None
         if hint is not None:  # say which extra provides the name, on the result and the record

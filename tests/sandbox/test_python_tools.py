@@ -110,3 +110,22 @@ async def test_schema_and_description_list_stable_names() -> None:
     text = spec["function"]["description"]
     assert "['input_0.png', 'input_1.jpg']" in text and "image as PNG to out (PROCESSED_IMAGE_SAVE_PATH)" in text
     assert "transformed_image_i.png" in text
+
+
+async def test_persist_files_keeps_saved_images_for_the_trajectorys_later_calls(tmp_path: Path,
+                                                                                pool: SandboxPool) -> None:
+    """VisualToolBench reference: a later call reopens what an earlier one saved; other jobs do not see it."""
+    reopen = "from PIL import Image as I\nprint(I.open('out/transformed_image_0.png').size)"
+    ctx = _ctx(tmp_path, pool, "reference")
+    tool = make_tool("python_image_processing", persist_files=True)
+    first = await tool.run({"code": CROP}, ctx)
+    assert first.status == "ok", first.output
+    again = await tool.run({"code": reopen}, ctx)
+    assert again.status == "ok" and "(32, 24)" in again.output
+    other = _ctx(tmp_path, pool, "reference")
+    other.session_id = "job-2"
+    assert (await tool.run({"code": reopen}, other)).status == "error"
+    stateless = await make_tool("python_image_processing").run({"code": reopen}, ctx)
+    assert stateless.status == "error"
+    await pool.release("job-1")
+    assert (await tool.run({"code": reopen}, ctx)).status == "error"  # released with its job
