@@ -18,11 +18,12 @@ from rich.console import Console
 from rich.table import Table
 
 from fasteval.config import ConfigError, load_config
-from fasteval.exitcodes import EXIT_INTERRUPTED
+from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED
 from fasteval.merge import MergeConflict, merge_runs
 from fasteval.models import ModelConfigError
 from fasteval.report import report, status
 from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
+from providers.local import GpuConfigError, ServeConfigError, ServerStartError
 
 
 def _print_json(obj: Any) -> None:
@@ -58,9 +59,12 @@ def cmd_run(a: argparse.Namespace) -> int:
     gc.set_threshold(50_000, 50, 100)
     try:
         result = uvloop.run(run_sweep(cfg, opts))
-    except (ConfigChanged, ModelConfigError, KeyError) as e:
+    except (ConfigChanged, ModelConfigError, KeyError, ServeConfigError, GpuConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except ServerStartError as e:  # a served role (judge) did not start: nothing can be scored
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     finally:
         logging.getLogger().removeHandler(handler)
         handler.close()
@@ -69,6 +73,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    if result.unrun:
+        print(f"incomplete: {result.unrun} job(s) not run because their model's servers failed "
+              f"(see {run_dir}/servers/); rerun the same command to continue", file=sys.stderr)
+        return EXIT_INCOMPLETE
     return 0
 
 

@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 import yaml
 
-OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http"})
+OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
+                                  "gpus"})
 
 
 class ConfigError(ValueError):

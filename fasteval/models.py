@@ -21,12 +21,25 @@ class ModelConfigError(ValueError):
 
 
 def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
-                 resolver: ImageResolver | None) -> ModelClient:
-    """A ModelClient for one config entry (model or role)."""
+                 resolver: ImageResolver | None, serving: Any = None) -> ModelClient:
+    """A ModelClient for one config entry (model or role); ``serving`` provides served models."""
     provider_name = spec["provider"]
     limits = dict(spec.get("limits") or {})
     timeouts = Timeouts(**(spec.get("timeouts") or {}))
     retry = RetryPolicy(**(spec.get("retry") or {}))
+    if spec.get("serve") is not None:
+        if serving is None or provider_name not in OPENAI_LIKE:
+            raise ModelConfigError(f"model {name}: 'serve' needs provider vllm (or sglang/openai_compat) in a sweep")
+        endpoint = serving.endpoint_name(name)
+
+        def make(base_url: str) -> OpenAICompatProvider:
+            return OpenAICompatProvider(
+                base_url, name, extra_body=spec.get("extra_body"), timeouts=timeouts, image_resolver=resolver,
+                tool_message_images=bool(spec.get("tool_message_images", False)), endpoint_name=endpoint)
+
+        served = serving.provider(name, make, tool_message_images=bool(spec.get("tool_message_images", False)))
+        return ModelClient(name, served, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
+                           tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
     if provider_name == "sim":
         if sim_base_url is None:
             raise ModelConfigError(f"model {name}: the sim server is not running")

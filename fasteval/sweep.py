@@ -9,6 +9,7 @@ ones; what was written stays, and the same command resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import platform
@@ -32,12 +33,14 @@ from fasteval.models import build_client, image_resolver
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
 from fasteval.services import Closer, start_services
+from fasteval.serving import Serving, checkpoint_identities
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
 from fasteval.types import Job, Record, Task, Trajectory
 from providers.base import ProviderError
 from providers.client import ModelClient
+from providers.local import EndpointDown, trajectory
 from providers.sim import SimModel, SimServer
 
 log = logging.getLogger("fasteval")
@@ -72,6 +75,8 @@ class SweepResult:
     ok: int = 0
     errors: int = 0
     interrupted: bool = False
+    unrun: int = 0
+    """Jobs left for a rerun because their model's servers failed (exit 3)."""
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -154,10 +159,17 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
                 f"the config differs from the one this run folder was started with ({opts.run_dir}):\n  "
                 + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
         log.warning("config changed (forced): %s", "; ".join(changes))
+    checkpoints = checkpoint_identities(cfg)
+    moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
+             for n, o in ((old or {}).get("checkpoints") or {}).items()
+             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
+    if moved and not opts.force:
+        raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
+                            + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
     manifest = {
         "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
-        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
     }
     write_manifest(opts.run_dir, manifest)
@@ -173,6 +185,7 @@ class Sweep:
         self.clients: dict[str, ModelClient] = {}
         self.roles: dict[str, ModelClient] = {}
         self.services: dict[str, Any] = {}
+        self.serving: Serving | None = None
         self._stop = asyncio.Event()
 
     def _sim_models(self) -> list[SimModel]:
@@ -182,6 +195,9 @@ class Sweep:
 
     async def run(self) -> SweepResult:
         t0 = time.monotonic()
+        self.serving = Serving.from_config(self.cfg, self.opts.run_dir)
+        if self.serving is not None:
+            self.serving.preflight()  # before the run folder is claimed: exit 2, nothing written
         prepare_run_dir(self.cfg, self.opts)
         blobs = BlobStore(self.opts.run_dir / "blobs")
         runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
@@ -191,6 +207,8 @@ class Sweep:
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
         for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
             jobs_total += 1
+            if self.serving is not None and job.job_id not in finished:
+                self.serving.expect(job.model)
             for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
                              ("seed", str(job.seed))):
                 by[dim][val] = by[dim].get(val, 0) + 1
@@ -212,11 +230,13 @@ class Sweep:
         try:
             sim_url = sim.base_url if sim else None
             for m in self.cfg.models:
-                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url,
+                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url, serving=self.serving,
                                                        resolver=image_resolver(encoder, spec=m))
             for role, spec in self.cfg.roles.items():
-                self.roles[role] = build_client(role, spec, sim_base_url=sim_url,
+                self.roles[role] = build_client(role, spec, sim_base_url=sim_url, serving=self.serving,
                                                 resolver=image_resolver(encoder, spec=spec))
+            if self.serving is not None:
+                await self.serving.start()
             needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
                       for name in run.suite.tools(item, s) if name in TOOLS
                       for req in getattr(TOOLS[name], "requires", ())}
@@ -238,14 +258,19 @@ class Sweep:
             extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
                      and not inspect.iscoroutinefunction(s.stats) and not isinstance(s, ModelClient)}
             limiters = self.services.get("limiters")
+            rows = [f for f in (limiters.rows if limiters is not None else None,
+                                self.serving.rows if self.serving is not None else None) if f is not None]
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
-                                      extra=extra, extra_rows=limiters.rows if limiters is not None else None)
+                                      extra=extra, extra_rows=(lambda: {k: v for f in rows for k, v in f().items()})
+                                      if rows else None)
             display.start()
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)
         finally:
             if display is not None:
                 await display.stop()
+            if self.serving is not None:
+                await self.serving.close()
             await writer.close()
             cache = self.services.get("cache")
             if cache is not None:
@@ -296,6 +321,19 @@ class Sweep:
             if not running:
                 idle.set()
 
+        serving = self.serving
+        deferred: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
+
+        async def start_one(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
+            await slots.acquire()
+            coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
+            if serving is not None and serving.served(job.model):
+                coro = serving.track(job.model, coro)
+            task = asyncio.create_task(coro)
+            running.add(task)
+            idle.clear()
+            task.add_done_callback(finished_one)
+
         async def launcher() -> None:
             # Jobs are created only when a slot is free: never thousands of idle coroutines.
             for job, run, setting, item in plan(self.cfg, runs, self.opts.shard):
@@ -303,11 +341,18 @@ class Sweep:
                     self.counters.skipped += 1
                     self.counters.total -= 1
                     continue
-                await slots.acquire()
-                task = asyncio.create_task(self._one(job, run, setting, item, writer, blobs, result, tools_cache))
-                running.add(task)
-                idle.clear()
-                task.add_done_callback(finished_one)
+                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
+                    deferred.setdefault(job.model, []).append((job, run, setting, item))
+                    continue
+                await start_one(job, run, setting, item)
+            while serving is not None and deferred:  # served models waiting for GPUs, in turn
+                for model in list(deferred):
+                    if serving.admission(model) == "defer":
+                        continue
+                    for entry in deferred.pop(model):
+                        await start_one(*entry)
+                if deferred:
+                    await serving.wait_change()
 
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
@@ -362,8 +407,10 @@ class Sweep:
                                tools=self._tools_for(run, setting, item, tools_cache))
                 retries_before = client.stats.retries
                 try:
-                    await run_agent(item, job.seed, job.job_id, env, traj)
-                    score = await run.suite.score(item, traj, setting, ScoreContext(blobs=blobs, services=self.services))
+                    with trajectory(job.job_id) if self.serving is not None else contextlib.nullcontext():
+                        await run_agent(item, job.seed, job.job_id, env, traj)
+                        score = await run.suite.score(item, traj, setting,
+                                                      ScoreContext(blobs=blobs, services=self.services))
                     rec.score, rec.score_details = score.value, score.details
                     if score.error:
                         rec.error, rec.error_kind = score.error, "judge_error"
@@ -379,6 +426,11 @@ class Sweep:
         except asyncio.CancelledError:
             self.counters.in_flight -= 1
             raise
+        except EndpointDown as e:  # the model's servers are gone: leave the job for a rerun, no record
+            log.warning("job %s not run: %s", job.job_id, e)
+            self.counters.in_flight -= 1
+            result.unrun += 1
+            return
         except Exception as e:  # our bug or a suite's: record it, keep the sweep going
             rec.error, rec.error_kind = f"{type(e).__name__}: {e}", "internal"
             log.error("job %s failed internally:\n%s", job.job_id, traceback.format_exc())

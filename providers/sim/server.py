@@ -7,7 +7,10 @@ path (HTTP, retries, limits, timeouts) is exercised. Faults are injected per mod
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import random
+import sys
 import time
 from typing import Any
 
@@ -15,14 +18,22 @@ import orjson
 from aiohttp import web
 
 from providers.sim.policies import POLICIES
+from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
 from providers.sim.spec import SimModel
 
 
 class SimServer:
     """Serves ``POST /v1/chat/completions`` for a set of SimModels; counts what it saw."""
 
-    def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0, *,
+                 prefix_cache: PrefixCacheModel | None = None, die_after: int | None = None,
+                 log_requests: bool = False, ready: bool = True) -> None:
         self.models = {m.name: m for m in models}
+        # Serving-side behaviours for the local-server supervisor's tests and the routing benchmark.
+        self.cache = PrefixCache(prefix_cache) if prefix_cache is not None else None
+        self.die_after = die_after
+        self.log_requests = log_requests
+        self.ready = ready
         self.host = host
         self.port = port
         self.requests = 0
@@ -42,6 +53,8 @@ class SimServer:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.handle_chat)
         app.router.add_get("/v1/models", self.handle_models)
+        app.router.add_get("/health", self.handle_health)
+        app.router.add_get("/metrics", self.handle_metrics)
         app.router.add_get("/sim/stats", self.handle_stats)
         return app
 
@@ -63,6 +76,14 @@ class SimServer:
         data = {"object": "list", "data": [{"id": n, "object": "model"} for n in self.models]}
         return web.json_response(data)
 
+    async def handle_health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.ready else 503)
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        text = (self.cache.metrics() if self.cache is not None
+                else f'vllm:num_requests_running{{model_name="sim"}} {self.in_flight}\n')
+        return web.Response(text=text, content_type="text/plain")
+
     async def handle_stats(self, request: web.Request) -> web.Response:
         return web.json_response({"requests": self.requests, "in_flight": self.in_flight,
                                   "max_in_flight": self.max_in_flight, "by_outcome": self.by_outcome})
@@ -82,6 +103,9 @@ class SimServer:
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        if self.die_after is not None and self.requests > self.die_after:
+            print(f"sim: dying after {self.die_after} requests (as configured)", flush=True)
+            os._exit(17)  # a crash mid-request: the client sees its connection drop
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -89,11 +113,25 @@ class SimServer:
         finally:
             self.in_flight -= 1
 
+    async def _serving_side(self, body: dict[str, Any]) -> None:
+        """Prefix-cache latency, and a log line naming the trajectory (its first user turn and seed)."""
+        total = hit = 0
+        if self.cache is not None:
+            total, hit = await self.cache.serve(body.get("messages") or [])
+        if self.log_requests:
+            first: dict[str, Any] = next((m for m in body.get("messages") or [] if m.get("role") == "user"), {})
+            key = orjson.dumps([first.get("content"), body.get("seed")])
+            traj = hashlib.blake2b(key, digest_size=6).hexdigest()
+            sys.stdout.write(f"sim-request traj={traj} prompt_tokens={total} cached_tokens={hit}\n")
+            sys.stdout.flush()
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = orjson.loads(await request.read())
         model = self.models.get(str(body.get("model")))
         if model is None:
             return web.json_response({"error": {"message": f"model {body.get('model')!r} not found"}}, status=404)
+        if self.log_requests or self.cache is not None:
+            await self._serving_side(body)
         fault = self._fault(model)
         self.by_outcome[fault] = self.by_outcome.get(fault, 0) + 1
         if model.latency_ms or model.latency_jitter_ms:
