@@ -1,7 +1,7 @@
 """Routing across replicas in simulation: prefix-cache hit rate and throughput per policy.
 
     .venv/bin/python benchmarks/routing.py [--replicas 4] [--trajectories 128] [--rounds 8]
-                                           [--concurrency 64] [--kv-tokens 150000] [--json]
+                                           [--concurrency 96] [--kv-tokens 150000] [--repeats 3] [--json]
 
 R sim replicas (``python -m providers.sim --prefix-cache``, each its own process, started by
 our supervisor) model a prefix cache each: an LRU of message-prefix hashes with a token
@@ -125,13 +125,13 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=4)
     ap.add_argument("--trajectories", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=8)
-    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--concurrency", type=int, default=96)
     ap.add_argument("--system-tokens", type=int, default=500)
     ap.add_argument("--first-turn-tokens", type=int, default=2000)
     ap.add_argument("--turn-tokens", type=int, default=150)
     ap.add_argument("--kv-tokens", type=int, default=150_000, help="prefix-cache capacity per replica")
-    ap.add_argument("--prefill-ms-per-ktok", type=float, default=20.0)
-    ap.add_argument("--decode-ms", type=float, default=30.0)
+    ap.add_argument("--prefill-ms-per-ktok", type=float, default=100.0)
+    ap.add_argument("--decode-ms", type=float, default=200.0)
     ap.add_argument("--max-running", type=int, default=16, help="running requests per replica (more wait)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--json", action="store_true")

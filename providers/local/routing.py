@@ -175,10 +175,13 @@ class Router:
                         continue
                     route.waiting = int(m.get("vllm:num_requests_waiting", 0))
                     route.kv_usage = m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc", 0.0))
+                    running = int(m.get("vllm:num_requests_running", 0))
                     window = route.window or 1
-                    if route.waiting > 0 or route.kv_usage > 0.95:
-                        route.window = max(1, min(window, int(route.in_flight * 0.8) or 1))
-                    elif route.kv_usage < 0.8 and route.in_flight >= window - 1:
+                    if route.waiting > 0:  # the server queues: hold back to what it runs at once
+                        route.window = max(1, running)
+                    elif route.kv_usage > 0.95:  # near preemption: back off
+                        route.window = max(1, int(window * 0.9))
+                    elif route.kv_usage < 0.8 and route.in_flight >= window - 1:  # room left: grow
                         route.window = window + max(1, window // 8)
                 async with self._room:
                     self._room.notify_all()

@@ -321,8 +321,21 @@ class ServerGroup:
     async def start(self) -> None:
         """Start every replica; if one cannot start, stop the others and raise its ServerStartError."""
         self.launched = True
+        # Replicas sharing a GPU start one at a time: vLLM's memory profiling is thrown off by a
+        # neighbour that allocates at the same moment.
+        shared = len({g for r in self.replicas for g in r.gpus}) < sum(len(r.gpus) for r in self.replicas)
         try:
-            results = await asyncio.gather(*(r.start() for r in self.replicas), return_exceptions=True)
+            if shared:
+                results: list[BaseException | None] = []
+                for r in self.replicas:
+                    results.append(None)
+                    try:
+                        await r.start()
+                    except ServerStartError as e:
+                        results[-1] = e
+                        break
+            else:
+                results = list(await asyncio.gather(*(r.start() for r in self.replicas), return_exceptions=True))
         finally:
             self.started.set()
         errors = [e for e in results if isinstance(e, BaseException)]

@@ -53,7 +53,7 @@ async def test_never_ready_times_out_with_command_and_log_tail(tmp_path: Path) -
         await group.start()
     msg = str(exc.value)
     assert "not ready after 3 s" in msg and "--never-ready" in msg and "last 40 log lines" in msg
-    assert '{"port":' in msg  # the server's own output is in the tail
+    assert "launcher: pid" in msg  # the server's output (here the launcher's first line) is in the tail
     assert group.replicas[0].state == "failed"
     assert gone_within(group.replicas[0].pid or 0, 5)
 
@@ -96,3 +96,15 @@ async def test_dead_replica_is_restarted_with_backoff_then_given_up(tmp_path: Pa
         await group.wait_ready()
     assert replica.state == "failed" and "gave up after 1 restarts" in (replica.last_error or "")
     await group.stop()
+
+
+async def test_replicas_sharing_a_gpu_start_one_after_the_other(tmp_path: Path) -> None:
+    group = ServerGroup(spec(replicas=2), ["0", "0"], tmp_path)
+    await group.start()
+    try:
+        first, second = (orjson.loads((tmp_path / f"m-{i}.json").read_bytes()) for i in range(2))
+        assert first["state"] == second["state"] == "ready"
+        assert second["started_at"] >= first["started_at"]
+        assert group.replicas[1].log_path.read_text().count("=== fasteval: start") == 1
+    finally:
+        await group.stop()
