@@ -349,7 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.serve_command")
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.runindex.cli", "fasteval.serve_command")
 
 
 def _add_optional_commands(sub: Any) -> None:

@@ -2,24 +2,93 @@
 
 Two records of one job that disagree (different status, score or answer) are refused with the
 job named: silently picking one would hide a non-deterministic or mixed-config sweep.
+
+Merging streams: each source's run index says which line is each job's latest record, the
+output is written in (model, suite, setting, task, seed) order by a k-way merge of the sources'
+sorted rows, and each chosen line is copied byte for byte. Only a small tuple per job is held.
+
+A merge is atomic: everything is built in a hidden folder beside the target
+(``.<name>.merge-<pid>``) and renamed into place at the end. A merge killed half-way leaves only
+that folder, which the next merge into the same target removes once its process is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from fasteval.records import RECORDS, latest_by_job, read_manifest, write_manifest
+from fasteval.records import RECORDS, read_manifest, write_manifest
+from fasteval.runindex import JobRow, RunIndex, open_index
 
 _COMPARED = ("status", "score", "answer", "model", "suite", "setting", "task_id", "seed")
+_TMP_TAG = ".merge-"
 
 
 class MergeConflict(RuntimeError):
     pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _clean_stale(out: Path) -> None:
+    """Remove what merges into ``out`` that were killed left behind (their process is gone)."""
+    for p in out.parent.glob(f".{out.name}{_TMP_TAG}*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _sort_key(row: JobRow) -> tuple[str, str, str, str, int]:
+    return row.model, row.suite, row.setting, row.task_id, row.seed
+
+
+def _choose(indexes: list[RunIndex], sources: list[Path]) -> dict[str, tuple[int, int]]:
+    """Each job's chosen (source, offset); refuses two ok records of one job that disagree."""
+    chosen: dict[str, tuple[int, int]] = {}
+    ok: set[str] = set()
+    for i, index in enumerate(indexes):
+        for row in index.rows():
+            prev = chosen.get(row.job_id)
+            if prev is None:
+                chosen[row.job_id] = (i, row.offset)
+                if row.status == "ok":
+                    ok.add(row.job_id)
+                continue
+            if row.status != "ok":
+                continue
+            if row.job_id in ok:
+                # Rare (overlapping shards): compare the two full records.
+                a = indexes[prev[0]].read_record(row.job_id) or {}
+                b = index.read_row(row)
+                diff = [k for k in _COMPARED if a.get(k) != b.get(k)]
+                if diff:
+                    raise MergeConflict(f"job {row.job_id} appears twice with different {', '.join(diff)} "
+                                        f"(in {sources[i]}); refusing to pick one")
+                continue
+            chosen[row.job_id] = (i, row.offset)
+            ok.add(row.job_id)
+    return chosen
+
+
+def _sorted_rows(indexes: list[RunIndex]) -> Iterator[tuple[int, JobRow]]:
+    def tagged(i: int, index: RunIndex) -> Iterator[tuple[int, JobRow]]:
+        for row in index.rows(order="key"):
+            yield i, row
+
+    return heapq.merge(*(tagged(i, ix) for i, ix in enumerate(indexes)), key=lambda t: _sort_key(t[1]))
 
 
 def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
@@ -33,32 +102,49 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
     hashes = {m.get("config_hash") for m in manifests}
     if len(hashes) > 1:
         raise MergeConflict(f"the sources were run with different configs: {sorted(h or '' for h in hashes)}")
-    merged: dict[str, dict[str, Any]] = {}
-    for src in sources:
-        for job_id, rec in latest_by_job([src / RECORDS]).items():
-            prev = merged.get(job_id)
-            if prev is None:
-                merged[job_id] = rec
-                continue
-            if prev.get("status") == "ok" and rec.get("status") == "ok":
-                diff = [k for k in _COMPARED if prev.get(k) != rec.get(k)]
-                if diff:
-                    raise MergeConflict(f"job {job_id} appears twice with different {', '.join(diff)} "
-                                        f"(in {src}); refusing to pick one")
-            elif rec.get("status") == "ok":
-                merged[job_id] = rec
-    out.mkdir(parents=True, exist_ok=True)
-    if (out / RECORDS).exists() and (out / RECORDS).stat().st_size:
-        raise MergeConflict(f"{out / RECORDS} already exists; merge into an empty folder")
-    with (out / RECORDS).open("wb") as f:
-        for rec in sorted(merged.values(), key=lambda r: (r["model"], r["suite"], r["setting"], r["task_id"], r["seed"])):
-            f.write(orjson.dumps(rec) + b"\n")
-        f.flush()
-        os.fsync(f.fileno())
+    if out.exists() and any(out.iterdir()):
+        raise MergeConflict(f"{out} already exists and is not empty; merge into a new or empty folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale(out)
+    indexes = [open_index(src) for src in sources]
+    tmp = out.parent / f".{out.name}{_TMP_TAG}{os.getpid()}"
+    try:
+        chosen = _choose(indexes, sources)  # conflicts surface before anything is written
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        written = 0
+        with (tmp / RECORDS).open("wb") as f:
+            for i, row in _sorted_rows(indexes):
+                if chosen.get(row.job_id) == (i, row.offset):
+                    f.write(indexes[i].read_line(row.offset, row.length))
+                    written += 1
+            f.flush()
+            os.fsync(f.fileno())
+        for index in indexes:
+            index.close()
+        blobs = _link_blobs(tmp, sources)
+        write_manifest(tmp, _merged_manifest(manifests, sources))
+        open_index(tmp).close()  # the merged folder comes with its index
+        with contextlib.suppress(FileNotFoundError):
+            out.rmdir()  # an empty target folder the user made
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for index in indexes:
+            index.close()
+    _fsync_dir(out.parent)
+    return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
+
+
+def _link_blobs(dst_run: Path, sources: list[Path]) -> int:
     blobs = 0
     for src in sources:
         for p in (src / "blobs").glob("*/*"):
-            dst = out / "blobs" / p.parent.name / p.name
+            if ".tmp-" in p.name:
+                continue  # a blob write that a killed sweep never finished
+            dst = dst_run / "blobs" / p.parent.name / p.name
             if not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 try:
@@ -66,6 +152,10 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
                 except OSError:
                     shutil.copy2(p, dst)
                 blobs += 1
+    return blobs
+
+
+def _merged_manifest(manifests: list[dict[str, Any]], sources: list[Path]) -> dict[str, Any]:
     plan_total = sum(int((m.get("plan") or {}).get("total", 0)) for m in manifests)
     base = dict(manifests[0])
     base.update({"shard": None, "merged_from": [str(s) for s in sources]})
@@ -78,5 +168,12 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
                 agg[k] = agg.get(k, 0) + int(v)
         plan[f"by_{dim}"] = agg
     base["plan"] = plan
-    write_manifest(out, base)
-    return {"records": len(merged), "blobs_copied": blobs, "sources": len(sources)}
+    return base
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -13,10 +13,11 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import orjson
 
+from fasteval.runindex import RunIndex, row_of_record
 from fasteval.types import Record
 
 RECORDS = "records.jsonl"
@@ -25,28 +26,44 @@ FsyncPolicy = Literal["always", "batch", "never"]
 
 
 def repair_tail(path: Path) -> int:
-    """Cut a torn (unterminated or unparsable) last line; returns the bytes removed."""
+    """Cut a torn (unterminated or unparsable) last line; returns the bytes removed.
+
+    The last line is found by scanning back for newlines in 1 MiB steps, so a valid record of
+    any length (a 20 MB trajectory) is kept whole and a torn one is cut at its start.
+    """
     if not path.exists():
         return 0
     size = path.stat().st_size
     if size == 0:
         return 0
     with path.open("rb+") as f:
-        chunk = min(size, 1 << 20)
-        f.seek(size - chunk)
-        tail = f.read(chunk)
-        if tail.endswith(b"\n"):
-            last = tail[:-1].rsplit(b"\n", 1)[-1]
+        f.seek(size - 1)
+        terminated = f.read(1) == b"\n"
+        end = size - 1 if terminated else size
+        start = _line_start(f, end)
+        if terminated:
+            f.seek(start)
             try:
-                orjson.loads(last)
+                orjson.loads(f.read(end - start))
                 return 0
             except orjson.JSONDecodeError:
-                cut = size - len(last) - 1
-        else:
-            nl = tail.rfind(b"\n")
-            cut = size - chunk + nl + 1 if nl >= 0 else (0 if chunk == size else size)
-        f.truncate(cut)
-        return size - cut
+                pass
+        f.truncate(start)
+        return size - start
+
+
+def _line_start(f: BinaryIO, end: int) -> int:
+    """Offset just after the last newline before ``end`` (0 when there is none)."""
+    step = 1 << 20
+    pos = end
+    while pos > 0:
+        lo = max(0, pos - step)
+        f.seek(lo)
+        nl = f.read(pos - lo).rfind(b"\n")
+        if nl >= 0:
+            return lo + nl + 1
+        pos = lo
+    return 0
 
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
@@ -79,10 +96,12 @@ def latest_by_job(paths: list[Path]) -> dict[str, dict[str, Any]]:
 class RecordWriter:
     """Appends records from many coroutines through one writer task (batched, ordered)."""
 
-    def __init__(self, path: Path, fsync: FsyncPolicy = "batch") -> None:
+    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None) -> None:
         self.path = path
         self.fsync = fsync
-        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.index = index
+        """When set, each written batch is added to the run index right after its bytes."""
+        self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
         self._last_sync = 0.0
@@ -90,17 +109,19 @@ class RecordWriter:
 
     async def start(self) -> None:
         repair_tail(self.path)
+        if self.index is not None:
+            self.index.refresh()  # every line before our first one is indexed
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._task = asyncio.create_task(self._run())
 
     def write(self, record: Record) -> None:
         # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
-        self._queue.put_nowait(orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n")
+        self._queue.put_nowait((orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n", record))
 
     async def _run(self) -> None:
         while True:
             item = await self._queue.get()
-            batch: list[bytes] = []
+            batch: list[tuple[bytes, Record]] = []
             stop = item is None
             if item is not None:
                 batch.append(item)
@@ -112,15 +133,29 @@ class RecordWriter:
                     batch.append(nxt)
             if batch:
                 # One write per line: a kill can tear only the line being written.
-                for line in batch:
+                for line, _ in batch:
                     os.write(self._fd, line)
                 self.written += len(batch)
+                if self.index is not None:
+                    self._index_batch(batch)
                 now = time.monotonic()
                 if self.fsync == "always" or (self.fsync == "batch" and now - self._last_sync >= 1.0):
                     await asyncio.to_thread(os.fsync, self._fd)
                     self._last_sync = now
             if stop:
                 return
+
+    def _index_batch(self, batch: list[tuple[bytes, Record]]) -> None:
+        assert self.index is not None
+        end = os.lseek(self._fd, 0, os.SEEK_CUR)  # O_APPEND: the end of our last line
+        pos = end - sum(len(line) for line, _ in batch)
+        rows = []
+        for line, rec in batch:
+            rows.append(row_of_record(rec, pos, len(line)))
+            pos += len(line)
+        last_line = batch[-1][0]
+        first = batch[0][0] if rows[0][-2] == 0 else None
+        self.index.append(rows, end, end - len(last_line), last_line, first_line=first)
 
     async def close(self) -> None:
         if self._task is not None:

@@ -1,6 +1,6 @@
 """Reading a run folder back: status (what is left) and report (scores over seeds).
 
-Both are public JSON interfaces (README documents them): status has top-level ``total``,
+Both are public JSON interfaces (docs/run-folder.md documents them): status has top-level ``total``,
 ``done``, ``error``, ``remaining``; report has one row per model × suite × setting with the
 mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks, n_ok, n_error.
 """
@@ -13,34 +13,41 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from fasteval.records import RECORDS, latest_by_job, read_manifest
+from fasteval.records import read_manifest
+from fasteval.runindex import JobRow, RunIndex, open_index
 
-
-def load_latest(run_dir: Path) -> list[dict[str, Any]]:
-    return list(latest_by_job([run_dir / RECORDS]).values())
+_DIMS = ("model", "suite", "setting", "seed")
 
 
 def status(run_dir: Path) -> dict[str, Any]:
+    """Counts per dimension from the run index: no record is read."""
     manifest = read_manifest(run_dir)
     if manifest is None:
         raise FileNotFoundError(f"{run_dir} is not a run folder (no manifest.json)")
     plan = manifest.get("plan") or {}
-    recs = load_latest(run_dir)
     out: dict[str, Any] = {"run_dir": str(run_dir), "config_hash": manifest.get("config_hash")}
+    with open_index(run_dir) as index:
+        grouped = index.counts(by=_DIMS)
 
-    def counts(total: int, subset: list[dict[str, Any]]) -> dict[str, int]:
-        done = sum(1 for r in subset if r.get("status") == "ok")
-        err = sum(1 for r in subset if r.get("status") != "ok")
+    def counts(total: int | None, by_status: dict[str, int]) -> dict[str, int]:
+        done = by_status.get("ok", 0)
+        err = sum(n for s, n in by_status.items() if s != "ok")
+        total = done + err if total is None else total
         return {"total": total, "done": done, "error": err, "remaining": max(0, total - done - err)}
 
-    out.update(counts(int(plan.get("total", len(recs))), recs))
-    for dim in ("model", "suite", "setting", "seed"):
+    overall: dict[str, int] = defaultdict(int)
+    per_dim: dict[str, dict[str, dict[str, int]]] = {d: defaultdict(lambda: defaultdict(int)) for d in _DIMS}
+    for key, by_status in grouped.items():
+        for st, n in by_status.items():
+            overall[st] += n
+            for dim, value in zip(_DIMS, key, strict=True):
+                per_dim[dim][str(value)][st] += n
+    out.update(counts(int(plan["total"]) if "total" in plan else None, overall))
+    for dim in _DIMS:
         totals: dict[str, int] = plan.get(f"by_{dim}") or {}
-        groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for r in recs:
-            groups[str(r.get(dim))].append(r)
-        keys = sorted(set(totals) | set(groups))
-        out[f"by_{dim}"] = {k: counts(int(totals.get(k, len(groups[k]))), groups[k]) for k in keys}
+        keys = sorted(set(totals) | set(per_dim[dim]))
+        out[f"by_{dim}"] = {k: counts(int(totals[k]) if k in totals else None, per_dim[dim].get(k, {}))
+                            for k in keys}
     return out
 
 
@@ -54,31 +61,30 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
     return means[int(0.025 * n)], means[int(0.975 * n) - 1]
 
 
-def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(rows: list[JobRow]) -> dict[str, Any]:
     """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group."""
     by_seed: dict[int, list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
+    by_type: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
     n_ok = n_err = 0
-    for r in records:
-        terminations[str(r.get("termination"))] += 1
-        if r.get("status") == "ok" and r.get("score") is not None:
+    for r in rows:
+        terminations[str(r.termination)] += 1
+        if r.status == "ok" and r.score is not None:
             n_ok += 1
-            by_seed[int(r["seed"])].append(float(r["score"]))
-            by_task[str(r["task_id"])].append(float(r["score"]))
+            by_seed[int(r.seed)].append(r.score)
+            by_task[str(r.task_id)].append(r.score)
+            if r.task_type is not None:
+                by_type[r.task_type].append(r.score)
         else:
             n_err += 1
-            errors[str(r.get("error_kind"))] += 1
+            errors[str(r.error_kind)] += 1
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
-    by_type: dict[str, list[float]] = defaultdict(list)
-    for r in records:
-        kind = (r.get("metadata") or {}).get("task_type")
-        if kind is not None and r.get("status") == "ok" and r.get("score") is not None:
-            by_type[str(kind)].append(float(r["score"]))
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
-    per_task = [sum(v) / len(v) for v in by_task.values()]
+    # Tasks in id order: the CI must not depend on the order records were written (shards, merge).
+    per_task = [sum(v) / len(v) for _, v in sorted(by_task.items())]
     ci = bootstrap_ci(per_task)
     k = len(by_seed)
     return {
@@ -92,20 +98,45 @@ def summarise(records: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def report(run_dir: Path) -> dict[str, Any]:
-    recs = load_latest(run_dir)
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in recs:
-        groups[(r["model"], r["suite"], r["setting"])].append(r)
+def aggregate_input(record: dict[str, Any]) -> dict[str, Any]:
+    """What a suite's own tables read of one record: everything but the bulky trajectory parts.
+
+    The report streams full records one at a time and keeps only this: the conversation, tool
+    outputs and per-turn usage are dropped; tool calls keep name, status, error, args, turn,
+    round and extra; rounds, termination and answers stay.
+    """
+    out = {k: v for k, v in record.items() if k != "trajectory"}
+    traj = record.get("trajectory")
+    if isinstance(traj, dict):
+        calls = [{k: c.get(k) for k in ("name", "status", "error", "args", "turn", "round", "extra")}
+                 for c in traj.get("tool_calls") or [] if isinstance(c, dict)]
+        out["trajectory"] = {"tool_calls": calls, "rounds": traj.get("rounds"), "answers": traj.get("answers"),
+                             "termination": traj.get("termination"),
+                             "termination_reason": traj.get("termination_reason")}
+    return out
+
+
+def _suite_tables(index: RunIndex, model: str, suite: str, setting: str) -> dict[str, Any] | None:
     import fasteval.suites  # noqa: F401  (registers the suites whose tables we may print)
     from fasteval.suites.base import SUITES, Suite
 
+    cls = SUITES.get(suite)
+    if not (isinstance(cls, type) and issubclass(cls, Suite)) or cls.aggregate.__func__ is Suite.aggregate.__func__:  # type: ignore[attr-defined]
+        return None
+    items = [aggregate_input(rec) for rec in index.iter_records(model=model, suite=suite, setting=setting)]
+    return cls.aggregate(items)
+
+
+def report(run_dir: Path) -> dict[str, Any]:
+    """One row per model × suite × setting from the index; suites' tables stream their records."""
     rows = []
-    for (model, suite, setting), items in sorted(groups.items()):
-        row = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
-        cls = SUITES.get(suite)
-        extra = cls.aggregate(items) if isinstance(cls, type) and issubclass(cls, Suite) else None
-        if extra:
-            row["suite_metrics"] = extra
-        rows.append(row)
+    with open_index(run_dir) as index:
+        groups = sorted(index.counts(by=("model", "suite", "setting")))
+        for model, suite, setting in groups:
+            items = list(index.rows(model=model, suite=suite, setting=setting))
+            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
+            extra = _suite_tables(index, model, suite, setting)
+            if extra:
+                row["suite_metrics"] = extra
+            rows.append(row)
     return {"run_dir": str(run_dir), "rows": rows}

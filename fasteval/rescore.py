@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 import fasteval.suites  # noqa: F401  (registers the suites)
 import fasteval.tools  # noqa: F401
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
-from fasteval.records import RECORDS, RecordWriter, latest_by_job
+from fasteval.records import RECORDS, RecordWriter
+from fasteval.runindex import open_index
 from fasteval.services import start_services
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import ScoreContext
@@ -61,7 +64,14 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     """Re-judge every finished trajectory in ``run_dir`` with the roles of ``cfg``."""
     blobs = BlobStore(run_dir / "blobs")
     runs = {e["name"]: await asyncio.to_thread(load_suite, e, blobs) for e in cfg.suites}
-    latest = latest_by_job([run_dir / RECORDS])
+    index = await asyncio.to_thread(open_index, run_dir)
+    # Only (job, offset, length) per rescorable job is held; each trajectory is read when judged.
+    todo = [(r.job_id, r.suite, r.setting, r.task_id, r.offset, r.length) for r in index.rows()
+            if r.status == "ok" or r.error_kind == "judge_error"]
+    skipped = index.count() - len(todo)
+    tasks = {(name, t.id): t for name, run in runs.items() for t in run.items if isinstance(t, Task)}
+    settings_by_suite = {name: {s.name: s for s in build_settings(run.suite, next(
+        (e.get("settings") for e in cfg.suites if e["name"] == name), None))} for name, run in runs.items()}
     sims = [SimModel.from_config(r, s) for r, s in cfg.roles.items() if s["provider"] == "sim"]
     sim = SimServer(sims) if sims else None
     if sim is not None:
@@ -74,21 +84,19 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     for client in roles.values():
         client.cache = response_cache(services["cache"], "judge", client)
     services.update(roles)
-    writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"))
+    writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"), index=index)
     await writer.start()
-    result = RescoreResult()
+    result = RescoreResult(skipped=skipped)
     try:
-        for old in latest.values():
-            run = runs.get(old["suite"])
-            rescorable = old.get("status") == "ok" or old.get("error_kind") == "judge_error"
-            if run is None or not rescorable or not old.get("trajectory"):
+        for job_id, suite, setting_name, task_id, offset, length in todo:
+            run = runs.get(suite)
+            task = tasks.get((suite, task_id))
+            setting = settings_by_suite.get(suite, {}).get(setting_name)
+            if run is None or task is None or setting is None:
                 result.skipped += 1
                 continue
-            settings = {s.name: s for s in build_settings(run.suite, next(
-                (e.get("settings") for e in cfg.suites if e["name"] == old["suite"]), None))}
-            task = next((t for t in run.items if isinstance(t, Task) and t.id == old["task_id"]), None)
-            setting = settings.get(old["setting"])
-            if task is None or setting is None:
+            old = orjson.loads(index.read_line(offset, length))
+            if old.get("job_id") != job_id or not old.get("trajectory"):
                 result.skipped += 1
                 continue
             rec = _record_from(old)
@@ -106,6 +114,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
             result.errors += rec.status != "ok"
     finally:
         await writer.close()
+        index.close()
         for closer in closers:
             await closer()
         for c in roles.values():

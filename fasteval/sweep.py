@@ -31,7 +31,8 @@ from fasteval.config import SweepConfig, config_diff
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
 from fasteval.progress import Counters, ProgressDisplay
-from fasteval.records import RECORDS, RecordWriter, latest_by_job, read_manifest, write_manifest
+from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
+from fasteval.runindex import open_index
 from fasteval.services import Closer, start_services
 from fasteval.serving import Serving, checkpoint_identities
 from fasteval.shared_services import response_cache
@@ -201,8 +202,9 @@ class Sweep:
         prepare_run_dir(self.cfg, self.opts)
         blobs = BlobStore(self.opts.run_dir / "blobs")
         runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
-        done = latest_by_job([self.opts.run_dir / RECORDS])
-        finished = {jid for jid, r in done.items() if r.get("status") == "ok" or self.opts.keep_errors}
+        # The resume set comes from the run index: job ids only, however large the records.
+        index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total = 0
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
         for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
@@ -225,7 +227,7 @@ class Sweep:
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"))
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index)
         display: ProgressDisplay | None = None
         try:
             sim_url = sim.base_url if sim else None
@@ -272,6 +274,7 @@ class Sweep:
             if self.serving is not None:
                 await self.serving.close()
             await writer.close()
+            index.close()
             cache = self.services.get("cache")
             if cache is not None:
                 # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them

@@ -1,0 +1,489 @@
+"""The run index: one small SQLite row per job, derived from ``records.jsonl``.
+
+``records.jsonl`` stays the single source of truth; ``index.sqlite`` beside it only says, for
+each job, its latest record's summary and where the full line lives (byte offset and length).
+SQLite (stdlib, WAL) because readers need grouped counts, filters and paging (status, report,
+the viewer) without loading anything, several processes read while the sweep appends, and a
+torn or half-written database is detected by SQLite itself.
+
+The index is never trusted blindly. On open it checks that the records file still starts with
+the line it indexed first, still holds the last indexed line exactly where it was, and that the
+row count matches; any disagreement (or a missing, foreign or corrupt index) rebuilds it from
+the records. Lines appended since (e.g. after a ``kill -9`` between a record write and its
+index update) are indexed on open, so every reader sees every complete record.
+
+A job's row follows the records' own rule: its latest ok record, else its latest record. That
+rule is a maximum over (ok, offset), so applying lines twice or in any order gives one answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+RECORDS = "records.jsonl"
+INDEX = "index.sqlite"
+SCHEMA_VERSION = "1"
+_ERROR_CHARS = 300
+_HASH_BYTES = 4096
+_CHUNK_LINES = 5000
+
+# Column order of the jobs table (and of the tuples ``row_of_*`` return).
+_COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
+         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "latency_s", "retries",
+         "task_type", "ok", "byte_offset", "byte_length")
+_FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
+                      "termination", "task_type"})
+# Every Record field that precedes ``trajectory``: a line whose prefix holds them all is summarised
+# without parsing the (possibly 20 MB) trajectory.
+_PREFIX_FIELDS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "answer", "error",
+                  "error_kind", "termination", "rounds", "tool_calls", "usage", "latency_s", "retries",
+                  "score_details", "metadata")
+_TRAJ_KEY = b',"trajectory":'
+
+IndexRowTuple = tuple[Any, ...]
+
+
+class RunIndexError(RuntimeError):
+    """The index cannot be used (e.g. a record line is not where the index says)."""
+
+
+@dataclass(slots=True)
+class JobRow:
+    """One job's latest record, summarised; ``offset``/``length`` locate its full line."""
+
+    job_id: str
+    model: str
+    suite: str
+    setting: str
+    task_id: str
+    seed: int
+    status: str
+    score: float | None
+    error_kind: str | None
+    error: str | None
+    """First 300 characters of the record's error."""
+    termination: str | None
+    rounds: int
+    tool_calls: int
+    usage: dict[str, int]
+    latency_s: float
+    retries: int
+    task_type: str | None
+    offset: int
+    length: int
+
+
+def _short(text: Any) -> str | None:
+    if text is None:
+        return None
+    s = str(text)
+    return s if len(s) <= _ERROR_CHARS else s[:_ERROR_CHARS - 1] + "…"
+
+
+def _num(v: Any, default: float = 0.0) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+
+
+def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
+    """The index row of a record dict (as read back from a line)."""
+    usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
+    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    score = rec.get("score")
+    task_type = meta.get("task_type") if meta else None
+    status = str(rec.get("status"))
+    return (str(rec["job_id"]), str(rec.get("model")), str(rec.get("suite")), str(rec.get("setting")),
+            str(rec.get("task_id")), int(_num(rec.get("seed"))), status,
+            float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+            rec.get("error_kind"), _short(rec.get("error")), rec.get("termination"), int(_num(rec.get("rounds"))),
+            int(_num(rec.get("tool_calls"))), int(_num((usage or {}).get("prompt_tokens"))),
+            int(_num((usage or {}).get("completion_tokens"))), _num(rec.get("latency_s")),
+            int(_num(rec.get("retries"))), None if task_type is None else str(task_type), int(status == "ok"),
+            offset, length)
+
+
+def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple:
+    """The index row of a ``fasteval.types.Record`` being written (no serialise/parse round trip)."""
+    usage = rec.usage or {}
+    task_type = (rec.metadata or {}).get("task_type")
+    return (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
+            None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
+            int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
+            int(usage.get("completion_tokens", 0)), float(rec.latency_s), int(rec.retries),
+            None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
+
+
+def summarise_line(line: bytes) -> dict[str, Any] | None:
+    """The record's fields other than its trajectory, or None for a line that is not a record.
+
+    Strings cannot hold an unescaped ``"``, so the first ``,"trajectory":`` that closes the
+    object at depth one is the top-level key; records in Record's field order (everything we
+    write) are thus summarised without parsing their trajectory. Anything else is parsed whole.
+    """
+    cut = line.find(_TRAJ_KEY)
+    if cut > 0:
+        try:
+            head = orjson.loads(line[:cut] + b"}")
+        except orjson.JSONDecodeError:
+            head = None
+        if isinstance(head, dict) and all(k in head for k in _PREFIX_FIELDS):
+            return head
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return rec if isinstance(rec, dict) and "job_id" in rec else None
+
+
+_UPSERT = (
+    f"INSERT INTO jobs({', '.join(_COLS)}) VALUES({', '.join('?' * len(_COLS))}) "
+    f"ON CONFLICT(job_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLS[1:])} "
+    "WHERE (excluded.ok, excluded.byte_offset) > (jobs.ok, jobs.byte_offset)"
+)
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, model TEXT, suite TEXT, setting TEXT, task_id TEXT, "
+    "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
+    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, retries INTEGER, "
+    "task_type TEXT, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
+)
+
+
+def _line_digest(data: bytes) -> str:
+    return hashlib.sha256(data[:_HASH_BYTES]).hexdigest()
+
+
+class RunIndex:
+    """The index of one run folder. Use ``open_index``; close it (or use ``with``) when done."""
+
+    def __init__(self, run_dir: Path, db: sqlite3.Connection, path: Path | None) -> None:
+        self.run_dir = run_dir
+        self.records_path = run_dir / RECORDS
+        self.path = path
+        """The index file, or None when the folder is read-only and the index lives in memory."""
+        self._db = db
+        self._fd = -1
+        self.rebuilt = False
+        """Whether this open rebuilt the index from scratch (missing, stale, foreign, corrupt)."""
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._db.close()
+
+    def __enter__(self) -> RunIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+
+    def _set_meta(self, values: dict[str, Any]) -> None:
+        self._db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                             [(k, str(v)) for k, v in values.items()])
+
+    def _reset(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("DELETE FROM jobs")
+        self._db.execute("DELETE FROM meta")
+        self._set_meta({"version": SCHEMA_VERSION, "offset": 0, "head": "", "head_len": 0,
+                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0})
+        self._db.execute("COMMIT")
+        self.rebuilt = True
+
+    def _pread(self, offset: int, length: int) -> bytes:
+        if self._fd < 0:
+            self._fd = os.open(self.records_path, os.O_RDONLY)
+        return os.pread(self._fd, length, offset)
+
+    def verify(self) -> str | None:
+        """Why the index disagrees with the records (None when it agrees with what it covers)."""
+        try:
+            meta = self._meta()
+            n_rows = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+        except sqlite3.DatabaseError as e:
+            return f"unreadable index: {e}"
+        if meta.get("version") != SCHEMA_VERSION:
+            return "index from another version"
+        offset, n_jobs = int(meta.get("offset", -1)), int(meta.get("n_jobs", -1))
+        if n_rows != n_jobs:
+            return f"index holds {n_rows} rows, expected {n_jobs}"
+        if offset == 0:
+            return None
+        try:
+            size = self.records_path.stat().st_size
+        except FileNotFoundError:
+            return "records.jsonl is missing"
+        if size < offset:
+            return f"records.jsonl is shorter ({size} bytes) than indexed ({offset})"
+        head_len, tail_off = int(meta["head_len"]), int(meta["tail_off"])
+        head = self._pread(0, min(head_len, _HASH_BYTES))
+        if _line_digest(head) != meta["head"] or self._pread(head_len - 1, 1) != b"\n":
+            return "records.jsonl does not start with the indexed line (another run's index?)"
+        tail = self._pread(tail_off, min(offset - tail_off, _HASH_BYTES))
+        before = self._pread(tail_off - 1, 1) if tail_off else b"\n"
+        if _line_digest(tail) != meta["tail"] or before != b"\n" or self._pread(offset - 1, 1) != b"\n":
+            return "the last indexed line is not where the index says"
+        return None
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Verify, rebuild if needed, then index every complete line past the indexed offset.
+
+        Returns the number of lines indexed. Safe with other processes doing the same: each
+        chunk is one IMMEDIATE transaction that re-reads where the index stands.
+        """
+        self._close_fd()
+        problem = self.verify()
+        if problem is not None:
+            self._reset()
+        added = 0
+        while True:
+            n = self._index_chunk()
+            added += n
+            if n < _CHUNK_LINES:
+                return added
+
+    def _close_fd(self) -> None:
+        # Reopen the records file on each refresh: it may have been replaced (merge, rebuild).
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _index_chunk(self) -> int:
+        if not self.records_path.exists():
+            return 0
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            meta = self._meta()
+            offset = int(meta["offset"])
+            rows: list[IndexRowTuple] = []
+            head: dict[str, Any] = {}
+            last: tuple[int, bytes] | None = None
+            bad = 0
+            with self.records_path.open("rb") as f:
+                f.seek(offset)
+                pos = offset
+                while len(rows) + bad < _CHUNK_LINES:
+                    line = f.readline()
+                    if not line.endswith(b"\n"):
+                        break  # end of file, or a torn last line the next writer repairs
+                    rec = summarise_line(line)
+                    if rec is None:
+                        bad += 1
+                    else:
+                        rows.append(row_of_dict(rec, pos, len(line)))
+                    if pos == 0:
+                        head = {"head": _line_digest(line), "head_len": len(line)}
+                    last = (pos, line)
+                    pos += len(line)
+            if last is not None:
+                self._apply(rows, pos, last[0], last[1], extra={**head, "bad_lines": int(meta["bad_lines"]) + bad})
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return len(rows) + bad
+
+    def _apply(self, rows: Sequence[IndexRowTuple], end: int, tail_off: int, tail_line: bytes,
+               extra: dict[str, Any] | None = None) -> None:
+        self._db.executemany(_UPSERT, rows)
+        n = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0] if rows else None
+        meta: dict[str, Any] = {"offset": end, "tail": _line_digest(tail_line), "tail_off": tail_off, **(extra or {})}
+        if n is not None:
+            meta["n_jobs"] = n
+        self._set_meta(meta)
+
+    def append(self, rows: Sequence[IndexRowTuple], lines_end: int, tail_off: int, tail_line: bytes,
+               first_line: bytes | None = None) -> None:
+        """Index lines the caller has just appended (their bytes end at ``lines_end``).
+
+        For the one writer of the run folder: every line before its first one must already be
+        indexed (``refresh`` at start). A reader that indexed some of them meanwhile is harmless.
+        """
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            current = int(self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0])
+            extra = {"head": _line_digest(first_line), "head_len": len(first_line)} if first_line else {}
+            if current > lines_end:
+                self._db.executemany(_UPSERT, rows)
+                self._set_meta({"n_jobs": self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]})
+            else:
+                self._apply(rows, lines_end, tail_off, tail_line, extra)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        for key, value in filters.items():
+            if key not in _FILTERS:
+                raise TypeError(f"unknown index filter {key!r}; known: {sorted(_FILTERS)}")
+            if value is None:
+                continue
+            if isinstance(value, list | tuple | set | frozenset):
+                values = list(value)
+                clauses.append(f"{key} IN ({', '.join('?' * len(values))})")
+                params.extend(values)
+            else:
+                clauses.append(f"{key} = ?")
+                params.append(value)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+    def rows(self, *, order: Literal["offset", "key"] = "offset", limit: int | None = None, skip: int = 0,
+             **filters: Any) -> Iterator[JobRow]:
+        """Per-job rows matching ``filters`` (column = value, or a list of values).
+
+        ``order="offset"`` is file order (cheapest for then reading records); ``"key"`` is
+        model, suite, setting, task_id, seed. ``limit``/``skip`` page (the viewer's /jobs).
+        """
+        where, params = self._where(filters)
+        sort = "byte_offset" if order == "offset" else "model, suite, setting, task_id, seed"
+        sql = f"SELECT {', '.join(_COLS)} FROM jobs{where} ORDER BY {sort}"
+        if limit is not None or skip:
+            sql += " LIMIT ? OFFSET ?"
+            params += [-1 if limit is None else limit, skip]
+        for r in self._db.execute(sql, params):
+            yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+                         {"prompt_tokens": r[13], "completion_tokens": r[14]}, r[15], r[16], r[17], r[19], r[20])
+
+    def count(self, **filters: Any) -> int:
+        where, params = self._where(filters)
+        n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
+        return n
+
+    def counts(self, by: Sequence[str] = (), **filters: Any) -> dict[tuple[Any, ...], dict[str, int]]:
+        """Jobs per group of ``by`` columns (e.g. ``("model", "error_kind")``): {key: {status: n}}."""
+        for col in by:
+            if col not in _FILTERS:
+                raise TypeError(f"unknown index dimension {col!r}; known: {sorted(_FILTERS)}")
+        where, params = self._where(filters)
+        cols = ", ".join([*by, "status"])
+        out: dict[tuple[Any, ...], dict[str, int]] = {}
+        for *key, status, n in self._db.execute(f"SELECT {cols}, count(*) FROM jobs{where} GROUP BY {cols}",
+                                                params):
+            out.setdefault(tuple(key), {})[status] = n
+        return out
+
+    def job_ids(self, *, ok_only: bool = False) -> set[str]:
+        """The set of indexed jobs (only ok ones with ``ok_only``): the sweep's resume set."""
+        sql = "SELECT job_id FROM jobs" + (" WHERE ok = 1" if ok_only else "")
+        return {r[0] for r in self._db.execute(sql)}
+
+    def row(self, job_id: str) -> JobRow | None:
+        return next(self.rows(job_id=job_id), None)
+
+    def read_line(self, offset: int, length: int) -> bytes:
+        """The raw bytes of one record line (newline included)."""
+        data = self._pread(offset, length)
+        if len(data) != length or not data.endswith(b"\n"):
+            raise RunIndexError(f"{self.records_path}: no record line at byte {offset} (length {length}); "
+                              "run `fasteval index rebuild`")
+        return data
+
+    def read_record(self, job_id: str) -> dict[str, Any] | None:
+        """One job's full latest record, read from its offset (None if the job is not indexed)."""
+        row = self.row(job_id)
+        if row is None:
+            return None
+        return self.read_row(row)
+
+    def read_row(self, row: JobRow) -> dict[str, Any]:
+        rec: dict[str, Any] = orjson.loads(self.read_line(row.offset, row.length))
+        if rec.get("job_id") != row.job_id:
+            raise RunIndexError(f"{self.records_path}: byte {row.offset} holds job {rec.get('job_id')}, "
+                              f"the index says {row.job_id}; run `fasteval index rebuild`")
+        return rec
+
+    def iter_records(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Full latest records matching ``filters``, one at a time, in file order."""
+        for row in self.rows(**filters):
+            yield self.read_row(row)
+
+    def stats(self) -> dict[str, Any]:
+        meta = self._meta()
+        return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
+                "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
+                "rebuilt": self.rebuilt}
+
+
+def _connect(target: str | Path) -> sqlite3.Connection:
+    db = sqlite3.connect(str(target), timeout=60.0, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    # The index is derived: a power cut that loses its last commits is caught by verify().
+    db.execute("PRAGMA synchronous=OFF")
+    for stmt in _SCHEMA:
+        db.execute(stmt)
+    return db
+
+
+def _drop(path: Path) -> None:
+    for p in (path, path.with_name(INDEX + "-wal"), path.with_name(INDEX + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _open_db(run_dir: Path) -> tuple[sqlite3.Connection, Path | None]:
+    path = run_dir / INDEX
+    if os.access(run_dir, os.W_OK):
+        try:
+            db = _connect(path)
+            db.execute("SELECT count(*) FROM meta").fetchone()
+            return db, path
+        except sqlite3.OperationalError as e:
+            if "readonly" not in str(e) and "unable to open" not in str(e):
+                raise
+        except sqlite3.DatabaseError:
+            # Not a database (or a corrupt one): it is derived, so throw it away.
+            _drop(path)
+            return _connect(path), path
+    # A folder (or index) we may not write: index in memory, one streaming pass.
+    return _connect(":memory:"), None
+
+
+def open_index(run_dir: Path | str) -> RunIndex:
+    """The run folder's index, verified and caught up with ``records.jsonl``.
+
+    A missing, stale, foreign or corrupt index is rebuilt; a read-only folder gets an index in
+    memory, built by one streaming pass.
+    """
+    run_dir = Path(run_dir)
+    db, path = _open_db(run_dir)
+    index = RunIndex(run_dir, db, path)
+    try:
+        index.refresh()
+    except sqlite3.DatabaseError:
+        db.close()
+        if path is None:
+            raise
+        _drop(path)
+        index = RunIndex(run_dir, _connect(path), path)
+        index.refresh()
+        index.rebuilt = True
+    return index
+
+
+def rebuild_index(run_dir: Path | str) -> dict[str, Any]:
+    """Throw the index away and build it again from the records (``fasteval index rebuild``)."""
+    run_dir = Path(run_dir)
+    _drop(run_dir / INDEX)
+    with open_index(run_dir) as index:
+        return index.stats()

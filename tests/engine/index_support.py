@@ -1,0 +1,92 @@
+"""Random run folders for the index tests: real records written by the real RecordWriter."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fasteval.records import RECORDS, RecordWriter, latest_by_job, write_manifest
+from fasteval.runindex import JobRow, RunIndex, row_of_dict
+from fasteval.types import Job, Record
+
+MODELS = ("m-a", "m-b")
+SUITES = ("jsonl", "demo")
+KINDS = ("timeout", "server_error", "judge_error", "load_error")
+
+
+def random_jobs(rng: random.Random, n_tasks: int, seeds: int = 2) -> list[Job]:
+    return [Job(model=m, suite=s, setting="default", task_id=f"t{t}", seed=seed)
+            for m in MODELS for s in SUITES for t in range(n_tasks) for seed in range(seeds)]
+
+
+def make_record(rng: random.Random, job: Job, *, ok: bool | None = None, size: int = 600,
+                rescored: bool = False) -> Record:
+    ok = rng.random() < 0.7 if ok is None else ok
+    kind = None if ok else rng.choice(KINDS)
+    pad = "".join(rng.choice("abcdefghij \"\\é\n{}") for _ in range(min(size, 4096)))
+    pad = (pad * (size // max(1, len(pad)) + 1))[:size]
+    score = round(rng.random(), 3) if ok else None
+    return Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
+                  seed=job.seed, status="ok" if ok else "error", score=score, answer=f"a{rng.randrange(5)}",
+                  error=None if ok else f"{kind}: " + "x" * rng.randrange(0, 900), error_kind=kind,
+                  termination="answered" if ok else "error", rounds=rng.randrange(5), tool_calls=rng.randrange(4),
+                  usage={"prompt_tokens": rng.randrange(1000), "completion_tokens": rng.randrange(100)},
+                  latency_s=rng.random(), retries=rng.randrange(3),
+                  score_details={"rescored_at": 1.0} if rescored else {},
+                  metadata={"task_type": rng.choice(("count", "ocr"))},
+                  trajectory={"messages": [{"role": "assistant", "content": pad}],
+                              "tool_calls": [{"name": "calculator", "status": "ok", "args": {"e": "1+1"}}],
+                              "rounds": 1, "termination": "answered"})
+
+
+async def write(run_dir: Path, records: list[Record], index: RunIndex | None) -> None:
+    writer = RecordWriter(run_dir / RECORDS, fsync="never", index=index)
+    await writer.start()
+    for rec in records:
+        writer.write(rec)
+    await writer.close()
+
+
+def manifest(run_dir: Path, jobs: list[Job], config_hash: str = "h") -> None:
+    by: dict[str, dict[str, int]] = {d: {} for d in ("model", "suite", "setting", "seed")}
+    for j in jobs:
+        for d in by:
+            v = str(getattr(j, d))
+            by[d][v] = by[d].get(v, 0) + 1
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_manifest(run_dir, {"config_hash": config_hash, "config": {},
+                             "plan": {"total": len(jobs), **{f"by_{d}": v for d, v in by.items()}}})
+
+
+def full_scan_rows(run_dir: Path) -> dict[str, tuple[Any, ...]]:
+    """Each job's row by reading every line: the reference the index must agree with."""
+    latest = latest_by_job([run_dir / RECORDS])
+    out: dict[str, tuple[Any, ...]] = {}
+    pos = 0
+    path = run_dir / RECORDS
+    if not path.exists():
+        return out
+    with path.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                rec = None
+            if isinstance(rec, dict) and rec == latest.get(rec.get("job_id")):
+                out[rec["job_id"]] = row_of_dict(rec, pos, len(line))
+            pos += len(line)
+    return out
+
+
+def index_rows(index: RunIndex) -> dict[str, tuple[Any, ...]]:
+    def tup(r: JobRow) -> tuple[Any, ...]:
+        return (r.job_id, r.model, r.suite, r.setting, r.task_id, r.seed, r.status, r.score, r.error_kind,
+                r.error, r.termination, r.rounds, r.tool_calls, r.usage["prompt_tokens"],
+                r.usage["completion_tokens"], r.latency_s, r.retries, r.task_type, int(r.status == "ok"),
+                r.offset, r.length)
+    return {r.job_id: tup(r) for r in index.rows()}
