@@ -103,10 +103,20 @@ def load_config(path: str | Path) -> SweepConfig:
                        run=dict(raw.get("run") or {}))
 
 
+# How a served model is kept up, not what it computes: may change between attempts of one run.
+OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restarts", "routing", "admission",
+                                    "health_interval_s", "restart_backoff_s", "stop_timeout_s",
+                                    "gpu_memory_utilization"})
+
+
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
     ident = dict(raw)
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
     ident["run"] = run
+    if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):
+        ident["models"] = [{**m, "serve": {k: v for k, v in m["serve"].items() if k not in OPERATIONAL_SERVE_KEYS}}
+                           if isinstance(m, dict) and isinstance(m.get("serve"), dict) else m
+                           for m in raw["models"]]
     return ident
 
 

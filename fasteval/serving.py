@@ -213,10 +213,16 @@ class Serving:
                 self.state[name] = "done"
 
     def rows(self) -> dict[str, dict[str, Any]]:
+        """Progress-panel rows: one per server with its state, GPUs, restarts and load."""
         out: dict[str, dict[str, Any]] = {}
         for name, group in self.groups.items():
-            if group.launched:
-                out.update(group.rows())
-            else:
-                out[f"server {name} [{self.state[name]}]"] = {}
+            if not group.launched:
+                out[f"server {name} [{self.state[name]}]"] = {"in_flight": "", "limit": "", "requests": ""}
+                continue
+            routes = {id(r.replica): r for r in self.routers[name].routes} if name in self.routers else {}
+            for rep in group.replicas:
+                route = routes.get(id(rep))
+                out[f"server {rep.label} [{rep.state}] gpu {','.join(rep.gpus) or '-'} restarts {rep.restarts}"] = {
+                    "in_flight": route.in_flight if route else "", "limit": (route.window or "") if route else "",
+                    "requests": route.sent if route else ""}
         return out

@@ -366,8 +366,3 @@ class ServerGroup:
     async def stop(self) -> None:
         await asyncio.gather(*(r.stop() for r in self.replicas))
         self._notify()
-
-    def rows(self) -> dict[str, dict[str, Any]]:
-        """Progress-panel rows: one per server with its state, GPUs and restarts."""
-        return {f"server {r.label} [{r.state}] gpu {','.join(r.gpus) or '-'} restarts {r.restarts}":
-                {"in_flight": "", "limit": "", "waiting": "", "requests": ""} for r in self.replicas}

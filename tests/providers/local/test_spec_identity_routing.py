@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fasteval.config import config_hash
 from providers.local import (
     GpuPool,
     ServeConfigError,
@@ -89,3 +90,13 @@ def test_parse_metrics_reads_vllm_names() -> None:
     m = parse_metrics(text)
     assert m == {"vllm:num_requests_waiting": 3.0, "vllm:kv_cache_usage_perc": 0.42,
                  "vllm:prefix_cache_hits_total": 1500.0}
+
+
+def test_operational_serve_fields_do_not_change_the_config_identity() -> None:
+    def raw(**serve: object) -> dict[str, object]:
+        return {"models": [{"name": "ck", "provider": "vllm", "serve": {"model": "/c", **serve}}], "suites": []}
+
+    base = config_hash(raw(max_restarts=3, replicas=1))
+    assert config_hash(raw(max_restarts=9, replicas=4, startup_timeout_s=60, admission="kv")) == base
+    assert config_hash(raw(max_restarts=3, replicas=1, args=["--tool-call-parser", "hermes"])) != base
+    assert config_hash(raw(model="/other")) != base
