@@ -105,7 +105,7 @@ For each function call, return a json object within <tool_call></tool_call> tags
 {%- if add_generation_prompt -%}
 <|im_start|>assistant
 {% endif -%}"""
-TOOLS = [{"type": "function", "function": {
+TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {
     "name": "image_zoom_in_tool", "description": "Zoom into a region of an image.",
     "parameters": {"type": "object", "properties": {"bbox_2d": {"type": "array", "items": {"type": "number"}},
                                                     "label": {"type": "string"}}, "required": ["bbox_2d"]}}}]
@@ -158,10 +158,11 @@ def build_model(path: Path) -> dict[str, Any]:
     path.mkdir(parents=True, exist_ok=True)
     vocab = build_tokenizer(path)
     vocab_padded = (vocab + 63) // 64 * 64
-    config = LlamaConfig(vocab_size=vocab_padded, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-                         tie_word_embeddings=True, bos_token_id=None, eos_token_id=2, pad_token_id=0,
-                         torch_dtype="bfloat16")
+    sizes: dict[str, Any] = {"vocab_size": vocab_padded, "hidden_size": 256, "intermediate_size": 512,
+                             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                             "max_position_embeddings": 8192, "tie_word_embeddings": True, "bos_token_id": None,
+                             "eos_token_id": 2, "pad_token_id": 0, "torch_dtype": "bfloat16"}
+    config = LlamaConfig(**sizes)
     if importlib.util.find_spec("torch") is not None:
         import torch
         from transformers import LlamaForCausalLM
@@ -250,21 +251,35 @@ def make_group(a: argparse.Namespace, model_path: str, servers: Path) -> ServerG
 
 
 # -- 3. harness vs vllm bench serve -------------------------------------------------------------
-async def harness_throughput(base_url: str, a: argparse.Namespace) -> dict[str, Any]:
+def prompts(a: argparse.Namespace, tokenizer: str | None) -> list[str]:
+    """Random-word prompts of exactly ``--input-len`` tokens when the tokenizer loads (as vllm bench's)."""
+    rng = random.Random(1)
+    texts = [_words(rng, a.input_len) for _ in range(a.requests)]
+    if tokenizer is None:
+        return texts
+    try:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(tokenizer)
+    except Exception:  # no transformers, or a server-side tokenizer only: word counts are close enough
+        return texts
+    return [str(tok.decode(tok.encode(t, add_special_tokens=False)[: a.input_len])) for t in texts]
+
+
+async def harness_throughput(base_url: str, a: argparse.Namespace, tokenizer: str | None) -> dict[str, Any]:
     provider = OpenAICompatProvider(base_url, NAME, extra_body={"ignore_eos": True},
                                     timeouts=Timeouts(read_s=600, attempt_s=900))
     client = ModelClient(NAME, provider, concurrency=a.concurrency, retry=RetryPolicy(max_attempts=3))
-    rng = random.Random(1)
-    prompts = [_words(rng, a.input_len) for _ in range(a.requests)]
+    texts = await asyncio.to_thread(prompts, a, tokenizer)
 
     async def one(text: str) -> int:
         resp = await client.chat(ChatRequest(messages=[{"role": "user", "content": text}],
                                              params={"max_tokens": a.output_len, "temperature": 0.0}))
         return resp.usage.completion_tokens
 
-    await asyncio.gather(*(one(p) for p in prompts[: a.concurrency]))  # warm-up, not timed
+    await asyncio.gather(*(one(p) for p in texts[: a.concurrency]))  # warm-up, not timed
     t0 = time.perf_counter()
-    tokens = await asyncio.gather(*(one(p) for p in prompts))
+    tokens = await asyncio.gather(*(one(p) for p in texts))
     wall = time.perf_counter() - t0
     await client.close()
     return {"output_tokens": sum(tokens), "wall_s": round(wall, 3), "output_throughput": round(sum(tokens) / wall, 1),
@@ -350,7 +365,7 @@ async def run_check(a: argparse.Namespace, work: Path) -> dict[str, Any]:
         result["startup_s"] = round(time.perf_counter() - t0, 1)
         result["replicas"] = [{"url": r.base_url, "gpus": r.gpus, "log": str(r.log_path)} for r in group.replicas]
         if not a.skip_throughput:
-            ours = await harness_throughput(group.replicas[0].base_url, a)
+            ours = await harness_throughput(group.replicas[0].base_url, a, a.tokenizer or model_path)
             result["harness"] = ours
             if a.server_command is None:
                 bench = await asyncio.to_thread(vllm_bench, group.replicas[0].base_url, a.tokenizer or model_path,
