@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-slurm lint bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -21,6 +21,9 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/pytest
+
+test-slurm: $(STAMP)
+	$(BIN)/pytest tests/slurm -v
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/throughput.py

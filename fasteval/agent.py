@@ -59,6 +59,8 @@ def parse_text_tool_call(content: str) -> ToolCallRequest | None:
 
 def _assistant_message(resp: ChatResponse, native_calls: list[ToolCallRequest]) -> Message:
     msg: Message = {"role": "assistant", "content": resp.content}
+    if resp.native is not None:  # e.g. thinking blocks the provider needs back verbatim
+        msg["native"] = resp.native
     if native_calls:
         msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                              for c in native_calls]
@@ -168,10 +170,18 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
                 traj.termination_reason = "the model hit its output length limit with no answer"
                 traj.answers.append(None)
                 return traj
+            if resp.finish_reason == "refusal" and not resp.tool_calls:
+                # the model declined (a provider safety stop): its reply is scored as given, not retried
+                traj.messages.append(_assistant_message(resp, []))
+                traj.termination = "refusal"
+                traj.termination_reason = "the provider reported a refusal"
+                traj.answers.append(suite.extract_answer(resp.content, setting) if resp.content else None)
+                return traj
             if text_protocol:
                 text_call = parse_text_tool_call(resp.content or "") if specs else None
                 calls = [text_call] if text_call else []
-                traj.messages.append({"role": "assistant", "content": resp.content or ""})
+                traj.messages.append({"role": "assistant", "content": resp.content or "",
+                                      **({"native": resp.native} if resp.native is not None else {})})
             else:
                 calls = resp.tool_calls
                 traj.messages.append(_assistant_message(resp, calls))

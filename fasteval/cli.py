@@ -47,7 +47,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir or Path("runs") / Path(a.config).stem)
     if shard and not a.run_dir:
         run_dir = run_dir.with_name(f"{run_dir.name}-shard{shard[0]}of{shard[1]}")
-    opts = RunOptions(run_dir=run_dir, shard=shard, max_concurrency=a.max_concurrency, force=a.force,
+    opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by, max_concurrency=a.max_concurrency, force=a.force,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None)
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(run_dir / "run.log")
@@ -120,13 +120,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         _print_json(rep)
         return 0
     t = Table(title=f"{run_dir}: score (%) mean ± std over seeds")
-    for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k"):
+    for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
+                "cost $"):
         t.add_column(col)
     for r in rep["rows"]:
         ci = r["ci95"]
         t.add_row(r["model"], r["suite"], r["setting"], f"{_fmt(r['mean'])} ± {_fmt(r['std'])}",
                   f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
-                  str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]))
+                  str(r["n_error"]), _fmt(r["pass_at_k"]), _fmt(r["pass_pow_k"]),
+                  "-" if r.get("cost_usd") is None else f"{r['cost_usd']:.2f}")
+    if rep.get("cost_usd") is not None:
+        t.caption = f"estimated cost of the evaluated models: ${rep['cost_usd']:.2f} (fasteval.pricing; roles not included)"
     _console().print(t)
     for r in rep["rows"]:
         if r.get("suite_metrics"):
@@ -297,6 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("config")
     r.add_argument("--run-dir")
     r.add_argument("--shard", help="i/n: run only this deterministic share of the jobs")
+    r.add_argument("--shard-by", choices=["job", "model"], default="job",
+                   help="spread jobs by hash (default) or give each shard whole models")
     r.add_argument("--max-concurrency", type=int)
     r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
@@ -349,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.runindex.cli", "fasteval.serve_command")
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.serve_command")
 
 
 def _add_optional_commands(sub: Any) -> None:

@@ -1,19 +1,26 @@
 """Turning config entries into ModelClients: the evaluated models and the model roles.
 
-``provider: sim`` points at the sweep's embedded sim server; ``openai`` (alias ``vllm``,
-``sglang``, ``openai_compat``) at any OpenAI-compatible endpoint. Keys are read from the
-environment variable the config names, at request time, and never stored anywhere.
+``provider: sim`` points at the sweep's embedded sim server (``wire: anthropic|gemini`` speaks
+those APIs to it, to exercise the native clients end to end); ``openai`` (alias ``vllm``,
+``sglang``, ``openai_compat``) at any OpenAI-compatible endpoint; ``anthropic`` and ``gemini``
+at those APIs natively. Keys are read from the environment variable the config names, at
+request time, and never stored anywhere.
 """
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
-from providers.base import ProviderError
+from providers.anthropic import AnthropicProvider
+from providers.base import Capabilities, Provider, ProviderError
 from providers.client import ModelClient, RetryPolicy
-from providers.openai_compat import ImageResolver, OpenAICompatProvider, Timeouts
+from providers.gemini import GeminiProvider
+from providers.http_json import Timeouts
+from providers.openai_compat import ImageResolver, OpenAICompatProvider
 
 OPENAI_LIKE = frozenset({"openai", "openai_compat", "vllm", "sglang"})
+NATIVE = frozenset({"anthropic", "gemini"})
 
 
 class ModelConfigError(ValueError):
@@ -38,8 +45,10 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
                 tool_message_images=bool(spec.get("tool_message_images", False)), endpoint_name=endpoint)
 
         served = serving.provider(name, make, tool_message_images=bool(spec.get("tool_message_images", False)))
+        _apply_capabilities(name, served, spec)
         return ModelClient(name, served, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
                            tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
+    wire = str(spec.get("wire", "openai")) if provider_name == "sim" else provider_name
     if provider_name == "sim":
         if sim_base_url is None:
             raise ModelConfigError(f"model {name}: the sim server is not running")
@@ -49,15 +58,36 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
         if not spec.get("base_url"):
             raise ModelConfigError(f"model {name}: 'base_url' is required for provider {provider_name}")
         base_url, model_id, key_env = spec["base_url"], spec.get("model", name), spec.get("api_key_env")
+    elif provider_name in NATIVE:
+        base_url, model_id, key_env = spec.get("base_url", ""), spec.get("model", name), spec.get("api_key_env")
     else:
         raise ModelConfigError(f"model {name}: unknown provider {provider_name!r} "
-                               f"(known: sim, {', '.join(sorted(OPENAI_LIKE))})")
-    provider = OpenAICompatProvider(
-        base_url, model_id, api_key_env=key_env, extra_body=spec.get("extra_body"), timeouts=timeouts,
-        tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver,
-        endpoint_name=spec.get("endpoint_id") or (f"sim:{name}" if provider_name == "sim" else None))
+                               f"(known: sim, {', '.join(sorted(OPENAI_LIKE | NATIVE))})")
+    endpoint_name = spec.get("endpoint_id") or (f"sim:{name}" if provider_name == "sim" else None)
+    provider: Provider
+    if wire in NATIVE:
+        provider = _native_provider(wire, model_id, spec, base_url=base_url, key_env=key_env, timeouts=timeouts,
+                                    resolver=resolver, endpoint_name=endpoint_name, sim=provider_name == "sim")
+    elif wire == "openai":
+        provider = OpenAICompatProvider(
+            base_url, model_id, api_key_env=key_env, extra_body=spec.get("extra_body"), timeouts=timeouts,
+            tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver,
+            endpoint_name=endpoint_name)
+    else:
+        raise ModelConfigError(f"model {name}: unknown sim wire {wire!r} (known: openai, anthropic, gemini)")
+    _apply_capabilities(name, provider, spec)
     return ModelClient(name, provider, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
                        tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
+
+
+def _apply_capabilities(name: str, provider: Provider, spec: dict[str, Any]) -> None:
+    caps = spec.get("capabilities") or {}
+    unknown = set(caps) - {f.name for f in fields(Capabilities)}
+    if unknown:
+        raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: "
+                               f"{sorted(f.name for f in fields(Capabilities))}")
+    if caps:
+        provider.capability_overrides = {k: bool(v) for k, v in caps.items()}
 
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
@@ -77,3 +107,21 @@ def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int |
             raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
         return url
     return resolve
+
+
+def _native_provider(wire: str, model_id: str, spec: dict[str, Any], *, base_url: str, key_env: str | None,
+                     timeouts: Timeouts, resolver: ImageResolver | None, endpoint_name: str | None,
+                     sim: bool) -> Provider:
+    """An Anthropic or Gemini client; against the embedded sim it uses the sim's root and a dummy key."""
+    kwargs: dict[str, Any] = {"timeouts": timeouts, "image_resolver": resolver, "endpoint_name": endpoint_name,
+                              "thinking_budget": spec.get("thinking_budget"), "extra_body": spec.get("extra_body")}
+    if sim:
+        kwargs.update(base_url=base_url.removesuffix("/v1"), api_key_env=None, api_key="sim")
+    else:
+        if base_url:
+            kwargs["base_url"] = base_url
+        if key_env:
+            kwargs["api_key_env"] = key_env
+    if wire == "anthropic":
+        return AnthropicProvider(model_id, prompt_caching=bool(spec.get("prompt_caching", True)), **kwargs)
+    return GeminiProvider(model_id, **kwargs)

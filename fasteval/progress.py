@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from fasteval.pricing import Price, cost_usd
 from providers.client import ModelClient
 
 
@@ -37,6 +38,10 @@ class Counters:
         return (self.total - finished) / (finished / elapsed)
 
 
+def _money(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}"
+
+
 def _fmt_eta(eta: float | None) -> str:
     if eta is None:
         return "?"
@@ -50,8 +55,10 @@ class ProgressDisplay:
     def __init__(self, counters: Counters, clients: dict[str, ModelClient],
                  extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
                  live: bool | None = None, interval_s: float = 10.0,
-                 extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None) -> None:
+                 extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None,
+                 prices: dict[str, Price | None] | None = None) -> None:
         self.counters = counters
+        self.prices = prices or {}
         self.clients = clients
         self.extra = extra or {}
         self.extra_rows = extra_rows
@@ -60,30 +67,46 @@ class ProgressDisplay:
         self._task: asyncio.Task[None] | None = None
         self.console = Console(stderr=True)
 
+    def _cost(self, name: str, cl: ModelClient) -> float | None:
+        price = self.prices.get(name)
+        if price is None:
+            return None
+        s = cl.stats
+        return cost_usd({"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
+                         "cache_read_tokens": s.cache_read_tokens, "cache_write_tokens": s.cache_write_tokens}, price)
+
+    def total_cost(self) -> float | None:
+        costs = [c for c in (self._cost(n, cl) for n, cl in self.clients.items()) if c is not None]
+        return sum(costs) if costs else None
+
     def table(self) -> Table:
         c = self.counters
+        total = self.total_cost()
+        spent = f" cost ${total:.2f}" if total is not None else ""
         t = Table(title=(f"jobs {c.done + c.errors}/{c.total} (ok {c.done}, error {c.errors}, "
-                         f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}"),
+                         f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}"),
                   title_justify="left")
-        for col in ("endpoint", "in flight", "limit", "waiting", "requests", "retries", "429s", "backoff s", "tokens"):
+        for col in ("endpoint", "in flight", "limit", "waiting", "requests", "retries", "429s", "backoff s", "tokens",
+                    "cost $"):
             t.add_column(col, justify="right" if col != "endpoint" else "left")
         for name, cl in self.clients.items():
             s = cl.stats
             t.add_row(name, str(cl.limit.in_flight), str(cl.limit.limit), str(cl.limit.waiting), str(s.requests),
                       str(s.retries), str(s.rate_limited), f"{s.backoff_s:.1f}",
-                      str(s.prompt_tokens + s.completion_tokens))
+                      str(s.prompt_tokens + s.completion_tokens), _money(self._cost(name, cl)))
         rows = {name: fn() for name, fn in self.extra.items()}
         if self.extra_rows is not None:
             rows.update(self.extra_rows())
         for name, st in rows.items():
             t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", st.get("size", ""))), str(st.get("waiting", "")),
-                      str(st.get("requests", st.get("calls", ""))), "", "", "", "")
+                      str(st.get("requests", st.get("calls", ""))), "", "", "", "", "")
         return t
 
     def line(self) -> str:
         c = self.counters
+        total = self.total_cost()
         parts = [f"jobs {c.done + c.errors}/{c.total} ok={c.done} error={c.errors} in_flight={c.in_flight} "
-                 f"eta={_fmt_eta(c.eta_s())}"]
+                 f"eta={_fmt_eta(c.eta_s())}" + (f" cost=${total:.2f}" if total is not None else "")]
         for name, cl in self.clients.items():
             s = cl.stats
             parts.append(f"{name}: {cl.limit.in_flight}/{cl.limit.limit} req={s.requests} retries={s.retries} "

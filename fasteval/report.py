@@ -13,10 +13,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from fasteval.pricing import cost_usd, model_prices
 from fasteval.records import read_manifest
 from fasteval.runindex import JobRow, RunIndex, open_index
 
 _DIMS = ("model", "suite", "setting", "seed")
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def status(run_dir: Path) -> dict[str, Any]:
@@ -68,9 +70,13 @@ def summarise(rows: list[JobRow]) -> dict[str, Any]:
     by_type: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
+    tokens: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
     n_ok = n_err = 0
     for r in rows:
         terminations[str(r.termination)] += 1
+        for key, value in (r.usage or {}).items():
+            if key in tokens:
+                tokens[key] += int(value or 0)
         if r.status == "ok" and r.score is not None:
             n_ok += 1
             by_seed[int(r.seed)].append(r.score)
@@ -93,7 +99,7 @@ def summarise(rows: list[JobRow]) -> dict[str, Any]:
         "pass_at_k": (sum(1 for v in by_task.values() if max(v) >= 1.0) / len(by_task)) if by_task else None,
         "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
         if by_task else None,
-        "terminations": dict(terminations), "errors": dict(errors),
+        "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
         "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
     }
 
@@ -129,14 +135,22 @@ def _suite_tables(index: RunIndex, model: str, suite: str, setting: str) -> dict
 
 def report(run_dir: Path) -> dict[str, Any]:
     """One row per model × suite × setting from the index; suites' tables stream their records."""
+    manifest = read_manifest(run_dir) or {}
+    prices = model_prices(manifest.get("config") or {})
+    total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index:
         groups = sorted(index.counts(by=("model", "suite", "setting")))
         for model, suite, setting in groups:
             items = list(index.rows(model=model, suite=suite, setting=setting))
             row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
+            price = prices.get(model)
+            row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
+            if row["cost_usd"] is not None:
+                total_cost = (total_cost or 0.0) + row["cost_usd"]
             extra = _suite_tables(index, model, suite, setting)
             if extra:
                 row["suite_metrics"] = extra
             rows.append(row)
-    return {"run_dir": str(run_dir), "rows": rows}
+    return {"run_dir": str(run_dir), "rows": rows,
+            "cost_usd": round(total_cost, 6) if total_cost is not None else None}

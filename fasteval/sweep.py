@@ -30,6 +30,7 @@ from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
+from fasteval.pricing import model_prices
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.runindex import open_index
@@ -38,7 +39,7 @@ from fasteval.serving import Serving, checkpoint_identities
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
-from fasteval.types import Job, Record, Task, Trajectory
+from fasteval.types import Job, Record, Task, Trajectory, Usage
 from providers.base import ProviderError
 from providers.client import ModelClient
 from providers.local import EndpointDown, trajectory
@@ -56,6 +57,8 @@ class ConfigChanged(RuntimeError):
 class RunOptions:
     run_dir: Path
     shard: tuple[int, int] | None = None
+    shard_by: str = "job"
+    """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
     max_concurrency: int | None = None
     force: bool = False
     keep_errors: bool = False
@@ -82,6 +85,17 @@ class SweepResult:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+def usage_summary(turns: list[Usage]) -> dict[str, int]:
+    """A record's token counts; cache counts appear only when a prompt cache served or stored some."""
+    total = Usage()
+    for u in turns:
+        total.add(u)
+    out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
+    if total.cache_read_tokens or total.cache_write_tokens:
+        out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
+    return out
+
+
 def parse_shard(text: str) -> tuple[int, int]:
     i, _, n = text.partition("/")
     idx, count = int(i), int(n)
@@ -90,8 +104,12 @@ def parse_shard(text: str) -> tuple[int, int]:
     return idx, count
 
 
-def in_shard(job_id: str, shard: tuple[int, int] | None) -> bool:
-    return shard is None or int(job_id, 16) % shard[1] == shard[0]
+def in_shard(job_id: str, shard: tuple[int, int] | None, model_slot: int | None = None) -> bool:
+    """Is this job in the shard? By job_id hash, or by the model's position when sharding by model."""
+    if shard is None:
+        return True
+    key = int(job_id, 16) if model_slot is None else model_slot
+    return key % shard[1] == shard[0]
 
 
 def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
@@ -125,9 +143,11 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
     return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
 
 
-def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None,
+         shard_by: str = "job") -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work)."""
     models = [m["name"] for m in cfg.models]
+    slot = {name: i for i, name in enumerate(models)} if shard_by == "model" else {}
     for run in runs:
         for setting in run.settings:
             for item in run.items:
@@ -137,7 +157,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None) 
                 for seed in cfg.seeds:
                     for model in models:
                         job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
-                        if in_shard(job.job_id, shard):
+                        if in_shard(job.job_id, shard, slot.get(model)):
                             yield job, run, setting, item
 
 
@@ -207,7 +227,7 @@ class Sweep:
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total = 0
         by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard):
+        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by):
             jobs_total += 1
             if self.serving is not None and job.job_id not in finished:
                 self.serving.expect(job.model)
@@ -264,7 +284,7 @@ class Sweep:
                                 self.serving.rows if self.serving is not None else None) if f is not None]
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
                                       extra=extra, extra_rows=(lambda: {k: v for f in rows for k, v in f().items()})
-                                      if rows else None)
+                                      if rows else None, prices=model_prices(self.cfg.raw))
             display.start()
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)
@@ -339,7 +359,7 @@ class Sweep:
 
         async def launcher() -> None:
             # Jobs are created only when a slot is free: never thousands of idle coroutines.
-            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard):
+            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by):
                 if job.job_id in finished:
                     self.counters.skipped += 1
                     self.counters.total -= 1
@@ -440,8 +460,7 @@ class Sweep:
             traj.termination, traj.termination_reason = "error", rec.error
         rec.answer = traj.answers[-1] if traj.answers else None
         rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
-        rec.usage = {"prompt_tokens": sum(u.prompt_tokens for u in traj.usage_by_turn),
-                     "completion_tokens": sum(u.completion_tokens for u in traj.usage_by_turn)}
+        rec.usage = usage_summary(traj.usage_by_turn)
         rec.latency_s = round(time.monotonic() - t0, 4)
         rec.trajectory = traj
         if rec.status == "ok":

@@ -14,7 +14,7 @@ from typing import Any, Literal
 ImageRef = str
 """sha256 hex digest of an image's encoded bytes; the key into a BlobStore."""
 
-Termination = Literal["answered", "max_rounds", "error", "context_overflow"]
+Termination = Literal["answered", "max_rounds", "error", "context_overflow", "refusal"]
 JobStatus = Literal["ok", "error"]
 ToolStatus = Literal["ok", "error"]
 
@@ -81,12 +81,20 @@ class ToolCall:
 
 @dataclass(slots=True)
 class Usage:
+    """Tokens of one or more requests. ``prompt_tokens`` counts the whole prompt, cached or not;
+    ``cache_read_tokens`` and ``cache_write_tokens`` say how much of it a prompt cache served or
+    stored, because providers price those differently (fasteval.pricing)."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ rate-limit and concurrency layer around every provider (providers.client) acts o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from fasteval.types import Message, Usage
@@ -48,7 +48,26 @@ class ChatResponse:
     content: str | None
     tool_calls: list[ToolCallRequest] = field(default_factory=list)
     finish_reason: str = "stop"
+    """``stop``, ``tool_calls``, ``length`` (output limit), ``refusal`` or ``content_filter``."""
     usage: Usage = field(default_factory=Usage)
+    native: dict[str, Any] | None = None
+    """The provider's own form of the assistant turn (e.g. Anthropic content blocks with thinking
+    signatures), kept on the assistant message so the next request can send it back verbatim."""
+
+
+@dataclass(slots=True, frozen=True)
+class Capabilities:
+    """What an endpoint accepts, read by the agent loop instead of provider names.
+
+    A model entry's ``capabilities:`` mapping overrides any of them (a gateway may lack what the
+    provider's own API has).
+    """
+
+    tool_result_images: bool = False
+    """Can a tool result carry images? If not, they follow in a user message."""
+    parallel_tool_calls: bool = True
+    seed: bool = True
+    thinking: bool = False
 
 
 class ProviderError(Exception):
@@ -69,6 +88,9 @@ class ProviderError(Exception):
 class Provider(ABC):
     """A model endpoint. Subclasses implement ``chat`` and override capabilities as needed."""
 
+    capability_overrides: dict[str, bool] = {}  # replaced per instance, never mutated
+    """Set from a model entry's ``capabilities:``; applied over ``default_capabilities()``."""
+
     @abstractmethod
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send one request; raise ProviderError (classified) on failure."""
@@ -77,12 +99,20 @@ class Provider(ABC):
         """Identity of the endpoint for limiters and cache keys (never includes secrets)."""
         return type(self).__name__
 
+    def default_capabilities(self) -> Capabilities:
+        """The provider's own capabilities; ``capabilities()`` applies the config's overrides."""
+        return Capabilities()
+
+    def capabilities(self) -> Capabilities:
+        caps = self.default_capabilities()
+        return replace(caps, **self.capability_overrides) if self.capability_overrides else caps
+
     def tool_message_images(self) -> bool:
         """Can a ``tool`` message carry image parts? If not, images go in a following user message."""
-        return False
+        return self.capabilities().tool_result_images
 
     def accepts_seed(self) -> bool:
-        return True
+        return self.capabilities().seed
 
     async def close(self) -> None:  # noqa: B027
         """Release connections."""

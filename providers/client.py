@@ -41,6 +41,8 @@ class EndpointStats:
     backoff_s: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     cache_hits: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -141,6 +143,8 @@ class ModelClient:
         self.limit.on_success()
         self.stats.prompt_tokens += resp.usage.prompt_tokens
         self.stats.completion_tokens += resp.usage.completion_tokens
+        self.stats.cache_read_tokens += resp.usage.cache_read_tokens
+        self.stats.cache_write_tokens += resp.usage.cache_write_tokens
         self.rate.record_tokens(resp.usage.prompt_tokens + resp.usage.completion_tokens)
         return resp
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import orjson
 
 from fasteval.types import Message, Usage
-from providers.base import ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+from providers.http_json import Timeouts
 
 ImageResolver = Callable[[str, str], Awaitable[str]]
 """Maps (ImageRef, encoding profile) to a data URL (encoding happens off the event loop, cached)."""
@@ -26,15 +26,6 @@ _OVERFLOW_MARKERS = ("context length", "context_length", "maximum context", "too
 
 
 _PART_CACHE_BYTES = 64 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class Timeouts:
-    """Separate limits: connecting, waiting for bytes, and one whole attempt."""
-
-    connect_s: float = 10.0
-    read_s: float = 120.0
-    attempt_s: float = 300.0
 
 
 class OpenAICompatProvider(Provider):
@@ -76,8 +67,8 @@ class OpenAICompatProvider(Provider):
         port changes between runs), else the URL and model."""
         return self._endpoint_name or f"{self.base_url}#{self.model}"
 
-    def tool_message_images(self) -> bool:
-        return self._tool_message_images
+    def default_capabilities(self) -> Capabilities:
+        return Capabilities(tool_result_images=self._tool_message_images, seed=True)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
@@ -202,6 +193,7 @@ def parse_response(raw: bytes) -> ChatResponse:
             args = orjson.dumps(args).decode()
         calls.append(ToolCallRequest(id=str(tc.get("id") or f"call_{i}"), name=str(fn.get("name", "")), arguments=args))
     usage = data.get("usage") or {}
+    details = usage.get("prompt_tokens_details") or {}  # OpenAI and vLLM report automatic prefix caching here
     content = msg.get("content")
     if isinstance(content, list):
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
@@ -209,5 +201,6 @@ def parse_response(raw: bytes) -> ChatResponse:
         content=content,
         tool_calls=calls,
         finish_reason=str(choice.get("finish_reason") or "stop"),
-        usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)),
+        usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
+                    cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0),
     )

@@ -24,7 +24,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from providers.base import ChatRequest, ChatResponse, Provider, ProviderError
+from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError
 from providers.local.supervisor import EndpointDown, Replica, ServerGroup
 
 
@@ -223,8 +223,8 @@ class RoutedProvider(Provider):
     def endpoint_id(self) -> str:
         return self._endpoint
 
-    def tool_message_images(self) -> bool:
-        return self._tool_message_images
+    def default_capabilities(self) -> Capabilities:
+        return Capabilities(tool_result_images=self._tool_message_images)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         spec = self.router.group.spec

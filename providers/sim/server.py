@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from providers.sim import native_wire
 from providers.sim.policies import POLICIES
 from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
 from providers.sim.spec import SimModel
@@ -44,6 +45,9 @@ class SimServer:
         self._schedules = {m.name: list(m.faults.schedule) for m in models}
         self._runner: web.AppRunner | None = None
         self._counter = 0
+        self.api_keys: dict[str, str] = {}
+        """Per dialect ("anthropic", "gemini"): the only key accepted; any non-empty key when unset."""
+        self.prompt_cache = native_wire.new_caches()
 
     @property
     def base_url(self) -> str:
@@ -55,6 +59,8 @@ class SimServer:
         app.router.add_get("/v1/models", self.handle_models)
         app.router.add_get("/health", self.handle_health)
         app.router.add_get("/metrics", self.handle_metrics)
+        app.router.add_post("/v1/messages", self.handle_anthropic)
+        app.router.add_post("/v1beta/models/{model_action}", self.handle_gemini)
         app.router.add_get("/sim/stats", self.handle_stats)
         return app
 
@@ -127,6 +133,30 @@ class SimServer:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = orjson.loads(await request.read())
+        return await self._answer(body, request)
+
+    async def handle_anthropic(self, request: web.Request) -> web.StreamResponse:
+        """Anthropic's Messages API over the same models, faults and policies (native_wire.py)."""
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await native_wire.anthropic(self, request)
+        finally:
+            self.in_flight -= 1
+
+    async def handle_gemini(self, request: web.Request) -> web.StreamResponse:
+        """Gemini's generateContent over the same models, faults and policies (native_wire.py)."""
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await native_wire.gemini(self, request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
+        """Faults, latency and the policy's reply for an OpenAI-form body (every dialect ends here)."""
         model = self.models.get(str(body.get("model")))
         if model is None:
             return web.json_response({"error": {"message": f"model {body.get('model')!r} not found"}}, status=404)
@@ -141,8 +171,8 @@ class SimServer:
         if fault == "429":
             return web.json_response({"error": {"message": "rate limited (sim)"}}, status=429,
                                      headers={"Retry-After": str(model.faults.retry_after_s)})
-        if fault == "500":
-            return web.json_response({"error": {"message": "internal error (sim)"}}, status=500)
+        if fault in ("500", "503", "529"):
+            return web.json_response({"error": {"message": f"server error (sim {fault})"}}, status=int(fault))
         if fault in ("400", "401"):
             return web.json_response({"error": {"message": f"rejected (sim {fault})"}}, status=int(fault))
         if fault == "overflow":

@@ -10,7 +10,7 @@ from typing import Any
 class Faults:
     """Probabilities per request, plus an exact schedule consumed first (for tests).
 
-    Schedule entries: "429", "500", "400", "401", "hang", "drop", "malformed", "overflow", "ok".
+    Schedule entries: "429", "500", "503", "529", "400", "401", "hang", "drop", "malformed", "overflow", "ok".
     """
 
     p_429: float = 0.0

@@ -147,8 +147,10 @@ async def test_shards_merged_equal_an_unsharded_run(tmp_path: Path) -> None:
 
     assert key(tmp_path / "merged") == key(tmp_path / "full")
     assert status(tmp_path / "merged")["total"] == 20
-    strip = [{k: v for k, v in row.items() if k != "ci95"} for row in report(tmp_path / "full")["rows"]]
-    assert strip == [{k: v for k, v in row.items() if k != "ci95"} for row in report(tmp_path / "merged")["rows"]]
+    # token counts may differ between runs (the sim numbers its tool calls per process)
+    varying = {"ci95", "tokens", "cost_usd"}
+    strip = [{k: v for k, v in row.items() if k not in varying} for row in report(tmp_path / "full")["rows"]]
+    assert strip == [{k: v for k, v in row.items() if k not in varying} for row in report(tmp_path / "merged")["rows"]]
     # a disagreeing duplicate is refused
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -1,0 +1,82 @@
+"""One pooled aiohttp session per endpoint, and the transport faults every provider maps alike.
+
+Native providers (Anthropic, Gemini) differ in URLs, headers and error bodies, not in how a
+reset, a refused connection or a timeout is classified; that lives here once. Headers and
+timeouts sit on the session because building them per request costs measurable CPU at
+thousands of requests per second (benchmarks/throughput.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+from multidict import CIMultiDictProxy
+
+from providers.base import ProviderError
+
+
+@dataclass(slots=True)
+class Timeouts:
+    """Separate limits: connecting, waiting for bytes, and one whole attempt."""
+
+    connect_s: float = 10.0
+    read_s: float = 120.0
+    attempt_s: float = 300.0
+
+
+def env_key(var: str | None, provider: str) -> str | None:
+    """The API key from the named variable; an unset variable is an auth error, not a crash."""
+    if not var:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        raise ProviderError("auth", f"environment variable {var} is not set ({provider} key)")
+    return key
+
+
+class JsonEndpoint:
+    """POSTs JSON bodies to one host and returns ``(status, headers, body)``; maps transport faults."""
+
+    def __init__(self, headers: Callable[[], dict[str, str]], timeouts: Timeouts, max_connections: int = 1024) -> None:
+        self._headers = headers
+        self._timeout = aiohttp.ClientTimeout(total=timeouts.attempt_s, sock_connect=timeouts.connect_s,
+                                              sock_read=timeouts.read_s)
+        self._max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
+                                                  headers=self._headers())
+        return self._session
+
+    async def post(self, url: str, body: bytes) -> tuple[int, CIMultiDictProxy[str], bytes]:
+        session = self._get_session()
+        try:
+            async with session.post(url, data=body) as resp:
+                return resp.status, resp.headers, await resp.read()
+        except TimeoutError:
+            raise ProviderError("timeout", "no complete answer within the timeouts") from None
+        except aiohttp.ClientConnectorError as e:
+            raise ProviderError("transient", f"connection failed: {e.os_error.strerror or e}: "
+                                f"{e.host}:{e.port}") from None
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+            raise ProviderError("transient", f"connection failed: {type(e).__name__}: {e}") from None
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+
+def retry_after_header(value: str | None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds form); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None

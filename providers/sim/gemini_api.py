@@ -1,0 +1,245 @@
+"""The sim's Gemini dialect: ``POST /v1beta/models/{model}:generateContent``, strictly validated.
+
+Written from the Gemini API's public documentation: the ``x-goog-api-key`` header, known
+top-level fields only, roles ``user``/``model`` alternating and ending with ``user``, one data
+field per part, inline images whose MIME type matches their bytes, ``functionCall`` only from the
+model and ``functionResponse`` only from the user, as many function responses as the previous
+turn made calls and each naming one of them, tool schemas in the OpenAPI subset, and (when
+thinking is on) every function call sent back with the ``thoughtSignature`` it came with.
+Rejections use Google's error shape; replies carry ``usageMetadata`` with implicit caching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Any
+
+import orjson
+
+from providers.sim.anthropic_api import Rejected
+from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
+
+TOP_LEVEL = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
+                       "cachedContent"})
+GENERATION = frozenset({"temperature", "topP", "topK", "maxOutputTokens", "stopSequences", "seed", "candidateCount",
+                        "presencePenalty", "frequencyPenalty", "responseMimeType", "responseSchema", "thinkingConfig"})
+SCHEMA_KEYS = frozenset({"type", "format", "description", "nullable", "enum", "properties", "required", "items",
+                         "minItems", "maxItems", "minimum", "maximum", "anyOf", "propertyOrdering", "title",
+                         "minLength", "maxLength", "pattern", "default"})
+_DATA = ("text", "inlineData", "functionCall", "functionResponse", "fileData", "executableCode", "codeExecutionResult")
+_SECRET = b"fasteval-sim-gemini"
+_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+           429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
+def error_body(status: int, message: str, retry_delay_s: float | None = None) -> bytes:
+    err: dict[str, Any] = {"code": status, "message": message, "status": _STATUS.get(status, "UNKNOWN")}
+    if retry_delay_s is not None:
+        err["details"] = [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": f"{retry_delay_s}s"}]
+    return orjson.dumps({"error": err})
+
+
+def signature(call: dict[str, Any]) -> str:
+    text = orjson.dumps({"name": call.get("name"), "args": call.get("args")}, option=orjson.OPT_SORT_KEYS)
+    return hmac.new(_SECRET, text, hashlib.sha256).hexdigest()[:32]
+
+
+def _bad(message: str) -> Rejected:
+    return Rejected(400, "INVALID_ARGUMENT", message)
+
+
+def _unknown(name: str, where: str) -> Rejected:
+    return _bad(f'Invalid JSON payload received. Unknown name "{name}" at \'{where}\': Cannot find field.')
+
+
+def validate(headers: dict[str, str], body: Any, api_key: str | None) -> None:
+    """Raise Rejected for anything generateContent would reject."""
+    key = headers.get("x-goog-api-key", "")
+    if not key:
+        raise Rejected(403, "PERMISSION_DENIED", "Method doesn't allow unregistered callers. Please use an API key.")
+    if api_key is not None and key != api_key:
+        raise _bad("API key not valid. Please pass a valid API key.")
+    if not isinstance(body, dict):
+        raise _bad("Invalid JSON payload received.")
+    for k in body:
+        if k not in TOP_LEVEL:
+            raise _unknown(k, "")
+    config = body.get("generationConfig") or {}
+    for k in config:
+        if k not in GENERATION:
+            raise _unknown(k, "generation_config")
+    thinking_on = bool((config.get("thinkingConfig") or {}).get("thinkingBudget"))
+    system = body.get("systemInstruction")
+    if system is not None and not (isinstance(system, dict) and isinstance(system.get("parts"), list)):
+        raise _bad("systemInstruction must be a Content with parts")
+    for i, tool in enumerate(body.get("tools") or []):
+        for j, decl in enumerate(tool.get("functionDeclarations") or []):
+            _validate_schema(decl.get("parameters"), f"tools[{i}].function_declarations[{j}].parameters")
+    _validate_contents(body.get("contents"), thinking_on)
+
+
+def _validate_schema(schema: Any, where: str) -> None:
+    if schema is None:
+        return
+    if not isinstance(schema, dict):
+        raise _bad(f"{where}: schema must be an object")
+    for k, v in schema.items():
+        if k not in SCHEMA_KEYS:
+            raise _unknown(k, where)
+        if k == "properties":
+            for name, sub in v.items():
+                _validate_schema(sub, f"{where}.properties[{name}].value")
+        elif k == "items":
+            _validate_schema(v, f"{where}.items")
+
+
+def _validate_contents(contents: Any, thinking_on: bool) -> None:
+    if not isinstance(contents, list) or not contents:
+        raise _bad("* GenerateContentRequest.contents: contents is not specified")
+    pending_calls: list[str] = []
+    for i, c in enumerate(contents):
+        role = c.get("role") if isinstance(c, dict) else None
+        if role not in ("user", "model"):
+            raise _bad("Please use a valid role: user, model.")
+        if i > 0 and contents[i - 1]["role"] == role:
+            raise _bad("Please ensure that multiturn requests alternate between user and model.")
+        parts = c.get("parts")
+        if not isinstance(parts, list) or not parts:
+            raise _bad(f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.")
+        responses: list[str] = []
+        calls: list[str] = []
+        for j, p in enumerate(parts):
+            fields = [k for k in _DATA if k in p]
+            if len(fields) != 1 or set(p) - set(_DATA) - {"thought", "thoughtSignature"}:
+                raise _bad(f"contents[{i}].parts[{j}]: a part holds exactly one of {', '.join(_DATA[:4])}")
+            field = fields[0]
+            if field == "inlineData":
+                data = p["inlineData"]
+                if data.get("mimeType") not in NATIVE_MEDIA_TYPES or sniff_base64(str(data.get("data", ""))) != data["mimeType"]:
+                    raise _bad("Provided image is not valid.")
+            elif field == "functionCall":
+                if role != "model":
+                    raise _bad("Please ensure that function call turns come from the model.")
+                if thinking_on and p.get("thoughtSignature") != signature(p["functionCall"]):
+                    raise _bad(f"Function call is missing a thought_signature in functionCall parts. This is required "
+                               f"for tools to work correctly (contents[{i}].parts[{j}]).")
+                calls.append(str(p["functionCall"].get("name")))
+            elif field == "functionResponse":
+                if role != "user":
+                    raise _bad("Please ensure that function responses come from the user.")
+                if not isinstance(p["functionResponse"].get("response"), dict):
+                    raise _bad(f"contents[{i}].parts[{j}].function_response.response: must be an object")
+                responses.append(str(p["functionResponse"].get("name")))
+        if role == "user":
+            if responses and not pending_calls:
+                raise _bad("Please ensure that function response turn comes immediately after a function call turn.")
+            if pending_calls and len(responses) != len(pending_calls):
+                raise _bad("Please ensure that the number of function response parts is equal to the number of "
+                           "function call parts of the function call turn.")
+            if sorted(responses) != sorted(pending_calls):
+                raise _bad("Please ensure that each function response names a function call of the previous turn.")
+        pending_calls = calls if role == "model" else []
+    if contents[-1]["role"] != "user":
+        raise _bad("Please ensure that single turn requests end with a user role or the role field is empty.")
+
+
+def to_openai(model: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAI-form request the sim's policies read (call ids made up by position)."""
+    messages: list[dict[str, Any]] = []
+    system = body.get("systemInstruction")
+    if system:
+        messages.append({"role": "system", "content": "\n".join(p.get("text", "") for p in system["parts"])})
+    open_calls: list[tuple[str, str]] = []
+    for i, c in enumerate(body["contents"]):
+        if c["role"] == "model":
+            texts = [p["text"] for p in c["parts"] if "text" in p and not p.get("thought")]
+            open_calls = [(f"gcall_{i}_{j}", p["functionCall"]["name"]) for j, p in enumerate(c["parts"])
+                          if "functionCall" in p]
+            msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+            calls = [p["functionCall"] for p in c["parts"] if "functionCall" in p]
+            if calls:
+                msg["tool_calls"] = [{"id": cid, "type": "function", "function": {
+                    "name": fc["name"], "arguments": orjson.dumps(fc.get("args") or {}).decode()}}
+                    for (cid, _), fc in zip(open_calls, calls, strict=True)]
+            messages.append(msg)
+            continue
+        rest: list[dict[str, Any]] = []
+        tool_msgs: list[dict[str, Any]] = []
+        for p in c["parts"]:
+            if "functionResponse" in p:
+                name = p["functionResponse"]["name"]
+                cid = next((cid for cid, n in open_calls if n == name), "")
+                open_calls = [(x, n) for x, n in open_calls if x != cid]
+                response = p["functionResponse"]["response"]
+                text = response.get("output", response.get("error", "")) if isinstance(response, dict) else ""
+                tool_msgs.append({"role": "tool", "tool_call_id": cid,
+                                  "content": [{"type": "text", "text": text if isinstance(text, str) else orjson.dumps(text).decode()}]})
+            elif "inlineData" in p:
+                url = f"data:{p['inlineData']['mimeType']};base64,{p['inlineData']['data']}"
+                part = {"type": "image_url", "image_url": {"url": url}}
+                if tool_msgs:  # images after function responses belong to the last tool result
+                    tool_msgs[-1]["content"].append(part)
+                else:
+                    rest.append(part)
+            elif "text" in p:
+                rest.append({"type": "text", "text": p["text"]})
+        messages.extend(tool_msgs)
+        if rest:
+            messages.append({"role": "user", "content": rest})
+    tools = [{"type": "function", "function": {"name": d["name"], "description": d.get("description", ""),
+                                               "parameters": d.get("parameters") or {"type": "object", "properties": {}}}}
+             for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []]
+    out: dict[str, Any] = {"model": model, "messages": messages}
+    if tools:
+        out["tools"] = tools
+    return out
+
+
+class ImplicitCache:
+    """Implicit caching: the longest prefix of contents this server has answered before is cached."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def usage(self, body: dict[str, Any]) -> tuple[int, int]:
+        """(prompt tokens, cached tokens) at 4 characters a token and 258 an image."""
+        digest = hashlib.sha256(orjson.dumps([body.get("systemInstruction"), body.get("tools")],
+                                             option=orjson.OPT_SORT_KEYS))
+        total = cached = 0
+        for c in body["contents"]:
+            digest.update(orjson.dumps(c, option=orjson.OPT_SORT_KEYS))
+            total += sum(258 if "inlineData" in p else max(1, len(orjson.dumps(p)) // 4) for p in c["parts"])
+            key = digest.hexdigest()
+            if key in self._seen:
+                cached = total
+            self._seen.add(key)
+        return total, cached
+
+
+def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, int]) -> dict[str, Any]:
+    """A generateContent response for a policy's reply."""
+    thinking_on = bool(((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("thinkingBudget"))
+    parts: list[dict[str, Any]] = []
+    if thinking_on:
+        parts.append({"text": "Considering the images and the tools.", "thought": True})
+    if reply.get("content"):
+        parts.append({"text": reply["content"]})
+    for tc in reply.get("tool_calls") or []:
+        call = {"name": tc["function"]["name"], "args": orjson.loads(tc["function"]["arguments"] or "{}")}
+        part: dict[str, Any] = {"functionCall": call}
+        if thinking_on:
+            part["thoughtSignature"] = signature(call)
+        parts.append(part)
+    if not parts:
+        parts.append({"text": "..."})
+    prompt, cached = usage
+    out_tokens = max(1, len(orjson.dumps(parts)) // 4)
+    thoughts = 12 if thinking_on else 0
+    meta = {"promptTokenCount": prompt, "candidatesTokenCount": out_tokens, "totalTokenCount": prompt + out_tokens + thoughts}
+    if cached:
+        meta["cachedContentTokenCount"] = cached
+    if thoughts:
+        meta["thoughtsTokenCount"] = thoughts
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": meta, "modelVersion": "sim"}
