@@ -207,7 +207,10 @@ class Serving:
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await asyncio.gather(*(g.stop() for g in self.groups.values() if g.launched), return_exceptions=True)
+        # evaluated models first, then the roles (a judge outlives the models it judges)
+        for names in ([n for n in self.groups if n not in self.roles], sorted(self.roles)):
+            await asyncio.gather(*(self.groups[n].stop() for n in names if self.groups[n].launched),
+                                 return_exceptions=True)
         for name, state in self.state.items():
             if state in ("starting", "up"):
                 self.state[name] = "done"

@@ -123,3 +123,18 @@ def test_served_models_that_do_not_fit_are_refused_before_anything_runs(tmp_path
     assert proc.returncode == 2
     assert "needs 4 GPU(s)" in proc.stderr and "2 GPU(s)" in proc.stderr
     assert not (run_dir / "manifest.json").exists()
+
+
+def test_a_served_role_stays_up_while_checkpoints_take_turns_on_the_other_gpu(tmp_path: Path) -> None:
+    ckpt = make_checkpoint(tmp_path / "ckpt")
+    models = [{"name": f"ck-{c}", "provider": "vllm", "serve": serve_block(ckpt)} for c in "ab"]
+    roles = {"judge": {"provider": "vllm", "serve": serve_block(make_checkpoint(tmp_path / "judge"))}}
+    run_dir = tmp_path / "run"
+    proc = run(write_config(tmp_path, models, gpus=[0, 1], n_tasks=3, roles=roles), run_dir)
+    assert proc.returncode == 0, proc.stderr
+    judge = state(run_dir, "judge-0")
+    a, b = state(run_dir, "ck-a-0"), state(run_dir, "ck-b-0")
+    assert judge["started_at"] <= a["started_at"] and judge["stopped_at"] >= b["stopped_at"]
+    assert a["stopped_at"] <= b["started_at"]
+    assert judge["gpus"] == ["0"] and a["gpus"] == b["gpus"] == ["1"]
+    assert {r["model"] for r in records(run_dir)} == {"ck-a", "ck-b"}
