@@ -79,8 +79,19 @@ def test_checkpoint_fingerprint_follows_configs_and_weight_sizes(tmp_path: Path)
     assert checkpoint_identity(str(ckpt))["fingerprint"] != first["fingerprint"]
     make_checkpoint(ckpt, marker="2")
     assert checkpoint_identity(str(ckpt))["fingerprint"] != first["fingerprint"]
+
+
+def test_hub_ids_are_identified_by_the_cached_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     hub = checkpoint_identity("Qwen/Qwen2.5-VL-7B-Instruct")
-    assert hub["kind"] == "hub" and hub["path"] == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert hub["kind"] == "hub" and hub["path"] == "Qwen/Qwen2.5-VL-7B-Instruct" and hub["revision"] is None
+    refs = tmp_path / "models--Qwen--Qwen2.5-VL-7B-Instruct" / "refs"
+    refs.mkdir(parents=True)
+    (refs / "main").write_text("abc123\n")
+    cached = checkpoint_identity("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert cached["revision"] == "abc123" and cached["fingerprint"] != hub["fingerprint"]
+    (refs / "main").write_text("def456\n")
+    assert checkpoint_identity("Qwen/Qwen2.5-VL-7B-Instruct")["fingerprint"] != cached["fingerprint"]
 
 
 def test_parse_metrics_reads_vllm_names() -> None:
