@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from fasteval.blobs import BlobStore
+from fasteval.redact import redact_text
 from fasteval.suites.base import Setting, Suite
 from fasteval.tools.base import Tool, ToolContext, ToolResult
 from fasteval.types import ImageRef, Message, Task, ToolCall, Trajectory, Usage
@@ -97,6 +98,9 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
         raise
     except Exception as e:  # a tool bug must not kill the job, let alone the sweep
         result = ToolResult.fail(f"Tool {call.name} failed: {type(e).__name__}: {e}")
+    if result.status == "error":
+        # An upstream may echo a key into an error; the model (a third party) must not see it either.
+        result.output, result.error = redact_text(result.output), result.error and redact_text(result.error)
     return result, args, time.monotonic() - t0
 
 

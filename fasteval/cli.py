@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -17,26 +18,127 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.config import ConfigError, load_config
-from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED
+from fasteval import __version__
+from fasteval.config import ConfigError, SweepConfig, load_config
+from fasteval.diskfaults import RunDirUnwritable, RunLogHandler, shown
+from fasteval.exitcodes import (
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    EXIT_JOB_ERRORS,
+    EXIT_OK,
+    EXIT_USAGE,
+    RunIncomplete,
+)
 from fasteval.merge import MergeConflict, merge_runs
 from fasteval.models import ModelConfigError
+from fasteval.redact import (
+    RedactingFilter,
+    add_secrets_from_env,
+    redact_text,
+    secret_env_names,
+    secret_like_env_names,
+)
 from fasteval.report import report, status
-from fasteval.sweep import ConfigChanged, RunOptions, parse_shard, run_sweep
-from providers.local import GpuConfigError, ServeConfigError, ServerStartError
+from fasteval.sweep import (
+    ConfigChanged,
+    RunOptions,
+    Selectors,
+    SweepIncomplete,
+    SweepResult,
+    parse_shard,
+    run_sweep,
+)
 
 
 def _print_json(obj: Any) -> None:
     sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
+def _print_config_error(e: ConfigError) -> None:
+    for line in str(e).splitlines():
+        print(f"error: {line.strip()}" if not line.startswith("  ") else line, file=sys.stderr)
+
+
+def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
+    """The plan narrowing asked for on the command line; unknown names are usage errors."""
+    from fasteval.config_schema import did_you_mean
+
+    sel = Selectors(models=_names(a.model), suites=_names(a.suite), settings=_names(a.setting),
+                    seeds=[int(x) for x in _names(a.seeds)], limit=a.limit)
+    known = {"--model": [m["name"] for m in cfg.models], "--suite": [str(s["name"]) for s in cfg.suites],
+             "--seeds": [str(x) for x in cfg.seeds]}
+    for flag, asked in (("--model", sel.models), ("--suite", sel.suites), ("--seeds", [str(x) for x in sel.seeds])):
+        for name in asked:
+            if name not in known[flag]:
+                raise ValueError(f"{flag} {name}: not in {cfg.path}{did_you_mean(name, known[flag])} "
+                                 f"(known: {', '.join(known[flag])})")
+    if sel.limit is not None and sel.limit < 1:
+        raise ValueError("--limit must be at least 1")
+    return sel
+
+
+def _names(values: list[str] | None) -> list[str]:
+    """Repeatable and comma-separated: ``--model a --model b`` or ``--model a,b``."""
+    return [x.strip() for v in values or [] for x in v.split(",") if x.strip()]
+
+
+def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
+    from fasteval.dry_run import preview
+
+    try:
+        pv = preview(cfg, opts)
+    except (ValueError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    t = Table(title=f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
+                    f"{pv.total - pv.resumed} to run")
+    for col in ("model", "suite", "setting", "seed", "jobs"):
+        t.add_column(col, justify="right" if col in ("seed", "jobs") else "left")
+    for (m, su, st, sd), n in pv.groups.items():
+        t.add_row(m, su, st, str(sd), str(n))
+    _console().print(t)
+    f = Table(title="first jobs to run")
+    for col in ("job_id", "model", "suite", "setting", "task_id", "seed"):
+        f.add_column(col)
+    for j in pv.first:
+        f.add_row(*(str(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
+    _console().print(f)
+    return EXIT_OK
+
+
+def _print_error_summary(result: SweepResult) -> None:
+    """The end-of-run table: errors by model × kind, each with one readable example."""
+    if not result.errors_by:
+        return
+    t = Table(title="errors by model and kind (details in run.log and records.jsonl)", title_justify="left")
+    for col in ("model", "error_kind", "jobs", "example"):
+        t.add_column(col, overflow="fold")
+    for model, kinds in result.errors_by.items():
+        for kind, (count, example) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
+            t.add_row(model, kind, str(count), redact_text(str(example))[:200])
+    Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
+
+
+class _TerminalFilter(logging.Filter):
+    """During a run the terminal shows only errors; warnings (ours and third-party libraries',
+    e.g. math_verify's timeout notice) go to run.log, where they do not tear the live panel."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     try:
         cfg = load_config(a.config)
         shard = parse_shard(a.shard) if a.shard else None
-    except (ConfigError, ValueError) as e:
+        selectors = _selectors(a, cfg)
+    except ConfigError as e:
+        _print_config_error(e)
+        return EXIT_USAGE
+    except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     if a.cache or a.cache_mode:
         cache_cfg = dict(cfg.run.get("cache") or {})
         if a.cache:
@@ -47,37 +149,84 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir or Path("runs") / Path(a.config).stem)
     if shard and not a.run_dir:
         run_dir = run_dir.with_name(f"{run_dir.name}-shard{shard[0]}of{shard[1]}")
-    opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by, max_concurrency=a.max_concurrency, force=a.force,
-                      keep_errors=a.keep_errors, progress=False if a.no_progress else None)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "run.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
+    opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
+                      max_concurrency=a.max_concurrency, force=a.force,
+                      keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors)
+    if a.dry_run:
+        return _print_preview(cfg, opts)
+    if not a.no_preflight:
+        from fasteval.preflight import preflight
+
+        try:
+            problems = uvloop.run(preflight(cfg))
+        except KeyboardInterrupt:
+            print("interrupted during preflight: nothing ran", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        if problems:
+            print(f"error: preflight found {len(problems)} endpoint(s) not ready (nothing ran; --no-preflight "
+                  f"skips this check):", file=sys.stderr)
+            for line in problems:
+                print(f"  {redact_text(line)}", file=sys.stderr)  # an upstream may echo the key back
+            return EXIT_USAGE
+    existed = run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handler = RunLogHandler(run_dir / "run.log")
+    except OSError as e:
+        print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
+              "use a writable --run-dir", file=sys.stderr)
+        return EXIT_USAGE
+    root = logging.getLogger()
+    root.addHandler(handler)
+    ours = logging.getLogger("fasteval")
+    old_level = ours.level
+    ours.setLevel(logging.INFO)  # breaker and job failures in full in run.log; third parties stay at WARNING
+    quiet = _TerminalFilter()
+    terminal = [h for h in root.handlers if h is not handler]
+    for h in terminal:
+        h.addFilter(quiet)
+    logging.captureWarnings(True)
     # Long sweeps hold many small live objects; the default GC thresholds rescan them thousands of
     # times a second. Freeze what startup built and collect young objects less often.
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     try:
         result = uvloop.run(run_sweep(cfg, opts))
-    except (ConfigChanged, ModelConfigError, KeyError, ServeConfigError, GpuConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ServerStartError as e:  # a served role (judge) did not start: nothing can be scored
-        print(f"error: {e}", file=sys.stderr)
+    except SweepIncomplete as e:
+        r = e.result
+        print(f"{run_dir}: {r.ok} ok, {r.errors} error, {r.skipped} already done, {r.not_run} not run "
+              f"in {r.wall_s:.1f} s", file=sys.stderr)
+        _print_error_summary(r)
+        print(redact_text(str(e)), file=sys.stderr)
         return EXIT_INCOMPLETE
+    except RunIncomplete as e:
+        msg = redact_text(str(e))
+        print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
+        return EXIT_INCOMPLETE
+    except RunDirUnwritable as e:
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
+        return EXIT_USAGE
+    except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:
+        if not existed and not (run_dir / "records.jsonl").exists():
+            shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
+        print(f"error: {redact_text(str(e))}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
-        logging.getLogger().removeHandler(handler)
+        logging.captureWarnings(False)
+        for h in terminal:
+            h.removeFilter(quiet)
+        ours.setLevel(old_level)
+        root.removeHandler(handler)
         handler.close()
     print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
-    if result.unrun:
-        print(f"incomplete: {result.unrun} job(s) not run because their model's servers failed "
-              f"(see {run_dir}/servers/); rerun the same command to continue", file=sys.stderr)
-        return EXIT_INCOMPLETE
-    return 0
+    if result.errors:
+        _print_error_summary(result)
+        return EXIT_JOB_ERRORS
+    return EXIT_OK
 
 
 def cmd_status(a: argparse.Namespace) -> int:
@@ -96,6 +245,13 @@ def cmd_status(a: argparse.Namespace) -> int:
         for k, v in st[f"by_{dim}"].items():
             t.add_row(dim, k, str(v["total"]), str(v["done"]), str(v["error"]), str(v["remaining"]))
     _console().print(t)
+    if st.get("errors_by_kind"):
+        errs = Table(title="errors by model and kind", title_justify="left")
+        for col in ("model", "error_kind", "jobs", "example"):
+            errs.add_column(col, overflow="fold")
+        for row in st["errors_by_kind"]:
+            errs.add_row(str(row["model"]), str(row["error_kind"]), str(row["jobs"]), str(row["example"] or "")[:200])
+        _console().print(errs)
     return 0
 
 
@@ -132,6 +288,18 @@ def cmd_report(a: argparse.Namespace) -> int:
     if rep.get("cost_usd") is not None:
         t.caption = f"estimated cost of the evaluated models: ${rep['cost_usd']:.2f} (fasteval.pricing; roles not included)"
     _console().print(t)
+    u = Table(title="cost and behaviour per trajectory")
+    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "mean latency s", "tool calls/traj",
+                "terminations"):
+        u.add_column(col)
+    for r in rep["rows"]:
+        lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
+        ends = ", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items()))
+        tokens = r.get("tokens") or {}
+        u.add_row(r["model"], r["suite"], r["setting"], str(tokens.get("prompt_tokens", "-")),
+                  str(tokens.get("completion_tokens", "-")), "-" if lat is None else f"{lat:.2f}",
+                  "-" if calls is None else f"{calls:.2f}", ends)
+    _console().print(u)
     for r in rep["rows"]:
         if r.get("suite_metrics"):
             _print_metrics(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"])
@@ -253,7 +421,7 @@ def cmd_score_file(a: argparse.Namespace) -> int:
 
 
 def cmd_rescore(a: argparse.Namespace) -> int:
-    from fasteval.config import SweepConfig
+    from fasteval.config import config_from_manifest
     from fasteval.records import read_manifest
     from fasteval.rescore import rescore
 
@@ -266,10 +434,7 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         if a.config:
             cfg = load_config(a.config)
         else:
-            path = run_dir / "manifest.json"
-            raw = manifest["config"]
-            cfg = SweepConfig(raw=raw, path=path, models=raw["models"], roles=raw.get("roles") or {},
-                              suites=raw["suites"], seeds=[], run=dict(raw.get("run") or {}))
+            cfg = config_from_manifest(manifest, run_dir)
         if a.judge:
             cfg.roles["judge"] = dict(orjson.loads(a.judge))
     except (ConfigError, orjson.JSONDecodeError, KeyError) as e:
@@ -285,7 +450,7 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
     from fasteval.data_fetch import FetchError, fetch
 
     try:
-        path = fetch(a.name, Path(a.dest), revision=a.revision)
+        path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision)
     except (FetchError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -296,6 +461,7 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
+    ap.add_argument("--version", action="version", version=f"fasteval {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run (or resume) a sweep")
     r.add_argument("config")
@@ -309,6 +475,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
+    r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
+    r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
+    r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
+    r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
+    r.add_argument("--suite", action="append", help="only this suite (repeatable)")
+    r.add_argument("--setting", action="append", help="only this setting (repeatable)")
+    r.add_argument("--seeds", action="append", help="only these seeds, e.g. 0,1")
     r.set_defaults(func=cmd_run)
     s = sub.add_parser("status", help="what is done and what remains in a run folder")
     s.add_argument("run_dir")
@@ -347,7 +520,7 @@ def build_parser() -> argparse.ArgumentParser:
     dsub = d.add_subparsers(dest="data_command", required=True)
     df = dsub.add_parser("fetch", help="download a benchmark's official files (needs huggingface_hub and a network)")
     df.add_argument("name")
-    df.add_argument("--dest", default="data")
+    df.add_argument("--dest", help="folder (default: where the shipped configs read it, data/<benchmark>)")
     df.add_argument("--revision")
     df.set_defaults(func=cmd_data_fetch)
     _add_optional_commands(sub)
@@ -355,7 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.serve_command")
+COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.catalog",
+                                   "fasteval.serve_command")
 
 
 def _add_optional_commands(sub: Any) -> None:
@@ -368,6 +542,8 @@ def _add_optional_commands(sub: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for h in logging.getLogger().handlers:
+        h.addFilter(RedactingFilter())
     a = build_parser().parse_args(argv)
     code: int = a.func(a)
     return code

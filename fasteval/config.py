@@ -15,21 +15,40 @@ from typing import Any
 import orjson
 import yaml
 
+from fasteval.config_schema import (
+    KNOWN_ROLES,
+    TOP_LEVEL,
+    KeyPath,
+    Problems,
+    Source,
+    check_endpoint,
+    check_mapping,
+    check_suite,
+    did_you_mean,
+    line_map,
+)
+
 OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
-                                  "gpus"})
+                                  "breaker", "gpus"})
 
 
 class ConfigError(ValueError):
-    pass
+    """A config that cannot run; ``problems`` holds one line per problem (file:line: key.path: message)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
 @dataclass(slots=True)
 class SweepConfig:
     raw: dict[str, Any]
+    """The config as written (includes expanded): what the manifest stores and the hash covers."""
     path: Path
     models: list[dict[str, Any]]
     roles: dict[str, dict[str, Any]]
     suites: list[dict[str, Any]]
+    """Suite entries with their path options resolved against the config file's folder."""
     seeds: list[int]
     run: dict[str, Any] = field(default_factory=dict)
 
@@ -40,67 +59,120 @@ class SweepConfig:
 _SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "authorization", "password"})
 
 
-def _check_no_secrets(spec: dict[str, Any], where: str) -> None:
-    """Refuse keys written into a config: it is copied into every run folder's manifest."""
-    for key in spec:
-        if str(key).lower() in _SECRET_KEYS:
-            raise ConfigError(f"{where}: do not put secrets in configs ({key!r}); put the key in an "
-                              f"environment variable and name it with api_key_env")
+def _secret_key(spec: dict[str, Any]) -> str | None:
+    """A key that looks like a secret: a config is copied into every run folder's manifest."""
+    return next((str(k) for k in spec if str(k).lower() in _SECRET_KEYS), None)
 
 
-def _expand_includes(items: list[Any], base: Path) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for item in items:
-        if isinstance(item, dict) and set(item) == {"include"}:
-            path = base / str(item["include"])
-            loaded = yaml.safe_load(path.read_text())
+def _read(path: Path) -> tuple[Any, Source]:
+    try:
+        text = path.read_text()
+        return yaml.safe_load(text), Source(path, line_map(text))
+    except (OSError, yaml.YAMLError) as e:
+        reason = str(e).replace("\n", " ")
+        raise ConfigError(f"cannot read config {path}: {reason}") from None
+
+
+def _expand_includes(items: list[Any], src: Source, base: Path, problems: Problems,
+                     path: KeyPath = ("models",)) -> list[tuple[Any, Source, KeyPath]]:
+    """Model entries with the file and key path each came from (for messages that point at it)."""
+    out: list[tuple[Any, Source, KeyPath]] = []
+    for i, item in enumerate(items):
+        where: KeyPath = (*path, i)
+        if isinstance(item, dict) and "include" in item:
+            if set(item) != {"include"}:
+                problems.add(src, where, "an include entry holds only 'include: FILE'")
+                continue
+            inc = base / str(item["include"])
+            if not inc.is_file():
+                problems.add(src, (*where, "include"), f"{item['include']} does not exist (looked for {inc})")
+                continue
+            loaded, inc_src = _read(inc)
+            inc_path: KeyPath = ()
             if isinstance(loaded, dict):
-                loaded = loaded.get("models", [])
+                loaded, inc_path = loaded.get("models", []), ("models",)
             if not isinstance(loaded, list):
-                raise ConfigError(f"{path}: an included model list must be a YAML list")
-            out.extend(_expand_includes(loaded, path.parent))
-        elif isinstance(item, dict):
-            out.append(item)
+                problems.add(inc_src, (), "an included model list must be a YAML list")
+                continue
+            out.extend(_expand_includes(loaded, inc_src, inc.parent, problems, inc_path))
         else:
-            raise ConfigError(f"expected a mapping, got {item!r}")
+            out.append((item, src, where))
     return out
 
 
-def load_config(path: str | Path) -> SweepConfig:
-    """Read and validate a sweep config; errors name the offending field."""
+def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
+    """Read and validate a sweep config; every problem is reported at once (ConfigError.problems).
+
+    Relative paths are read from the config file's folder. ``check_paths=False`` skips the check
+    that data files exist (for tools that only inspect a config).
+    """
     p = Path(path)
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise ConfigError(f"cannot read config {p}: {e}") from None
+    raw, src = _read(p)
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: the top level must be a mapping")
-    models = _expand_includes(raw.get("models") or [], p.parent)
+    problems = Problems(check_paths=check_paths)
+    base = p.parent
+    top = check_mapping(raw, TOP_LEVEL, (), src, problems, base)
+    expanded = _expand_includes(raw.get("models") or [] if isinstance(raw.get("models"), list) else [],
+                                src, base, problems)
+    models: list[dict[str, Any]] = []
+    for spec, spec_src, where in expanded:
+        secret = _secret_key(spec) if isinstance(spec, dict) else None
+        if secret:
+            spec_src_problem = f"do not put secrets in configs ({secret!r}); put the key in an " \
+                               f"environment variable and name it with api_key_env"
+            problems.add(spec_src, (*where, secret), spec_src_problem)
+            continue
+        check_endpoint(spec, where, spec_src, problems, role=False)
+        if isinstance(spec, dict):
+            models.append(spec)
     raw["models"] = models
-    if not models:
-        raise ConfigError(f"{p}: 'models' is empty")
+    if not expanded and "models" in raw:
+        problems.add(src, ("models",), "'models' is empty")
     names = [m.get("name") for m in models]
-    for m in models:
-        _check_no_secrets(m, f"{p}: model {m.get('name')}")
-        if not m.get("name") or not m.get("provider"):
-            raise ConfigError(f"{p}: every model needs 'name' and 'provider' (got {m})")
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{p}: model names must be unique: {names}")
-    suites = raw.get("suites") or []
-    if not suites:
-        raise ConfigError(f"{p}: 'suites' is empty")
-    for s in suites:
-        if not isinstance(s, dict) or not s.get("name"):
-            raise ConfigError(f"{p}: every suite needs a 'name' (got {s})")
+    dupes = sorted({str(n) for n in names if names.count(n) > 1})
+    if dupes:
+        problems.add(src, ("models",), f"model names must be unique: {', '.join(dupes)} repeated")
+    roles = raw.get("roles") or {}
+    if isinstance(roles, dict):
+        for role, spec in roles.items():
+            if role not in KNOWN_ROLES:
+                problems.add(src, ("roles", role), f"unknown role{did_you_mean(str(role), KNOWN_ROLES)} "
+                             f"(known: {', '.join(sorted(KNOWN_ROLES))})")
+            secret = _secret_key(spec) if isinstance(spec, dict) else None
+            if secret:
+                problems.add(src, ("roles", role, secret), f"do not put secrets in configs ({secret!r}); put "
+                             f"the key in an environment variable and name it with api_key_env")
+                continue
+            check_endpoint(spec, ("roles", role), src, problems, role=True)
+    suites: list[dict[str, Any]] = []
+    entries = raw.get("suites")
+    if isinstance(entries, list):
+        if not entries:
+            problems.add(src, ("suites",), "'suites' is empty")
+        for i, entry in enumerate(entries):
+            suites.append(check_suite(entry, ("suites", i), src, problems, base))
+    if problems:
+        n = len(problems.items)
+        raise ConfigError(f"{p}: {n} problem{'s' if n > 1 else ''}:\n  " + "\n  ".join(problems.items),
+                          problems.items)
     seeds_raw = raw.get("seeds", [0])
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
-    roles = raw.get("roles") or {}
-    for role, spec in roles.items():
-        if not isinstance(spec, dict) or not spec.get("provider"):
-            raise ConfigError(f"{p}: role {role!r} needs a 'provider'")
-        _check_no_secrets(spec, f"{p}: role {role}")
-    return SweepConfig(raw=raw, path=p, models=models, roles=roles, suites=suites, seeds=seeds,
-                       run=dict(raw.get("run") or {}))
+    run = dict(top.get("run") or {})
+    return SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
+                       suites=suites, seeds=seeds, run=run)
+
+
+def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
+    """The config a run folder was started with, its relative paths read from the original
+    config file's folder (recorded in the manifest) as they were at run time."""
+    raw = manifest["config"]
+    base = Path(str(manifest.get("config_path") or run_dir / "manifest.json")).parent
+    problems = Problems(check_paths=False)
+    suites = [check_suite(e, ("suites", i), Source(run_dir / "manifest.json"), problems, base)
+              for i, e in enumerate(raw.get("suites") or [])]
+    return SweepConfig(raw=raw, path=run_dir / "manifest.json", models=raw["models"], roles=raw.get("roles") or {},
+                       suites=suites, seeds=[], run=dict(raw.get("run") or {}))
 
 
 # How a served model is kept up, not what it computes: may change between attempts of one run.

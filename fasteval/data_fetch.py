@@ -64,6 +64,19 @@ DATASETS: dict[str, DatasetSource] = {
         path_hint="{dest}/subset1.parquet"),
 }
 
+DEFAULT_DEST: dict[str, str] = {"tirbench": "data/TIR-Bench", "visualtoolbench": "data/VisualToolBench",
+                                "vistahop": "data/vistahop"}
+"""Where ``fetch`` puts each benchmark without ``--dest``: under the checkout's ``data/``, which is where
+the shipped configs (``configs/*.yaml``, paths relative to their folder: ``../data/...``) read them."""
+
+
+def default_dest(name: str) -> Path:
+    """The folder the shipped configs read benchmark ``name`` from (the checkout's data/, else ./data/)."""
+    root = Path(__file__).resolve().parents[1]
+    base = root if (root / "configs").is_dir() else Path.cwd()
+    return base / DEFAULT_DEST[source(name).name]
+
+
 ALIASES = {"tir-bench": "tirbench", "tir_bench": "tirbench", "vtb": "visualtoolbench",
            "visual-tool-bench": "visualtoolbench", "vista-hop": "vistahop"}
 
@@ -85,14 +98,14 @@ def _snapshot_download() -> Callable[..., Any] | None:
     return fn if callable(fn) else None
 
 
-def fetch(name: str, dest: Path, *, revision: str | None = None) -> Path:
+def fetch(name: str, dest: Path | None = None, *, revision: str | None = None) -> Path:
     """Download benchmark ``name`` into ``dest`` and return the path to put in the config.
 
     Needs ``huggingface_hub`` and a network; without them (or for VistaHop, which is not on the
     hub) raises ``FetchError`` naming the repository and where to put the files by hand.
     """
     src = source(name)
-    dest = Path(dest)
+    dest = Path(dest) if dest is not None else default_dest(name)
     manual = src.manual.format(dest=dest)
     if src.hub != "huggingface":
         raise FetchError(f"{src.name}: cannot be fetched automatically ({src.hub} {src.repo_id}): {manual}; "

@@ -14,6 +14,7 @@ from typing import Any
 
 from providers.anthropic import AnthropicProvider
 from providers.base import Capabilities, Provider, ProviderError
+from providers.breaker import BreakerPolicy, CircuitBreaker
 from providers.client import ModelClient, RetryPolicy
 from providers.gemini import GeminiProvider
 from providers.http_json import Timeouts
@@ -28,8 +29,13 @@ class ModelConfigError(ValueError):
 
 
 def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
-                 resolver: ImageResolver | None, serving: Any = None) -> ModelClient:
-    """A ModelClient for one config entry (model or role); ``serving`` provides served models."""
+                 resolver: ImageResolver | None, breaker: BreakerPolicy | None = None,
+                 serving: Any = None) -> ModelClient:
+    """A ModelClient for one config entry (model or role); ``serving`` provides served models.
+
+    A served model gets no circuit breaker: its supervisor restarts dead servers and raises
+    EndpointDown itself when they are exhausted.
+    """
     provider_name = spec["provider"]
     limits = dict(spec.get("limits") or {})
     timeouts = Timeouts(**(spec.get("timeouts") or {}))
@@ -48,7 +54,9 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
         _apply_capabilities(name, served, spec)
         return ModelClient(name, served, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
                            tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
-    wire = str(spec.get("wire", "openai")) if provider_name == "sim" else provider_name
+    # vllm, sglang, openai_compat speak the OpenAI wire format like openai itself
+    wire = str(spec.get("wire", "openai")) if provider_name == "sim" else \
+        "openai" if provider_name in OPENAI_LIKE else provider_name
     if provider_name == "sim":
         if sim_base_url is None:
             raise ModelConfigError(f"model {name}: the sim server is not running")
@@ -76,8 +84,16 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
     else:
         raise ModelConfigError(f"model {name}: unknown sim wire {wire!r} (known: openai, anthropic, gemini)")
     _apply_capabilities(name, provider, spec)
+    lister = getattr(provider, "list_models", None)
+    probe = None
+    if lister is not None:
+        async def probe() -> None:  # GET /models: is the server back? (no list: the breaker half-opens)
+            await lister(timeout_s=min(10.0, timeouts.connect_s + 5.0))
+
+    label = f"{name} ({base_url})" if provider_name != "sim" and base_url else name
     return ModelClient(name, provider, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
-                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
+                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"),
+                       breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
 
 
 def _apply_capabilities(name: str, provider: Provider, spec: dict[str, Any]) -> None:

@@ -31,9 +31,11 @@ class Counters:
     started_at: float = field(default_factory=time.monotonic)
 
     def eta_s(self) -> float | None:
+        """None until enough jobs finished for a rate to mean something (the first jobs pay for
+        start-up and the first finishers are the quick ones: an early ETA is noise)."""
         finished = self.done + self.errors
         elapsed = time.monotonic() - self.started_at
-        if finished == 0 or elapsed <= 0:
+        if finished < max(5, 0.05 * self.total) or elapsed < 5.0:
             return None
         return (self.total - finished) / (finished / elapsed)
 
@@ -44,7 +46,7 @@ def _money(x: float | None) -> str:
 
 def _fmt_eta(eta: float | None) -> str:
     if eta is None:
-        return "?"
+        return "—"
     m, s = divmod(int(eta), 60)
     return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
 
@@ -56,7 +58,7 @@ class ProgressDisplay:
                  extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
                  live: bool | None = None, interval_s: float = 10.0,
                  extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None,
-                 prices: dict[str, Price | None] | None = None) -> None:
+                 prices: dict[str, Price | None] | None = None, global_cap: int | None = None) -> None:
         self.counters = counters
         self.prices = prices or {}
         self.clients = clients
@@ -64,8 +66,17 @@ class ProgressDisplay:
         self.extra_rows = extra_rows
         self.live = sys.stderr.isatty() if live is None else live
         self.interval_s = interval_s
+        self.global_cap = global_cap
+        """The sweep's in-flight cap: an endpoint's effective limit is the smaller of the two."""
         self._task: asyncio.Task[None] | None = None
         self.console = Console(stderr=True)
+
+    def _limit(self, cl: ModelClient) -> int:
+        return min(cl.limit.limit, self.global_cap) if self.global_cap else cl.limit.limit
+
+    @staticmethod
+    def _state(cl: ModelClient) -> str:
+        return cl.breaker.describe() if cl.breaker is not None else "up"
 
     def _cost(self, name: str, cl: ModelClient) -> float | None:
         price = self.prices.get(name)
@@ -87,13 +98,13 @@ class ProgressDisplay:
                          f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}"),
                   title_justify="left")
         for col in ("endpoint", "in flight", "limit", "waiting", "requests", "retries", "429s", "backoff s", "tokens",
-                    "cost $"):
-            t.add_column(col, justify="right" if col != "endpoint" else "left")
+                    "cost $", "state"):
+            t.add_column(col, justify="right" if col not in ("endpoint", "state") else "left")
         for name, cl in self.clients.items():
             s = cl.stats
-            t.add_row(name, str(cl.limit.in_flight), str(cl.limit.limit), str(cl.limit.waiting), str(s.requests),
+            t.add_row(name, str(cl.limit.in_flight), str(self._limit(cl)), str(cl.limit.waiting), str(s.requests),
                       str(s.retries), str(s.rate_limited), f"{s.backoff_s:.1f}",
-                      str(s.prompt_tokens + s.completion_tokens), _money(self._cost(name, cl)))
+                      str(s.prompt_tokens + s.completion_tokens), _money(self._cost(name, cl)), self._state(cl))
         rows = {name: fn() for name, fn in self.extra.items()}
         if self.extra_rows is not None:
             rows.update(self.extra_rows())
@@ -109,8 +120,10 @@ class ProgressDisplay:
                  f"eta={_fmt_eta(c.eta_s())}" + (f" cost=${total:.2f}" if total is not None else "")]
         for name, cl in self.clients.items():
             s = cl.stats
-            parts.append(f"{name}: {cl.limit.in_flight}/{cl.limit.limit} req={s.requests} retries={s.retries} "
-                         f"backoff={s.backoff_s:.1f}s tok={s.prompt_tokens + s.completion_tokens}")
+            state = self._state(cl)
+            parts.append(f"{name}: {cl.limit.in_flight}/{self._limit(cl)} req={s.requests} retries={s.retries} "
+                         f"backoff={s.backoff_s:.1f}s tok={s.prompt_tokens + s.completion_tokens}"
+                         + ("" if state == "up" else f" {state}"))
         rows = {name: fn() for name, fn in self.extra.items()}
         if self.extra_rows is not None:
             rows.update(self.extra_rows())

@@ -9,16 +9,22 @@ appending, so finished records are never rewritten.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 import orjson
 
+from fasteval.diskfaults import database_failure, vanished, write_failure
+from fasteval.redact import redact_bytes, redact_text
 from fasteval.runindex import RunIndex, row_of_record
 from fasteval.types import Record
+
+log = logging.getLogger("fasteval")
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
@@ -94,16 +100,27 @@ def latest_by_job(paths: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 class RecordWriter:
-    """Appends records from many coroutines through one writer task (batched, ordered)."""
+    """Appends records from many coroutines through one writer task (batched, ordered).
 
-    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None) -> None:
+    Every line is scrubbed of secrets before it is written. The first failed write (full disk,
+    deleted run folder) halts the writer: the partial line is cut back, later records are
+    dropped, and ``on_failure`` gets a one-line error so the sweep stops instead of running
+    jobs whose results cannot be saved.
+    """
+
+    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None,
+                 on_failure: Callable[[RuntimeError], None] | None = None) -> None:
         self.path = path
         self.fsync = fsync
         self.index = index
         """When set, each written batch is added to the run index right after its bytes."""
+        self.on_failure = on_failure
+        self.failure: RuntimeError | None = None
         self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
+        self._size = 0
+        self._halted = False
         self._last_sync = 0.0
         self.written = 0
 
@@ -112,11 +129,52 @@ class RecordWriter:
         if self.index is not None:
             self.index.refresh()  # every line before our first one is indexed
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
         self._task = asyncio.create_task(self._run())
 
     def write(self, record: Record) -> None:
+        if self._halted:
+            return  # after a failure nothing more is claimed as done
+        if record.error:
+            record.error = redact_text(record.error)  # the index keeps the error text too
         # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
-        self._queue.put_nowait((orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n", record))
+        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        self._queue.put_nowait((redact_bytes(line), record))
+
+    def halt(self) -> None:
+        """Accept no more records (the sweep stopped for a fault found elsewhere)."""
+        self._halted = True
+
+    def _fail(self, err: RuntimeError) -> None:
+        self._halted = True
+        if self.failure is None:
+            self.failure = err
+            if self.on_failure is not None:
+                self.on_failure(err)
+
+    def _write_batch(self, batch: list[tuple[bytes, Record]]) -> bool:
+        """Write every line of ``batch``; False (and the writer halted) on the first failure."""
+        # A records file with no links left means its folder was deleted: writing on would
+        # "save" records nobody can read.
+        if os.fstat(self._fd).st_nlink == 0:
+            self._fail(vanished(self.path.parent, self.path))
+            return False
+        for line, _ in batch:
+            try:
+                # One write per line: a kill can tear only the line being written.
+                n = os.write(self._fd, line)
+                if n != len(line):
+                    os.write(self._fd, line[n:])
+            except OSError as e:
+                try:
+                    os.ftruncate(self._fd, self._size)  # cut a partial line back to the last whole one
+                except OSError:
+                    pass  # the torn tail is repaired on the next start
+                self._fail(write_failure(e, self.path, self.path.parent))
+                return False
+            self._size += len(line)
+            self.written += 1
+        return True
 
     async def _run(self) -> None:
         while True:
@@ -131,19 +189,33 @@ class RecordWriter:
                     stop = True
                 else:
                     batch.append(nxt)
-            if batch:
-                # One write per line: a kill can tear only the line being written.
-                for line, _ in batch:
-                    os.write(self._fd, line)
-                self.written += len(batch)
+            # A batch cut short is left to the index's own catch-up on the next start.
+            if batch and self.failure is None and self._write_batch(batch):
                 if self.index is not None:
-                    self._index_batch(batch)
+                    try:
+                        self._index_batch(batch)
+                    except (OSError, sqlite3.Error) as e:
+                        self._index_failed(e)
                 now = time.monotonic()
-                if self.fsync == "always" or (self.fsync == "batch" and now - self._last_sync >= 1.0):
-                    await asyncio.to_thread(os.fsync, self._fd)
+                if self.failure is None and (self.fsync == "always" or
+                                             (self.fsync == "batch" and now - self._last_sync >= 1.0)):
+                    try:
+                        await asyncio.to_thread(os.fsync, self._fd)
+                    except OSError as e:
+                        self._fail(write_failure(e, self.path, self.path.parent))
                     self._last_sync = now
             if stop:
                 return
+
+    def _index_failed(self, e: Exception) -> None:
+        """A full disk under the index stops the sweep like one under the records; other index
+        errors only cost the index (it is derived, and rebuilt from the records on the next read)."""
+        err = database_failure(e, self.path.parent / "index", self.path.parent)
+        if err is not None:
+            self._fail(err)
+        else:
+            log.warning("run index not updated (%s); it catches up from the records on the next read", e)
+            self.index = None
 
     def _index_batch(self, batch: list[tuple[bytes, Record]]) -> None:
         assert self.index is not None
@@ -158,14 +230,21 @@ class RecordWriter:
         self.index.append(rows, end, end - len(last_line), last_line, first_line=first)
 
     async def close(self) -> None:
+        """Flush and close; never raises (a failure is reported through ``failure``)."""
         if self._task is not None:
             self._queue.put_nowait(None)
             await self._task
             self._task = None
         if self._fd >= 0:
-            if self.fsync != "never":
-                os.fsync(self._fd)
-            os.close(self._fd)
+            if self.fsync != "never" and self.failure is None:
+                try:
+                    os.fsync(self._fd)
+                except OSError as e:
+                    self._fail(write_failure(e, self.path, self.path.parent))
+            try:
+                os.close(self._fd)
+            except OSError as e:
+                log.warning("closing %s: %s", self.path, e)
             self._fd = -1
 
 

@@ -45,12 +45,24 @@ def status(run_dir: Path) -> dict[str, Any]:
             for dim, value in zip(_DIMS, key, strict=True):
                 per_dim[dim][str(value)][st] += n
     out.update(counts(int(plan["total"]) if "total" in plan else None, overall))
+    out["errors_by_kind"] = errors_by_kind(run_dir)
     for dim in _DIMS:
         totals: dict[str, int] = plan.get(f"by_{dim}") or {}
         keys = sorted(set(totals) | set(per_dim[dim]))
         out[f"by_{dim}"] = {k: counts(int(totals[k]) if k in totals else None, per_dim[dim].get(k, {}))
                             for k in keys}
     return out
+
+
+def errors_by_kind(run_dir: Path) -> list[dict[str, Any]]:
+    """Errored jobs per model × error_kind, most frequent first, each with one example message."""
+    out = []
+    with open_index(run_dir) as index:
+        for (model, kind), by_status in index.counts(by=("model", "error_kind"), status="error").items():
+            example = next(index.rows(model=model, error_kind=kind, status="error", limit=1), None)
+            out.append({"model": model, "error_kind": kind, "jobs": sum(by_status.values()),
+                        "example": example.error if example is not None else None})
+    return sorted(out, key=lambda e: (-e["jobs"], str(e["model"]), str(e["error_kind"])))
 
 
 def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tuple[float, float] | None:
@@ -72,11 +84,15 @@ def summarise(rows: list[JobRow]) -> dict[str, Any]:
     errors: dict[str, int] = defaultdict(int)
     tokens: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
     n_ok = n_err = 0
+    tool_calls = 0
+    latency = 0.0
     for r in rows:
         terminations[str(r.termination)] += 1
         for key, value in (r.usage or {}).items():
             if key in tokens:
                 tokens[key] += int(value or 0)
+        tool_calls += r.tool_calls
+        latency += r.latency_s
         if r.status == "ok" and r.score is not None:
             n_ok += 1
             by_seed[int(r.seed)].append(r.score)
@@ -100,6 +116,8 @@ def summarise(rows: list[JobRow]) -> dict[str, Any]:
         "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
         if by_task else None,
         "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
+        "mean_latency_s": latency / len(rows) if rows else None,
+        "tool_calls_per_trajectory": tool_calls / len(rows) if rows else None,
         "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
     }
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config import SweepConfig
+from fasteval.exitcodes import RunIncomplete
 from providers.base import Provider
 from providers.local import (
     GpuPool,
@@ -149,9 +150,9 @@ class Serving:
             self.state[role] = "starting"
             try:
                 await self.groups[role].start()
-            except ServerStartError:
+            except ServerStartError as e:  # nothing could be scored: stop before any job (exit 3)
                 self.state[role] = "failed"
-                raise
+                raise RunIncomplete(f"incomplete: the served role {role} did not start\n{e}") from None
             self.state[role] = "up"
         self._admit()
 

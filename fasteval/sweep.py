@@ -13,7 +13,9 @@ import contextlib
 import inspect
 import logging
 import platform
+import shutil
 import signal
+import sqlite3
 import time
 import traceback
 from collections.abc import Iterator
@@ -25,15 +27,19 @@ from typing import Any
 import fasteval.limiters  # noqa: F401  (registers the limiters service)
 import fasteval.suites
 import fasteval.tools  # noqa: F401  (registers the built-in tools)
+from fasteval import __version__
 from fasteval.agent import AgentEnv, run_agent
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
+from fasteval.diskfaults import database_failure, write_failure
+from fasteval.exitcodes import RunIncomplete
 from fasteval.images import ImageEncoder
 from fasteval.models import build_client, image_resolver
 from fasteval.pricing import model_prices
 from fasteval.progress import Counters, ProgressDisplay
 from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
-from fasteval.runindex import open_index
+from fasteval.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
+from fasteval.runindex import INDEX, open_index
 from fasteval.services import Closer, start_services
 from fasteval.serving import Serving, checkpoint_identities
 from fasteval.shared_services import response_cache
@@ -41,16 +47,31 @@ from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_s
 from fasteval.tools.base import TOOLS, make_tool
 from fasteval.types import Job, Record, Task, Trajectory, Usage
 from providers.base import ProviderError
-from providers.client import ModelClient
-from providers.local import EndpointDown, trajectory
+from providers.breaker import BreakerPolicy, EndpointDown
+from providers.client import ModelClient, count_retries
+from providers.local import trajectory
 from providers.sim import SimModel, SimServer
 
 log = logging.getLogger("fasteval")
-__version__ = "0.1.0"
 
 
 class ConfigChanged(RuntimeError):
     pass
+
+
+@dataclass(slots=True)
+class Selectors:
+    """Narrow the plan without changing the config (resume and the config hash ignore them)."""
+
+    models: list[str] = field(default_factory=list)
+    suites: list[str] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    limit: int | None = None
+    """First N tasks of each suite."""
+
+    def __bool__(self) -> bool:
+        return bool(self.models or self.suites or self.settings or self.seeds or self.limit is not None)
 
 
 @dataclass(slots=True)
@@ -63,6 +84,7 @@ class RunOptions:
     force: bool = False
     keep_errors: bool = False
     progress: bool | None = None
+    selectors: Selectors = field(default_factory=Selectors)
 
 
 @dataclass(slots=True)
@@ -79,10 +101,26 @@ class SweepResult:
     ok: int = 0
     errors: int = 0
     interrupted: bool = False
-    unrun: int = 0
-    """Jobs left for a rerun because their model's servers failed (exit 3)."""
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
+    not_run: int = 0
+    """Jobs left unrun because their endpoint was down (no record; a rerun runs them)."""
+    down: dict[str, str] = field(default_factory=dict)
+    """Endpoints given up on: name -> reason."""
+    errors_by: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
+
+    def add_error(self, model: str, kind: str, message: str) -> None:
+        entry = self.errors_by.setdefault(model, {}).setdefault(kind, [0, message])
+        entry[0] += 1
+
+
+class SweepIncomplete(RunIncomplete):
+    """The sweep stopped with work left that a rerun can do (exit 3); carries the partial result."""
+
+    def __init__(self, message: str, result: SweepResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def usage_summary(turns: list[Usage]) -> dict[str, int]:
@@ -119,6 +157,9 @@ def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[S
         return list(defaults.values())
     out = []
     for e in entries:
+        if "extends" in e and e["extends"] not in defaults:
+            raise ValueError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
+                             f"of its default settings ({', '.join(defaults) or 'none'})")
         base = defaults.get(e.get("extends", e["name"]))
         merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
         options = {**merged.get("options", {}), **(e.get("options") or {})}
@@ -143,18 +184,29 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
     return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
 
 
-def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None,
-         shard_by: str = "job") -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
-    """Every job of the sweep in a deterministic order (models interleaved so endpoints share work)."""
-    models = [m["name"] for m in cfg.models]
-    slot = {name: i for i, name in enumerate(models)} if shard_by == "model" else {}
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+         selectors: Selectors | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+    """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
+
+    Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
+    """
+    sel = selectors or Selectors()
+    all_models = [m["name"] for m in cfg.models]
+    slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
+    models = [m for m in all_models if not sel.models or m in sel.models]
+    seeds = [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
     for run in runs:
+        if sel.suites and run.suite.name not in sel.suites:
+            continue
+        items = run.items if sel.limit is None else run.items[:sel.limit]
         for setting in run.settings:
-            for item in run.items:
+            if sel.settings and setting.name not in sel.settings:
+                continue
+            for item in items:
                 if isinstance(item, Task) and not run.suite.applies_to(item, setting):
                     continue
                 tid = item.task_id if isinstance(item, LoadError) else item.id
-                for seed in cfg.seeds:
+                for seed in seeds:
                     for model in models:
                         job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
                         if in_shard(job.job_id, shard, slot.get(model)):
@@ -188,7 +240,7 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
         raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
                             + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
     manifest = {
-        "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path),
+        "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
@@ -208,6 +260,28 @@ class Sweep:
         self.services: dict[str, Any] = {}
         self.serving: Serving | None = None
         self._stop = asyncio.Event()
+        self._fatal: RuntimeError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: RecordWriter | None = None
+
+    def _fault(self, err: RuntimeError) -> None:
+        """A fault no job can survive (full disk, vanished run folder): stop everything now.
+
+        Callable from any thread (blob writes happen in tool threads). The first fault wins; the
+        writer accepts no more records, so no job finishing after it is claimed as done.
+        """
+        loop = self._loop
+        if loop is not None and not _in_loop(loop):
+            loop.call_soon_threadsafe(self._fault, err)
+            return
+        if self._fatal is None:
+            self._fatal = err  # the CLI prints it once; run.log may be what cannot be written
+        if self._writer is not None:
+            self._writer.halt()
+        self._stop.set()
+
+    def _blob_fault(self, exc: OSError, path: Path) -> None:
+        self._fault(write_failure(exc, path, self.opts.run_dir))
 
     def _sim_models(self) -> list[SimModel]:
         sims = [SimModel.from_config(m["name"], m) for m in self.cfg.models if m["provider"] == "sim"]
@@ -215,30 +289,58 @@ class Sweep:
         return sims
 
     async def run(self) -> SweepResult:
+        """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line)."""
         t0 = time.monotonic()
+        self._loop = asyncio.get_running_loop()
         self.serving = Serving.from_config(self.cfg, self.opts.run_dir)
         if self.serving is not None:
             self.serving.preflight()  # before the run folder is claimed: exit 2, nothing written
-        prepare_run_dir(self.cfg, self.opts)
-        blobs = BlobStore(self.opts.run_dir / "blobs")
-        runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
+        add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
+        existed = self.opts.run_dir.exists()
+        claimed = read_manifest(self.opts.run_dir) is not None if existed else False
+        try:
+            try:
+                prepare_run_dir(self.cfg, self.opts)
+                blobs = BlobStore(self.opts.run_dir / "blobs")
+            except OSError as e:
+                raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+            blobs.on_failure = self._blob_fault
+            await asyncio.to_thread(blobs.clean_temp)
+            runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
+            check_setting_selectors(runs, self.opts.selectors)
+        except BaseException:
+            # A start that fails before any job ran leaves the folder as it found it: unclaimed.
+            unclaim_run_dir(self.opts.run_dir, existed=existed, claimed=claimed)
+            raise
+        try:
+            return await self._run(blobs, runs, t0)
+        finally:
+            await asyncio.to_thread(blobs.clean_temp, own=True)
+
+    async def _run(self, blobs: BlobStore, runs: list[SuiteRun], t0: float) -> SweepResult:
         # The resume set comes from the run index: job ids only, however large the records.
-        index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        try:
+            index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        except (OSError, sqlite3.Error) as e:
+            raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
-        jobs_total = 0
-        by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-        for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by):
-            jobs_total += 1
-            if self.serving is not None and job.job_id not in finished:
-                self.serving.expect(job.model)
-            for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
-                             ("seed", str(job.seed))):
-                by[dim][val] = by[dim].get(val, 0) + 1
+        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
         manifest = read_manifest(self.opts.run_dir) or {}
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
-        write_manifest(self.opts.run_dir, manifest)
+        try:
+            write_manifest(self.opts.run_dir, manifest)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+        if self._fatal is not None:  # a loader's blob write hit a full disk
+            raise self._fatal
+        if self.opts.selectors:
+            jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
+        if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
+            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors):
+                if job.job_id not in finished:
+                    self.serving.expect(job.model)
         sim: SimServer | None = None
         sims = self._sim_models()
         if sims:
@@ -247,16 +349,19 @@ class Sweep:
         encoder = ImageEncoder(blobs)
         closers: list[Closer] = []
         result = SweepResult(total=jobs_total)
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index)
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"), index=index,
+                              on_failure=self._fault)
+        self._writer = writer
         display: ProgressDisplay | None = None
         try:
             sim_url = sim.base_url if sim else None
+            policy = BreakerPolicy(**(self.cfg.run.get("breaker") or {}))
             for m in self.cfg.models:
                 self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url, serving=self.serving,
-                                                       resolver=image_resolver(encoder, spec=m))
+                                                       resolver=image_resolver(encoder, spec=m), breaker=policy)
             for role, spec in self.cfg.roles.items():
                 self.roles[role] = build_client(role, spec, sim_base_url=sim_url, serving=self.serving,
-                                                resolver=image_resolver(encoder, spec=spec))
+                                                resolver=image_resolver(encoder, spec=spec), breaker=policy)
             if self.serving is not None:
                 await self.serving.start()
             needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
@@ -284,7 +389,10 @@ class Sweep:
                                 self.serving.rows if self.serving is not None else None) if f is not None]
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
                                       extra=extra, extra_rows=(lambda: {k: v for f in rows for k, v in f().items()})
-                                      if rows else None, prices=model_prices(self.cfg.raw))
+                                      if rows else None,
+                                      prices=model_prices(self.cfg.raw),
+                                      global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency",
+                                                                                                   256)))
             display.start()
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)
@@ -298,7 +406,10 @@ class Sweep:
             cache = self.services.get("cache")
             if cache is not None:
                 # the keys this run read or wrote: `fasteval cache export --run-dir` ships exactly them
-                await cache.write_used_keys(self.opts.run_dir / "cache_keys.txt")
+                try:
+                    await cache.write_used_keys(self.opts.run_dir / "cache_keys.txt")
+                except OSError as e:
+                    log.warning("cannot write cache_keys.txt: %s", e)
             for closer in closers:
                 await closer()
             for c in list(self.clients.values()) + list(self.roles.values()):
@@ -307,10 +418,15 @@ class Sweep:
             if sim is not None:
                 await sim.stop()
             self._remove_signals()
+        if self._fatal is not None:
+            raise self._fatal
         result.wall_s = time.monotonic() - t0
         result.skipped = self.counters.skipped
         result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
         result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
+        if result.down and not result.interrupted:
+            names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
+            raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
         return result
 
     def _install_signals(self) -> None:
@@ -345,9 +461,44 @@ class Sweep:
                 idle.set()
 
         serving = self.serving
-        deferred: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
+        waiting_gpus: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
 
-        async def start_one(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
+        async def launcher() -> None:
+            # Jobs are created only when a slot is free: never thousands of idle coroutines.
+            # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
+            # other endpoints' jobs could use; they run (or are left unrun) at the end.
+            deferred: list[tuple[Job, SuiteRun, Setting, Task | LoadError]] = []
+            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                self.opts.selectors):
+                if job.job_id in finished:
+                    self.counters.skipped += 1
+                    self.counters.total -= 1
+                    continue
+                breaker = self.clients[job.model].breaker
+                if breaker is not None and breaker.is_open:
+                    deferred.append((job, run, setting, item))
+                    continue
+                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
+                    waiting_gpus.setdefault(job.model, []).append((job, run, setting, item))
+                    continue
+                await start(job, run, setting, item)
+            for job, run, setting, item in deferred:
+                await start(job, run, setting, item)
+            while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
+                for model in list(waiting_gpus):
+                    if serving.admission(model) != "defer":
+                        for entry in waiting_gpus.pop(model):
+                            await start(*entry)
+                if waiting_gpus:
+                    await serving.wait_change()
+
+        async def start(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
+            breaker = self.clients[job.model].breaker
+            if breaker is not None and breaker.gave_up:  # its endpoint is gone: leave the job unrun
+                self.counters.total -= 1
+                result.not_run += 1
+                result.down[breaker.endpoint] = breaker.reason
+                return
             await slots.acquire()
             coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
             if serving is not None and serving.served(job.model):
@@ -356,26 +507,6 @@ class Sweep:
             running.add(task)
             idle.clear()
             task.add_done_callback(finished_one)
-
-        async def launcher() -> None:
-            # Jobs are created only when a slot is free: never thousands of idle coroutines.
-            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by):
-                if job.job_id in finished:
-                    self.counters.skipped += 1
-                    self.counters.total -= 1
-                    continue
-                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
-                    deferred.setdefault(job.model, []).append((job, run, setting, item))
-                    continue
-                await start_one(job, run, setting, item)
-            while serving is not None and deferred:  # served models waiting for GPUs, in turn
-                for model in list(deferred):
-                    if serving.admission(model) == "defer":
-                        continue
-                    for entry in deferred.pop(model):
-                        await start_one(*entry)
-                if deferred:
-                    await serving.wait_change()
 
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
@@ -428,34 +559,42 @@ class Sweep:
                 rec.metadata["fidelity"] = setting.fidelity
                 env = AgentEnv(client=client, suite=run.suite, setting=setting, blobs=blobs, services=self.services,
                                tools=self._tools_for(run, setting, item, tools_cache))
-                retries_before = client.stats.retries
-                try:
-                    with trajectory(job.job_id) if self.serving is not None else contextlib.nullcontext():
+                with count_retries() as retries, (trajectory(job.job_id) if self.serving is not None
+                                                  else contextlib.nullcontext()):
+                    try:
                         await run_agent(item, job.seed, job.job_id, env, traj)
                         score = await run.suite.score(item, traj, setting,
                                                       ScoreContext(blobs=blobs, services=self.services))
-                    rec.score, rec.score_details = score.value, score.details
-                    if score.error:
-                        rec.error, rec.error_kind = score.error, "judge_error"
-                    else:
-                        rec.status = "ok"
-                except ProviderError as e:
-                    rec.error, rec.error_kind = str(e), e.kind
-                    traj.termination, traj.termination_reason = "error", str(e)
-                rec.retries = client.stats.retries - retries_before
+                        rec.score, rec.score_details = score.value, score.details
+                        if score.error:
+                            rec.error, rec.error_kind = score.error, "judge_error"
+                        else:
+                            rec.status = "ok"
+                    except ProviderError as e:
+                        rec.error, rec.error_kind = str(e), e.kind
+                        traj.termination, traj.termination_reason = "error", str(e)
+                rec.retries = retries.count
                 sandbox = self.services.get("sandbox")
                 if sandbox is not None:
                     await sandbox.release(job.job_id)  # a per-trajectory session ends with its job
         except asyncio.CancelledError:
             self.counters.in_flight -= 1
             raise
-        except EndpointDown as e:  # the model's servers are gone: leave the job for a rerun, no record
-            log.warning("job %s not run: %s", job.job_id, e)
+        except EndpointDown as e:
+            # Not attempted (or cut short) because the endpoint is gone: no record, a rerun runs it.
+            sandbox = self.services.get("sandbox")
+            if sandbox is not None:
+                await sandbox.release(job.job_id)
             self.counters.in_flight -= 1
-            result.unrun += 1
+            self.counters.total -= 1
+            result.not_run += 1
+            result.down[e.endpoint] = e.reason
             return
         except Exception as e:  # our bug or a suite's: record it, keep the sweep going
-            rec.error, rec.error_kind = f"{type(e).__name__}: {e}", "internal"
+            rec.error, rec.error_kind = _one_line(f"{type(e).__name__}: {e}"), "internal"
+            if self._fatal is not None:  # a storage fault: the sweep stops, this job is not recorded
+                self.counters.in_flight -= 1
+                return
             log.error("job %s failed internally:\n%s", job.job_id, traceback.format_exc())
             traj.termination, traj.termination_reason = "error", rec.error
         rec.answer = traj.answers[-1] if traj.answers else None
@@ -469,8 +608,50 @@ class Sweep:
         else:
             self.counters.errors += 1
             result.errors += 1
+            result.add_error(job.model, rec.error_kind or "error", rec.error or "")
         self.counters.in_flight -= 1
         writer.write(rec)
+
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """Error texts on records and the terminal are one bounded line (the traceback is in run.log)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+                selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+    total = 0
+    by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
+    for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors):
+        total += 1
+        for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
+                         ("seed", str(job.seed))):
+            by[dim][val] = by[dim].get(val, 0) + 1
+    return total, by
+
+
+def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
+    """``--setting`` must name a setting of some selected suite (a typo would silently run nothing)."""
+    known = {s.name for r in runs if not selectors.suites or r.suite.name in selectors.suites for s in r.settings}
+    unknown = [s for s in selectors.settings if s not in known]
+    if unknown:
+        raise ValueError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
+
+
+def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:
+    """Undo what a failed start wrote: the folder it created, or the manifest it added."""
+    if not existed:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif not claimed and not (run_dir / RECORDS).exists():
+        (run_dir / "manifest.json").unlink(missing_ok=True)
 
 
 async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:

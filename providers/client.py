@@ -9,14 +9,17 @@ bounded by count and by a total time budget, separate from the per-attempt timeo
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
 
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError
+from providers.breaker import CircuitBreaker, is_outage
 from providers.limits import AdaptiveLimit, RateLimiter
 
 RETRYABLE = frozenset({"rate_limit", "transient", "timeout", "bad_response"})
@@ -47,6 +50,31 @@ class EndpointStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class JobRetries:
+    """Retries caused by one job's own requests (its model, judge and extractor calls)."""
+
+    count: int = 0
+
+
+_job_retries: contextvars.ContextVar[JobRetries | None] = contextvars.ContextVar("job_retries", default=None)
+
+
+@contextmanager
+def count_retries() -> Iterator[JobRetries]:
+    """Count the retries of every request made inside this block (and the tasks it starts).
+
+    A context variable, not a difference of shared counters: concurrent jobs of one endpoint
+    would otherwise be charged each other's retries.
+    """
+    counter = JobRetries()
+    token = _job_retries.set(counter)
+    try:
+        yield counter
+    finally:
+        _job_retries.reset(token)
+
+
 ResponseCache = Callable[[ChatRequest, Callable[[], Awaitable[ChatResponse]]], Awaitable[ChatResponse]]
 """Wraps a request's computation with a cache lookup (keyed by endpoint, model, request, seed)."""
 
@@ -66,6 +94,7 @@ class ModelClient:
         params: dict[str, Any] | None = None,
         limit: AdaptiveLimit | None = None,
         cache: ResponseCache | None = None,
+        breaker: CircuitBreaker | None = None,
     ) -> None:
         self.name = name
         self.provider = provider
@@ -75,21 +104,30 @@ class ModelClient:
         self.params = dict(params or {})
         self.stats = EndpointStats()
         self.cache = cache
+        self.breaker = breaker
 
     def _delay(self, exc: BaseException | None, attempt_number: int) -> float:
         if isinstance(exc, ProviderError) and exc.retry_after is not None:
             # The server said when; honour it even above our own backoff cap.
-            delay = min(exc.retry_after, self.retry.total_budget_s)
-        else:
-            delay = self.retry.base_delay_s * (2 ** (attempt_number - 1))
-            delay = min(random.uniform(delay / 2, delay), self.retry.max_delay_s)
+            return min(exc.retry_after, self.retry.total_budget_s)
+        delay = self.retry.base_delay_s * (2 ** (attempt_number - 1))
+        return min(random.uniform(delay / 2, delay), self.retry.max_delay_s)
+
+    def _count_retry(self, delay: float) -> None:
+        """Called only when a retry will really happen (tenacity computes a wait before it checks
+        whether to stop, so counting there charged a phantom retry after the last attempt)."""
         self.stats.retries += 1
         self.stats.backoff_s += delay
-        return delay
+        job = _job_retries.get()
+        if job is not None:
+            job.count += 1
 
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         return self._delay(exc, state.attempt_number + 1)  # the first attempt ran before tenacity
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        self._count_retry(state.upcoming_sleep)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""
@@ -101,6 +139,20 @@ class ModelClient:
         return await self._chat_uncached(request)
 
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
+        if self.breaker is None:
+            return await self._chat_retrying(request)
+        while True:
+            try:
+                return await self._chat_retrying(request)
+            except ProviderError as e:
+                # Retries exhausted while the endpoint is down: wait for it (or for the breaker to give
+                # up, which raises EndpointDown) instead of turning an outage into an error record.
+                if not (is_outage(e) and self.breaker.is_open):
+                    raise
+                self.stats.errors -= 1  # not a final error after all
+                await self.breaker.admit()
+
+    async def _chat_retrying(self, request: ChatRequest) -> ChatResponse:
         # Most requests succeed first time: only a failure pays for building a tenacity loop.
         try:
             return await self._attempt(request)
@@ -108,11 +160,14 @@ class ModelClient:
             if e.kind not in RETRYABLE or self.retry.max_attempts <= 1:
                 self.stats.errors += 1
                 raise
-            await asyncio.sleep(self._delay(e, 1))
+            delay = self._delay(e, 1)
+            self._count_retry(delay)
+            await asyncio.sleep(delay)
         retrying = AsyncRetrying(
             retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.kind in RETRYABLE),
             stop=stop_after_attempt(self.retry.max_attempts - 1) | stop_after_delay(self.retry.total_budget_s),
             wait=self._wait,
+            before_sleep=self._before_sleep,
             reraise=True,
         )
         try:
@@ -125,12 +180,16 @@ class ModelClient:
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     async def _attempt(self, request: ChatRequest) -> ChatResponse:
+        if self.breaker is not None:
+            await self.breaker.admit()
         self.stats.backoff_s += await self.rate.acquire()
         await self.limit.acquire()
         try:
             self.stats.requests += 1
             resp = await self.provider.chat(request)
         except ProviderError as e:
+            if self.breaker is not None:
+                self.breaker.on_failure(e)
             self.stats.by_kind[e.kind] = self.stats.by_kind.get(e.kind, 0) + 1
             if e.kind == "rate_limit":
                 self.stats.rate_limited += 1
@@ -141,6 +200,8 @@ class ModelClient:
         finally:
             self.limit.release()
         self.limit.on_success()
+        if self.breaker is not None:
+            self.breaker.on_success()
         self.stats.prompt_tokens += resp.usage.prompt_tokens
         self.stats.completion_tokens += resp.usage.completion_tokens
         self.stats.cache_read_tokens += resp.usage.cache_read_tokens
@@ -149,4 +210,6 @@ class ModelClient:
         return resp
 
     async def close(self) -> None:
+        if self.breaker is not None:
+            await self.breaker.close()
         await self.provider.close()

@@ -16,6 +16,7 @@ import aiohttp
 from multidict import CIMultiDictProxy
 
 from providers.base import ProviderError
+from providers.breaker import connection_error
 
 
 @dataclass(slots=True)
@@ -61,10 +62,9 @@ class JsonEndpoint:
                 return resp.status, resp.headers, await resp.read()
         except TimeoutError:
             raise ProviderError("timeout", "no complete answer within the timeouts") from None
-        except aiohttp.ClientConnectorError as e:
-            raise ProviderError("transient", f"connection failed: {e.os_error.strerror or e}: "
-                                f"{e.host}:{e.port}") from None
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
+        except aiohttp.ClientConnectionError as e:
+            raise connection_error(e, url) from None  # one readable line; the breaker counts it
+        except aiohttp.ClientPayloadError as e:
             raise ProviderError("transient", f"connection failed: {type(e).__name__}: {e}") from None
 
     async def close(self) -> None:

@@ -16,6 +16,7 @@ import orjson
 
 from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
+from providers.breaker import connection_error
 from providers.http_json import Timeouts
 
 ImageResolver = Callable[[str, str], Awaitable[str]]
@@ -141,11 +142,33 @@ class OpenAICompatProvider(Provider):
                     raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"))
         except ProviderError:
             raise
-        except TimeoutError as e:
-            raise ProviderError("timeout", f"no complete answer within the timeouts ({e!r})") from None
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:
-            raise ProviderError("transient", f"connection failed: {e!r}") from None
+        except TimeoutError:
+            raise ProviderError("timeout", f"no complete answer within the timeouts ({self.timeouts.attempt_s:g} s "
+                                f"per attempt, {self.timeouts.read_s:g} s between bytes)") from None
+        except aiohttp.ClientConnectionError as e:
+            raise connection_error(e, self.base_url) from None
+        except aiohttp.ClientPayloadError as e:
+            raise ProviderError("transient", f"truncated response body ({type(e).__name__})") from None
         return parse_response(raw)
+
+    async def list_models(self, timeout_s: float = 10.0) -> list[str]:
+        """The model ids ``GET {base_url}/models`` lists (preflight, and the breaker's probe)."""
+        url = f"{self.base_url}/models"
+        timeout = aiohttp.ClientTimeout(total=timeout_s)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session, \
+                    session.get(url, headers=self._headers()) as resp:
+                raw = await resp.read()
+                if resp.status != 200:
+                    raise classify_http_error(resp.status, raw, None)
+        except aiohttp.ClientConnectionError as e:
+            raise connection_error(e, self.base_url) from None
+        except TimeoutError:
+            raise ProviderError("timeout", f"{url} did not answer within {timeout_s:g} s") from None
+        try:
+            return [str(m.get("id")) for m in orjson.loads(raw).get("data") or [] if isinstance(m, dict)]
+        except (orjson.JSONDecodeError, AttributeError) as e:
+            raise ProviderError("bad_response", f"{url} did not return a model list ({e})") from None
 
     async def close(self) -> None:
         if self._own_session and self._session is not None and not self._session.closed:
@@ -154,7 +177,7 @@ class OpenAICompatProvider(Provider):
 
 def classify_http_error(status: int, body: bytes, retry_after: str | None) -> ProviderError:
     """Map an HTTP failure onto the retry taxonomy."""
-    text = body[:500].decode("utf-8", "replace")
+    text = _error_text(body)
     low = text.lower()
     if status == 429:
         return ProviderError("rate_limit", text or "rate limited", status=status, retry_after=_seconds(retry_after))
@@ -168,6 +191,20 @@ def classify_http_error(status: int, body: bytes, retry_after: str | None) -> Pr
     return ProviderError("fatal", text or f"request rejected ({status})", status=status)
 
 
+def _error_text(body: bytes) -> str:
+    """The server's own message (OpenAI-style ``{"error": {"message": ...}}``), on one bounded line."""
+    text = body[:2000].decode("utf-8", "replace")
+    try:
+        data = orjson.loads(body)
+        err = data.get("error") if isinstance(data, dict) else None
+        msg = err.get("message") if isinstance(err, dict) else err if isinstance(err, str) else None
+        if isinstance(msg, str) and msg:
+            text = msg
+    except orjson.JSONDecodeError:
+        pass
+    return " ".join(text.split())[:300]
+
+
 def _seconds(value: str | None) -> float | None:
     if not value:
         return None
@@ -178,13 +215,16 @@ def _seconds(value: str | None) -> float | None:
 
 
 def parse_response(raw: bytes) -> ChatResponse:
-    """Parse a chat completion body; a malformed one is a retryable bad_response."""
+    """Parse a chat completion body; a malformed one (of any shape) is a retryable bad_response."""
     try:
-        data = orjson.loads(raw)
-        choice = data["choices"][0]
-        msg = choice["message"]
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError) as e:
-        raise ProviderError("bad_response", f"malformed completion body ({e!r}): {raw[:200]!r}") from None
+        return _parse_body(orjson.loads(raw))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+        raise ProviderError("bad_response", f"malformed completion body ({e!r:.200}): {raw[:200]!r}") from None
+
+
+def _parse_body(data: Any) -> ChatResponse:
+    choice = data["choices"][0]
+    msg = choice["message"]
     calls = []
     for i, tc in enumerate(msg.get("tool_calls") or []):
         fn = tc.get("function") or {}
@@ -197,6 +237,8 @@ def parse_response(raw: bytes) -> ChatResponse:
     content = msg.get("content")
     if isinstance(content, list):
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is not None and not isinstance(content, str):
+        raise TypeError(f"message content is a {type(content).__name__}, not text")
     return ChatResponse(
         content=content,
         tool_calls=calls,

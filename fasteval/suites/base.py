@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from fasteval.blobs import BlobStore
+from fasteval.options import OptionSchema
 from fasteval.tools.base import ToolResult
 from fasteval.types import Message, Task, ToolCall, Trajectory
 
@@ -59,6 +60,10 @@ class Suite(ABC):
     """A benchmark: tasks, settings, prompts and scoring in one place."""
 
     name: ClassVar[str]
+    options_schema: ClassVar[OptionSchema | None] = None
+    """The suite's ``options`` (checked before a run; None: not declared, not checked)."""
+    setting_options: ClassVar[OptionSchema | None] = None
+    """Suite-specific keys of a setting's ``options`` (image_profile, tool_options are always allowed)."""
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         self.options = options

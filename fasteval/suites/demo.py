@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyvips
 
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.types import Task, Trajectory, Turn
 
@@ -51,6 +52,10 @@ class DemoSuite(Suite):
     """Deterministic grey-square tasks; scored by exact match per turn."""
 
     name = "demo"
+    options_schema = {"n_tasks": Opt("int", "how many tasks"), "seed": Opt("int", "task generator seed"),
+                      "image_size": Opt("list", "[width, height]"),
+                      "multi_turn_every": Opt("int", "every n-th task has a second user turn")}
+    setting_options = {}
 
     def load(self) -> Iterator[Task | LoadError]:
         n = int(self.options.get("n_tasks", 12))

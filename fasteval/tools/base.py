@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
+from fasteval.options import OptionSchema
 from fasteval.types import ImageRef, Task, ToolStatus
 
 Fidelity = str  # "reference" reproduces the benchmark harness; "fixed" is our corrected behaviour
@@ -57,6 +58,8 @@ class Tool(ABC):
     limiter: ClassVar[str | None] = None
     """Name of the limiter (fasteval.limiters) a call holds, for tools that call external APIs."""
     default_concurrency: ClassVar[int] = 16
+    option_schema: ClassVar[OptionSchema | None] = None
+    """The tool's own options in ``tool_options`` (fidelity and concurrency are always allowed)."""
     """Size of that limiter unless the tool option ``concurrency`` or ``run.limits`` says otherwise."""
 
     def __init__(self, **options: Any) -> None:

@@ -85,6 +85,7 @@ def format_number(value: float) -> int | float:
 @register_tool
 class Calculator(Tool):
     name = "calculator"
+    option_schema = {}
     description = ("Evaluate an arithmetic expression. Supports + - * / % ** ^ (power), parentheses, "
                    "and sqrt, sin, cos, tan, log, exp of one argument.")
     parameters = {

@@ -12,6 +12,7 @@ import math
 from typing import Any, ClassVar
 
 from fasteval.images import ImageError, crop_original, parse_bbox, rotate_original
+from fasteval.options import OptionSchema
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from fasteval.types import ImageRef
 
@@ -68,6 +69,7 @@ class ImageZoomInTool(Tool):
     """Crop a 0-1000 normalised box of an original image, upscaled for a closer look."""
 
     name: ClassVar[str] = "image_zoom_in_tool"
+    option_schema: ClassVar[OptionSchema | None] = {}
     description: ClassVar[str] = (
         "Zoom in on a region of the image by cropping it with a bounding box. bbox_2d is "
         "[x1, y1, x2, y2] in coordinates normalised to 0-1000 (0,0 top-left, 1000,1000 "
@@ -138,6 +140,7 @@ class RotateImageTool(Tool):
     """Rotate an original image by any angle (TIR-Bench's function-calling diagnostic)."""
 
     name: ClassVar[str] = "rotate_image"
+    option_schema: ClassVar[OptionSchema | None] = {}
     description: ClassVar[str] = (
         "Rotate the image counter-clockwise by the given angle in degrees (any number; negative "
         "turns clockwise). The canvas grows to fit the whole rotated image. Returns the rotated image."

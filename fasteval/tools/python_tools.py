@@ -14,6 +14,7 @@ import asyncio
 import json
 from typing import Any, ClassVar, Literal
 
+from fasteval.options import Opt
 from fasteval.services import Closer, register_service
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from sandbox import RunResult, SandboxPool
@@ -53,6 +54,7 @@ INTERPRETER_DESCRIPTION = (
 
 
 class _SandboxTool(Tool):
+    option_schema = {"stateful": Opt("bool", "one interpreter per trajectory (state kept between calls)")}
     kind: ClassVar[Literal["image", "interpreter"]]
     requires = ("sandbox",)
 

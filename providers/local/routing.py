@@ -25,7 +25,8 @@ import aiohttp
 import orjson
 
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError
-from providers.local.supervisor import EndpointDown, Replica, ServerGroup
+from providers.breaker import EndpointDown
+from providers.local.supervisor import Replica, ServerGroup
 
 
 @dataclass(slots=True)
@@ -239,7 +240,7 @@ class RoutedProvider(Provider):
                 route.replica.report_unhealthy(f"a request failed ({e})")
             finally:
                 await self.router.release(route)
-        raise EndpointDown(f"{spec.name}: requests kept failing on restarted servers")
+        raise EndpointDown(spec.name, "requests kept failing on restarted servers")
 
     async def close(self) -> None:
         await self.router.close()

@@ -12,11 +12,27 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-SERVE_KEYS = frozenset({
-    "model", "tensor_parallel_size", "replicas", "max_model_len", "gpu_memory_utilization", "args", "env",
-    "lora_modules", "startup_timeout_s", "max_restarts", "command", "admission", "routing",
-    "health_interval_s", "restart_backoff_s", "stop_timeout_s", "allowed_local_media_path",
-})  # fmt: skip
+from fasteval.options import Opt
+
+SERVE_OPTIONS: dict[str, Opt] = {
+    "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True),
+    "tensor_parallel_size": Opt("int", "GPUs per replica"),
+    "replicas": Opt("int", "data-parallel server processes, each on its own GPUs"),
+    "max_model_len": Opt("int"), "gpu_memory_utilization": Opt("float"),
+    "args": Opt("str_list", "extra server arguments, appended last"),
+    "env": Opt("dict", "extra environment for the server", values=Opt("any")),
+    "lora_modules": Opt("dict", "LoRA adapter name -> path", values=Opt("str")),
+    "startup_timeout_s": Opt("float", "ready within this or the start fails"),
+    "max_restarts": Opt("int", "restarts per replica after a death or hang"),
+    "command": Opt("str_list", "template replacing `vllm serve`: {model} {port} {host} {served_model_name} "
+                   "{tensor_parallel_size} {replica} {python}"),
+    "admission": Opt("str", "kv: each replica's window follows its /metrics", choices=("kv",)),
+    "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin")),
+    "health_interval_s": Opt("float"), "restart_backoff_s": Opt("float"), "stop_timeout_s": Opt("float"),
+    "allowed_local_media_path": Opt("str", "passed as --allowed-local-media-path"),
+}
+"""The ``serve:`` block of a model or role entry (checked by the strict config validator)."""
+SERVE_KEYS = frozenset(SERVE_OPTIONS)
 
 
 class ServeConfigError(ValueError):

@@ -26,18 +26,12 @@ from typing import Any
 import aiohttp
 import orjson
 
+from providers.breaker import EndpointDown
 from providers.local.spec import ServeSpec, hints_for
 
 log = logging.getLogger("fasteval.serving")
 LOG_TAIL_LINES = 40
 _HEALTH_FAILURES_BEFORE_RESTART = 3
-
-
-class EndpointDown(Exception):
-    """A served model has no server left (restarts exhausted or it never started): leave jobs unrun.
-
-    Not a ProviderError on purpose: no retry layer may turn it into an error record.
-    """
 
 
 class ServerStartError(RuntimeError):
@@ -354,7 +348,7 @@ class ServerGroup:
             if ready:
                 return ready
             if self.exhausted:
-                raise EndpointDown(f"{self.spec.name}: no server left ({self.error or self._why()})")
+                raise EndpointDown(self.spec.name, f"no server left: {(self.error or self._why()).splitlines()[0]}")
             await self._changed.wait()
 
     def changed(self) -> asyncio.Event:

@@ -215,10 +215,12 @@ def _oracle_step(view: View, seed: object, n: int) -> Reply:
 
 @register_policy("oracle")
 def oracle_policy(model: SimModel, body: dict[str, object], n: int) -> Reply:
+    """Solves tir-synth tasks with sandbox code and answers from what the tool printed."""
     return _oracle_step(read_conversation(body), body.get("seed"), n)
 
 
 @register_policy("guess")
 def guess_policy(model: SimModel, body: dict[str, object], n: int) -> Reply:
+    """Answers tir-synth tasks at once, in the right format, without looking."""
     view = read_conversation(body)
     return answer(view, guess_answer(view.user_text, body.get("seed")))

@@ -121,6 +121,7 @@ def _example_args(spec: dict[str, Any]) -> dict[str, Any]:
 
 @register_policy("tools")
 def tools_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
+    """Calls the offered tools (``tool_uses`` times) with example arguments, then answers."""
     view = read_conversation(body)
     step = _demo_step(view, n, float(model.options.get("misread_rate", 0.0)), body.get("seed"))
     if step is not None:
@@ -134,6 +135,7 @@ def tools_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
 
 @register_policy("direct")
 def direct_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
+    """Answers at once, never calls a tool."""
     view = read_conversation(body)
     view.tools = {}
     view.tool_results = []
@@ -143,6 +145,7 @@ def direct_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
 
 @register_policy("scripted")
 def scripted_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
+    """Replies from ``script`` (first regex that matches the conversation), else ``default_reply``."""
     view = read_conversation(body)
     for rule in model.script:
         if re.search(rule["match"], view.user_text, re.S):

@@ -65,7 +65,9 @@ class SimServer:
         return app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app(), access_log=None)
+        # A request still hanging (an injected "hang" whose client gave up) must not hold the
+        # process for aiohttp's default 60 s at stop: nobody waits for its answer any more.
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=4096)
         await site.start()

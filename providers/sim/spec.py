@@ -5,6 +5,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fasteval.options import Opt
+
+_FAULTS = {
+    "p_429": Opt("float", "probability of a 429 per request"), "retry_after_s": Opt("float", "Retry-After of a 429"),
+    "p_500": Opt("float"), "p_hang": Opt("float"), "hang_s": Opt("float"), "p_drop": Opt("float"),
+    "p_malformed": Opt("float"), "schedule": Opt("str_list", "exact faults consumed first: 429, 500, 400, 401, "
+                                                  "hang, drop, malformed, overflow, ok"),
+}
+
+SIM_OPTIONS: dict[str, Opt] = {
+    "policy": Opt("str", "the scripted behaviour (fasteval list policies)"),
+    "tool_uses": Opt("int", "tool calls before answering (policy tools)"),
+    "latency_ms": Opt("float"), "latency_jitter_ms": Opt("float"), "seed": Opt("int"),
+    "script": Opt("list", "policy scripted: [{match: regex, reply: text}], first match wins"),
+    "default_reply": Opt("str", "policy scripted: the reply when nothing matches"),
+    "misread_rate": Opt("float", "policy tools: how often a demo answer is misread"),
+    "faults": Opt("dict", "injected faults", fields=_FAULTS),
+    "wire": Opt("str", "the API the sim speaks to this model", choices=("openai", "anthropic", "gemini")),
+    "thinking_budget": Opt("int", "wire anthropic/gemini: passed to the native client"),
+    "prompt_caching": Opt("bool", "wire anthropic: passed to the native client"),
+}
+"""What a sim model entry may say besides the options every endpoint has."""
+
 
 @dataclass(slots=True)
 class Faults:

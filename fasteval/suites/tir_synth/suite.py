@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.tir_synth.generators import GENERATORS, generate
 from fasteval.suites.tirbench import score_item, scoring_rule
@@ -24,6 +25,9 @@ class TIRSynth(Suite):
     """Procedural jigsaw, maze, spot-the-difference, low-light, search, proportion, colour, rotation."""
 
     name = "tir-synth"
+    options_schema = {"seed": Opt("int", "generator seed"), "n_per_type": Opt("int", "tasks per task type"),
+                      "types": Opt("str_list", "task types to generate (default: all)")}
+    setting_options = {}
 
     def load(self) -> Iterator[Task | LoadError]:
         seed = int(self.options.get("seed", 0))

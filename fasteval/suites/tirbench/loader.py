@@ -16,6 +16,7 @@ import orjson
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError
+from fasteval.suites.row_checks import ALLOW_OPTION, PathOutsideRoot, confine, image_roots
 from fasteval.suites.tirbench.scoring import TASK_TYPES, classify_string
 from fasteval.types import ImageRef, Task, Turn
 
@@ -69,10 +70,11 @@ def _require_str(row: Mapping[str, Any], name: str) -> str:
     return value
 
 
-def _read_image(root: Path, rel: str, name: str, blobs: BlobStore) -> ImageRef:
-    file = root / rel
+def _read_image(root: Path, rel: str, name: str, blobs: BlobStore, roots: tuple[Path, ...] = ()) -> ImageRef:
     try:
-        data = file.read_bytes()
+        data = confine(root / rel, roots or (root.resolve(),)).read_bytes()
+    except PathOutsideRoot as exc:
+        raise RowError(f"field {name!r}: {exc}") from None
     except OSError as exc:
         raise RowError(f"field {name!r}: cannot read image {rel!r} ({exc.strerror or exc})") from None
     if not data:
@@ -93,14 +95,17 @@ def _answer_text(row: Mapping[str, Any]) -> str:
     return text
 
 
-def row_to_task(row: Any, index: int, root: Path, blobs: BlobStore) -> Task:
-    """One validated row as a Task; raises RowError naming the faulty field."""
+def row_to_task(row: Any, index: int, root: Path, blobs: BlobStore, roots: tuple[Path, ...] = ()) -> Task:
+    """One validated row as a Task; raises RowError naming the faulty field.
+
+    ``roots``: the folders images may be read from (default: ``root`` only).
+    """
     if not isinstance(row, Mapping):
         raise RowError(f"is a {type(row).__name__}, not an object")
     if row_task_id(row, index).startswith("row-"):
         raise RowError(f"field 'id' must be an integer or a string, got {row.get('id')!r:.80}")
     task_type = row_task_type(row)
-    if task_type not in TASK_TYPES:
+    if not isinstance(task_type, str) or task_type not in TASK_TYPES:
         raise RowError(f"field 'task' must be one of {', '.join(TASK_TYPES)}, got {task_type!r:.80}")
     prompt = _require_str(row, "prompt")
     answer = _answer_text(row)
@@ -115,12 +120,12 @@ def row_to_task(row: Any, index: int, root: Path, blobs: BlobStore) -> Task:
     ):
         raise RowError(f"field 'meta_data.difficulty' must be a positive integer for jigsaw, got {difficulty!r}")
     image_1 = _require_str(row, "image_1")
-    images = [_read_image(root, image_1, "image_1", blobs)]
+    images = [_read_image(root, image_1, "image_1", blobs, roots)]
     image_2 = row.get("image_2")
     if image_2 is not None:
         if not isinstance(image_2, str) or not image_2.strip():
             raise RowError(f"field 'image_2' must be a path or null, got {image_2!r:.80}")
-        images.append(_read_image(root, image_2, "image_2", blobs))
+        images.append(_read_image(root, image_2, "image_2", blobs, roots))
     metadata: dict[str, Any] = {
         "task_type": task_type,
         "row_index": index,
@@ -146,19 +151,23 @@ def load_tirbench(
     *,
     task_types: Collection[str] | None = None,
     limit: int | None = None,
+    allow_image_root: str | list[str] | None = None,
 ) -> Iterator[Task | LoadError]:
     """Tasks in file order; ``task_types`` keeps only those types, ``limit`` the first N rows kept.
 
     Images are read one row at a time into the blob store, so memory stays flat even for the
     6944×9280 originals. Duplicate ids after the first are LoadErrors, keeping ids unique.
+    Image paths must stay inside the dataset folder or ``allow_image_root``.
     """
     json_path, root = resolve_dataset(path)
+    roots = image_roots({ALLOW_OPTION: allow_image_root} if allow_image_root else {}, root)
     seen: dict[str, int] = {}
     kept = 0
     for index, row in enumerate(read_rows(json_path)):
         if limit is not None and kept >= limit:
             return
-        if task_types is not None and isinstance(row, Mapping) and row_task_type(row) not in task_types:
+        if task_types is not None and isinstance(row, Mapping) and (
+                not isinstance(row_task_type(row), str) or row_task_type(row) not in task_types):
             continue
         kept += 1
         task_id = row_task_id(row, index)
@@ -166,8 +175,14 @@ def load_tirbench(
             yield LoadError(f"row-{index}", f"row {index}: field 'id' {task_id!r} repeats row {seen[task_id]}")
             continue
         seen[task_id] = index
+        where = f"row {index}" if task_id.startswith("row-") else f"row {index} (id {task_id})"
         try:
-            yield row_to_task(row, index, root, blobs)
+            task = row_to_task(row, index, root, blobs, roots)
         except RowError as exc:
-            where = f"row {index}" if task_id.startswith("row-") else f"row {index} (id {task_id})"
             yield LoadError(task_id, f"{where}: {exc}")
+            continue
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            # A row problem no check foresaw is still this row's error, never the whole file's.
+            yield LoadError(task_id, f"{where}: {type(exc).__name__}: {str(exc)[:300]}")
+            continue
+        yield task

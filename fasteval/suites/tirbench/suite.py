@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.blobs import BlobStore
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.tirbench.extract import ChatModel, extract
 from fasteval.suites.tirbench.loader import load_tirbench
@@ -90,6 +91,15 @@ class TIRBench(Suite):
     """
 
     name = "tirbench"
+    options_schema = {
+        "path": Opt("path", "folder holding TIR-Bench.json and data/ (or the json itself)", required=True,
+                    exists=True, fetch="tirbench"),
+        "fidelity": Opt("str", "reference or fixed", choices=FIDELITIES),
+        "limit": Opt("int", "first N tasks"), "task_types": Opt("str_list", "only these task types"),
+        "extraction": Opt("str", "answer extraction: model (the extractor role) or raw", choices=EXTRACTION_MODES),
+    }
+    setting_options = {"task_types": Opt("str_list"), "rotation_tool": Opt("str"), "rotation_prompt": Opt("str"),
+                       "extraction": Opt("str", choices=EXTRACTION_MODES)}
 
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -128,7 +138,8 @@ class TIRBench(Suite):
             raise ValueError(f"tirbench: extraction must be one of {EXTRACTION_MODES}, got {self.extraction!r}")
 
     def load(self) -> Iterator[Task | LoadError]:
-        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit)
+        return load_tirbench(self.path, self.blobs, task_types=self.task_types, limit=self.limit,
+                             allow_image_root=self.options.get("allow_image_root"))
 
     def default_settings(self) -> list[Setting]:
         return [

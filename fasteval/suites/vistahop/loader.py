@@ -20,6 +20,7 @@ from typing import Any
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError
+from fasteval.suites.row_checks import PathOutsideRoot, confine
 from fasteval.types import ImageRef, Task, Turn
 
 IMAGE_SEARCH_MAX_RESULTS = 5
@@ -49,6 +50,11 @@ class LoaderConfig:
     all_images: bool = False
     """False (reference): only the first image of a record is shown, as the runner does."""
     image_search_max_results: int = IMAGE_SEARCH_MAX_RESULTS
+    image_roots: tuple[Path, ...] = ()
+    """Folders image paths may resolve into; empty means ``root`` only."""
+
+    def roots(self) -> tuple[Path, ...]:
+        return self.image_roots or (self.root.expanduser().resolve(),)
 
 
 def level_of(steps: int) -> str:
@@ -111,9 +117,14 @@ def load_tasks(config: LoaderConfig, blobs: BlobStore) -> Iterator[Task | LoadEr
         try:
             if isinstance(raw, RowError):
                 raise raw
-            yield parse_record(raw, task_id, index, config, blobs)
+            task: Task | LoadError = parse_record(raw, task_id, index, config, blobs)
         except RowError as e:
-            yield LoadError(task_id=task_id, message=f"{config.path.name} row {index}: field {e}")
+            task = LoadError(task_id=task_id, message=f"{config.path.name} row {index}: field {e}")
+        except (TypeError, ValueError, KeyError, AttributeError) as e:
+            # A row problem no check foresaw is still this row's error, never the whole file's.
+            task = LoadError(task_id=task_id, message=f"{config.path.name} row {index}: "
+                                                      f"{type(e).__name__}: {str(e)[:300]}")
+        yield task
 
 
 def parse_record(raw: Any, task_id: str, index: int, config: LoaderConfig, blobs: BlobStore) -> Task:
@@ -125,7 +136,7 @@ def parse_record(raw: Any, task_id: str, index: int, config: LoaderConfig, blobs
     images = _as_list(raw.get("image"), "image")
     if not images:
         raise RowError("image", "no image")
-    refs = [_image_ref(entry, config.root, blobs, f"image[{i}]") for i, entry in enumerate(images)]
+    refs = [_image_ref(entry, config, blobs, f"image[{i}]") for i, entry in enumerate(images)]
     titles, thumbs = _image_search(raw, config, blobs)
     metadata: dict[str, Any] = {
         "question": question,
@@ -189,20 +200,24 @@ def _as_list(value: Any, field: str) -> list[Any]:
     raise RowError(field, f"expected a list, got {type(value).__name__}")
 
 
-def _image_ref(entry: Any, root: Path, blobs: BlobStore, field: str) -> ImageRef:
-    data = _image_bytes(entry, root, field)
+def _image_ref(entry: Any, config: LoaderConfig, blobs: BlobStore, field: str) -> ImageRef:
+    data = _image_bytes(entry, config, field)
     if data is None:
-        raise RowError(field, f"image file not found under {root}: {entry!r}")
+        raise RowError(field, f"image file not found under {config.root}: {str(entry)[:200]!r}")
     return blobs.put(data)
 
 
-def _image_bytes(entry: Any, root: Path, field: str) -> bytes | None:
-    """Bytes of an image entry; None when it names a file that does not exist."""
+def _image_bytes(entry: Any, config: LoaderConfig, field: str) -> bytes | None:
+    """Bytes of an image entry; None when it names a file that does not exist.
+
+    A path that leads outside the dataset's folders is a RowError, not a read.
+    """
+    root = config.root
     if isinstance(entry, dict):  # HF Image struct {"bytes": ..., "path": ...}
         if entry.get("bytes"):
-            return _image_bytes(entry["bytes"], root, field)
+            return _image_bytes(entry["bytes"], config, field)
         if entry.get("path"):
-            return _image_bytes(entry["path"], root, field)
+            return _image_bytes(entry["path"], config, field)
         raise RowError(field, "image struct has neither bytes nor path")
     if isinstance(entry, bytes | bytearray):
         if not entry:
@@ -216,6 +231,10 @@ def _image_bytes(entry: Any, root: Path, field: str) -> bytes | None:
     # Base64 has no "." while file names have extensions; JPEG base64 even starts with "/9j/".
     if "." in entry or len(entry) < 64:
         path = Path(entry) if Path(entry).is_absolute() else root / entry
+        try:
+            path = confine(path, config.roots())
+        except PathOutsideRoot as e:
+            raise RowError(field, str(e)) from None
         try:
             return path.read_bytes() if path.is_file() else None
         except OSError:
@@ -246,7 +265,7 @@ def _image_search(raw: dict[str, Any], config: LoaderConfig, blobs: BlobStore) -
     if raw.get("image_search_thumbnail_list") is not None:
         items = _as_list(raw["image_search_thumbnail_list"], "image_search_thumbnail_list")[:cap]
         for i, entry in enumerate(items):
-            data = _image_bytes(entry, config.root, f"image_search_thumbnail_list[{i}]")
+            data = _image_bytes(entry, config, f"image_search_thumbnail_list[{i}]")
             thumbs.append(None if data is None else blobs.put(data))
     return titles, thumbs
 

@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.row_checks import image_roots
 from fasteval.suites.vistahop import scoring
 from fasteval.suites.vistahop.loader import IMAGE_SEARCH_MAX_RESULTS, LoaderConfig, load_tasks
 from fasteval.suites.vistahop.metrics import aggregate as metrics_aggregate
@@ -50,7 +52,7 @@ MaxRounds returns no answer, which scores 0)."""
 _KNOWN_OPTIONS = frozenset({
     "path", "root", "dataset", "fidelity", "limit", "max_rounds", "preset", "text_search_top_k",
     "image_search_max_results", "judge_retries", "system_prompt", "format_instruction", "config",
-    "all_images", "judge_on_max_rounds", "settings",
+    "all_images", "judge_on_max_rounds", "settings", "allow_image_root",
 })
 
 
@@ -59,6 +61,19 @@ class VistaHopSuite(Suite):
     """VistaHop / VistaArena: multi-hop visual deep search, judged by a multimodal model."""
 
     name: ClassVar[str] = "vistahop"
+    options_schema = {
+        "path": Opt("path", "subset1.parquet, or the runner's JSON/JSONL records", required=True, exists=True,
+                    fetch="vistahop"),
+        "root": Opt("path", "folder the records' image paths are relative to (default: path's folder)"),
+        "dataset": Opt("str"), "fidelity": Opt("str", choices=tuple(FIDELITY_SWITCHES)), "limit": Opt("int"),
+        "max_rounds": Opt("int"), "preset": Opt("str", choices=tuple(PRESETS)), "text_search_top_k": Opt("int"),
+        "image_search_max_results": Opt("int"), "judge_retries": Opt("int"), "system_prompt": Opt("str"),
+        "format_instruction": Opt("str"), "config": Opt("path", "the runner's dataset config JSON"),
+        "all_images": Opt("bool"), "judge_on_max_rounds": Opt("bool"),
+        "settings": Opt("str_list", "default settings to keep"),
+    }
+    setting_options = {"all_images": Opt("bool"), "judge_on_max_rounds": Opt("bool"), "text_search_top_k": Opt("int"),
+                       "image_search_max_results": Opt("int"), "judge_retries": Opt("int"), "direct": Opt("bool")}
 
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -102,6 +117,7 @@ class VistaHopSuite(Suite):
             limit=None if limit is None else int(limit),
             all_images=self.switches["all_images"],
             image_search_max_results=int(self.options.get("image_search_max_results", IMAGE_SEARCH_MAX_RESULTS)),
+            image_roots=image_roots(self.options, Path(self.options.get("root") or path.parent)),
         )
 
     def load(self) -> Iterator[Task | LoadError]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from fasteval.blobs import BlobStore
 from fasteval.suites.base import LoadError
+from fasteval.suites.row_checks import ALLOW_OPTION, PathOutsideRoot, confine, image_roots
 from fasteval.types import ImageRef, Task, Turn
 
 from .prompts import TOOL_NAMES
@@ -59,16 +60,22 @@ def dataset_files(path: str | Path) -> list[Path]:
     return jsons
 
 
-def iter_tasks(path: str | Path, blobs: BlobStore, limit: int | None = None) -> Iterator[Task | LoadError]:
-    """Every task of the data at ``path``, in file order, stopping after ``limit`` rows."""
+def iter_tasks(path: str | Path, blobs: BlobStore, limit: int | None = None,
+               allow_image_root: str | list[str] | None = None) -> Iterator[Task | LoadError]:
+    """Every task of the data at ``path``, in file order, stopping after ``limit`` rows.
+
+    Image paths must resolve inside the ``path`` folder (or ``allow_image_root``).
+    """
     count = 0
+    base = Path(path) if Path(path).is_dir() else Path(path).parent
+    roots = image_roots({ALLOW_OPTION: allow_image_root} if allow_image_root else {}, base)
     for f in dataset_files(path):
         rows = _parquet_rows(f, _COLUMNS) if f.suffix == ".parquet" else _json_rows(f)
         for index, row in rows:
             if limit is not None and count >= limit:
                 return
             count += 1
-            yield task_from_row(row, index, f, blobs)
+            yield task_from_row(row, index, f, blobs, roots)
 
 
 def _parquet_rows(path: Path, wanted: tuple[str, ...]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -93,22 +100,32 @@ def _json_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     yield from enumerate(data)
 
 
-def task_from_row(row: Any, index: int, source: Path, blobs: BlobStore) -> Task | LoadError:
-    """One row of either format as a Task, or a LoadError that names the row and field."""
+def task_from_row(row: Any, index: int, source: Path, blobs: BlobStore,
+                  roots: tuple[Path, ...] = ()) -> Task | LoadError:
+    """One row of either format as a Task, or a LoadError that names the row and field.
+
+    ``roots``: folders image paths may resolve into (default: the data file's folder).
+    """
     raw_id = row.get("id") if isinstance(row, dict) else None
-    task_id = str(raw_id) if raw_id else f"row{index}"
+    task_id = str(raw_id) if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) and raw_id != "" \
+        else f"row{index}"
+    where = "/".join(source.parts[-2:])  # the split folder tells the two dataset.json files apart
     try:
         if not isinstance(row, dict):
             raise RowError("<row>", "not an object")
-        return _build_task(row, task_id, source, blobs)
+        return _build_task(row, task_id, source, blobs, roots or (source.parent.resolve(),))
     except RowError as e:
-        where = "/".join(source.parts[-2:])  # the split folder tells the two dataset.json files apart
         return LoadError(task_id=task_id, message=f"{where} row {index}, field {e}")
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        # A row problem no check foresaw is still this row's error, never the whole file's.
+        return LoadError(task_id=task_id, message=f"{where} row {index}: {type(e).__name__}: {str(e)[:300]}")
 
 
-def _build_task(row: dict[str, Any], task_id: str, source: Path, blobs: BlobStore) -> Task:
+def _build_task(row: dict[str, Any], task_id: str, source: Path, blobs: BlobStore, roots: tuple[Path, ...]) -> Task:
     if not row.get("id"):
         raise RowError("id", "missing")
+    if not isinstance(row["id"], str | int) or isinstance(row["id"], bool):
+        raise RowError("id", f"expected a string or an integer, got {type(row['id']).__name__}")
     prompts = _str_list(row, "turn_prompts")
     if not prompts:
         raise RowError("turn_prompts", "empty")
@@ -120,7 +137,7 @@ def _build_task(row: dict[str, Any], task_id: str, source: Path, blobs: BlobStor
         raise RowError("rubrics_by_turn", f"{len(rubric_texts)} entries for {len(prompts)} turns")
     rubrics = [parse_rubrics(text, f"rubrics_by_turn[{t}]") for t, text in enumerate(rubric_texts)]
 
-    images_by_turn, flat = _images(row, source, blobs, len(prompts))
+    images_by_turn, flat = _images(row, source, blobs, len(prompts), roots)
     single = len(prompts) == 1
     if single and flat:
         # The reference sends image_paths (the flat list) for single-turn tasks.
@@ -193,7 +210,8 @@ def parse_rubrics(text: Any, field: str) -> list[dict[str, Any]]:
     return out
 
 
-def _images(row: dict[str, Any], source: Path, blobs: BlobStore, n_turns: int) -> tuple[list[list[ImageRef]], list[ImageRef]]:
+def _images(row: dict[str, Any], source: Path, blobs: BlobStore, n_turns: int,
+            roots: tuple[Path, ...]) -> tuple[list[list[ImageRef]], list[ImageRef]]:
     """Per-turn and flat image refs, from embedded HF Image structs or dataset.json paths."""
     if "images_by_turn_paths" in row or "image_paths" in row:
         by_turn_raw = row.get("images_by_turn_paths") or []
@@ -213,24 +231,33 @@ def _images(row: dict[str, Any], source: Path, blobs: BlobStore, n_turns: int) -
             continue
         if not isinstance(items, list):
             raise RowError(f"{by_turn_field}[{t}]", "expected a list of images")
-        by_turn.append([_put_image(x, f"{by_turn_field}[{t}][{i}]", source, blobs) for i, x in enumerate(items)])
+        by_turn.append([_put_image(x, f"{by_turn_field}[{t}][{i}]", source, blobs, roots)
+                        for i, x in enumerate(items)])
     if not isinstance(flat_raw, list):
         raise RowError(flat_field, "expected a list of images")
-    flat = [_put_image(x, f"{flat_field}[{i}]", source, blobs) for i, x in enumerate(flat_raw)]
+    flat = [_put_image(x, f"{flat_field}[{i}]", source, blobs, roots) for i, x in enumerate(flat_raw)]
     return by_turn, flat
 
 
-def _put_image(item: Any, field: str, source: Path, blobs: BlobStore) -> ImageRef:
+def _put_image(item: Any, field: str, source: Path, blobs: BlobStore, roots: tuple[Path, ...]) -> ImageRef:
     if isinstance(item, dict):
         data = item.get("bytes")
         if data:
+            if not isinstance(data, bytes | bytearray):
+                raise RowError(field, f"image bytes must be binary, got {type(data).__name__}")
             return blobs.put(bytes(data))
         item = item.get("path")
     if isinstance(item, str) and item:
         found = _resolve_image_path(item, source)
         if found is None:
-            raise RowError(field, f"image file {item!r} not found near {source}")
-        return blobs.put_file(found)
+            raise RowError(field, f"image file {item[:200]!r} not found near {source}")
+        try:
+            data = confine(found, roots).read_bytes()
+        except PathOutsideRoot as e:
+            raise RowError(field, str(e)) from None
+        except OSError as e:
+            raise RowError(field, f"image file {item[:200]!r} cannot be read ({e.strerror})") from None
+        return blobs.put(data)
     raise RowError(field, "neither image bytes nor a path")
 
 

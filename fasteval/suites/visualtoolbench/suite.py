@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fasteval.blobs import BlobStore
+from fasteval.options import Opt
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.visualtoolbench.metrics import aggregate as metrics_aggregate
 from fasteval.suites.visualtoolbench.reference import score_reference_file
@@ -51,6 +52,14 @@ class VisualToolBenchSuite(Suite):
     """
 
     name: ClassVar[str] = "visualtoolbench"
+    options_schema = {
+        "path": Opt("path", "the test parquet, a dataset.json or its folder", required=True, exists=True,
+                    fetch="visualtoolbench"),
+        "fidelity": Opt("str", choices=FIDELITIES), "prompt_level": Opt("str", "high, mid, low or none"),
+        "limit": Opt("int"), "judge_timeout_s": Opt("float"), "rubrics": Opt("path"),
+    }
+    setting_options = {"prompt_level": Opt("str"), "first_image_only": Opt("bool"), "golden_history": Opt("bool"),
+                       "tool_images_in_user_message": Opt("bool"), "overflow_answer": Opt("str")}
 
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -77,7 +86,7 @@ class VisualToolBenchSuite(Suite):
         path = self.options.get("path")
         if not path:
             raise ValueError("visualtoolbench: the 'path' option (parquet, dataset.json or folder) is required")
-        return iter_tasks(path, self.blobs, self.limit)
+        return iter_tasks(path, self.blobs, self.limit, allow_image_root=self.options.get("allow_image_root"))
 
     def default_settings(self) -> list[Setting]:
         options = {"prompt_level": self.prompt_level, "image_profile": IMAGE_PROFILE,

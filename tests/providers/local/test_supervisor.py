@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 import pytest
 
-from providers.local import ServerGroup, ServerStartError, ServeSpec
+from providers.local import EndpointDown, ServerGroup, ServerStartError, ServeSpec
 from tests.providers.local.conftest import gone_within, sim_command
 
 
@@ -92,7 +92,7 @@ async def test_dead_replica_is_restarted_with_backoff_then_given_up(tmp_path: Pa
     assert ready == [replica] and replica.restarts == 1 and replica.pid != first_pid
     assert gone_within(first_pid or 0, 5)
     replica.report_unhealthy("test again")
-    with pytest.raises(Exception, match="no server left"):
+    with pytest.raises(EndpointDown, match="no server left"):
         await group.wait_ready()
     assert replica.state == "failed" and "gave up after 1 restarts" in (replica.last_error or "")
     await group.stop()
