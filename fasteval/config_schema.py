@@ -53,7 +53,8 @@ ENDPOINT_COMMON: dict[str, Opt] = {
 
 OPENAI_OPTIONS: dict[str, Opt] = {
     **ENDPOINT_COMMON,
-    "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1", required=True),
+    # required unless the entry has `serve:` (enforced in check_endpoint; the JSON Schema cannot say it)
+    "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"),
     "api_key_env": Opt("str", "the environment variable holding the key (never the key itself)"),
     "extra_body": Opt("dict", "extra JSON fields sent with every request"),
     "serve": Opt("dict", "a local checkpoint fasteval serves itself (docs/serving.md); no base_url then",
@@ -328,8 +329,8 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
                      f" (known: {', '.join(sorted(schemas))})")
         return
     schema = dict(schemas[provider])
-    if "serve" in schema and isinstance(spec.get("serve"), dict):  # fasteval starts it: no base_url to give
-        schema["base_url"] = replace(schema["base_url"], required=False)
+    if "serve" in schema and not isinstance(spec.get("serve"), dict):  # a served model has no base_url to give
+        schema["base_url"] = replace(schema["base_url"], required=True)
     if not role:
         schema["name"] = Opt("str", required=True)
     check_mapping(spec, schema, path, src, problems)
