@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slurm lint bench clean
+.PHONY: demo test test-browser test-slurm lint bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/pytest
+
+# The viewer in headless Chromium (Debian's `chromium` package); fails instead of skipping without it.
+test-browser: $(STAMP)
+	FASTEVAL_REQUIRE_BROWSER=1 $(BIN)/pytest tests/view/test_browser.py
 
 test-slurm: $(STAMP)
 	$(BIN)/pytest tests/slurm -v

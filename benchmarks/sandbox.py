@@ -1,8 +1,12 @@
 """Latency and throughput of the sandbox pool vs a fresh ``python -c`` per call, same run.
 
-Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N]``. The baseline spawns an
-interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work, which is
-what an unpooled sandbox pays on every call.
+Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G]``. The baseline
+spawns an interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work,
+which is what an unpooled sandbox pays on every call.
+
+Every call runs in a fresh child forked from a warm zygote; the zygote forks (and warms) the next
+child between calls. ``pool_p50_ms`` is back to back (the next call waits for that fork);
+``pool_paced_p50_ms`` leaves ``--gap-ms`` between calls, as a sweep does while the model thinks.
 """
 
 from __future__ import annotations
@@ -50,9 +54,11 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def pool_latency(pool: SandboxPool, code: str, images: list[bytes], n: int) -> list[float]:
+async def pool_latency(pool: SandboxPool, code: str, images: list[bytes], n: int, gap_s: float = 0.0) -> list[float]:
     times = []
     for _ in range(n):
+        if gap_s:
+            await asyncio.sleep(gap_s)
         t = time.perf_counter()
         r = await pool.run(code, images=images)
         times.append(time.perf_counter() - t)
@@ -86,11 +92,13 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--gap-ms", type=float, default=20.0, help="pause between paced calls")
     args = parser.parse_args()
     png = test_png()
     async with SandboxPool() as pool:
         await pool_latency(pool, TRIVIAL, [], 10)
         trivial = await pool_latency(pool, TRIVIAL, [], args.calls)
+        paced = await pool_latency(pool, TRIVIAL, [], max(20, args.calls // 2), args.gap_ms / 1000)
         image = await pool_latency(pool, IMAGE, [png], max(20, args.calls // 5))
         isolation, size = pool.isolation, pool.size
     n_spawn = max(5, args.calls // 20)
@@ -103,6 +111,8 @@ async def main() -> None:
         "pool_size": size,
         "pool_p50_ms": round(pct(trivial, 0.5), 2),
         "pool_p99_ms": round(pct(trivial, 0.99), 2),
+        "pool_paced_p50_ms": round(pct(paced, 0.5), 2),
+        "pool_paced_p99_ms": round(pct(paced, 0.99), 2),
         "spawn_p50_ms": round(pct(spawn_trivial, 0.5), 1),
         "speedup": round(statistics.median(spawn_trivial) / statistics.median(trivial), 1),
         "image_pool_p50_ms": round(pct(image, 0.5), 1),
@@ -120,6 +130,8 @@ async def main() -> None:
     print(f"isolation={isolation} workers={size}")
     print(f"trivial call: pool p50 {figures['pool_p50_ms']} ms p99 {figures['pool_p99_ms']} ms | "
           f"spawn p50 {figures['spawn_p50_ms']} ms | speedup {figures['speedup']}x")  # fmt: skip
+    print(f"trivial call, {args.gap_ms:g} ms apart: pool p50 {figures['pool_paced_p50_ms']} ms "
+          f"p99 {figures['pool_paced_p99_ms']} ms")  # fmt: skip
     print(f"image call:   pool p50 {figures['image_pool_p50_ms']} ms p99 {figures['image_pool_p99_ms']} ms | "
           f"spawn p50 {figures['image_spawn_p50_ms']} ms | speedup {figures['image_speedup']}x")  # fmt: skip
     print(f"throughput (image calls/s): 1 worker {figures['image_calls_per_s_1_worker']}, "

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvloop
@@ -29,8 +29,6 @@ from fasteval.exitcodes import (
     EXIT_USAGE,
     RunIncomplete,
 )
-from fasteval.merge import MergeConflict, merge_runs
-from fasteval.models import ModelConfigError
 from fasteval.redact import (
     RedactingFilter,
     add_secrets_from_env,
@@ -39,15 +37,9 @@ from fasteval.redact import (
     secret_like_env_names,
 )
 from fasteval.report import report, status
-from fasteval.sweep import (
-    ConfigChanged,
-    RunOptions,
-    Selectors,
-    SweepIncomplete,
-    SweepResult,
-    parse_shard,
-    run_sweep,
-)
+
+if TYPE_CHECKING:  # the engine loads only for commands that run it: status and report stay fast
+    from fasteval.sweep import RunOptions, Selectors, SweepResult
 
 
 def _print_json(obj: Any) -> None:
@@ -60,6 +52,7 @@ def _print_config_error(e: ConfigError) -> None:
 
 
 def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
+    from fasteval.sweep import Selectors
     """The plan narrowing asked for on the command line; unknown names are usage errors."""
     from fasteval.config_schema import did_you_mean
 
@@ -128,6 +121,9 @@ class _TerminalFilter(logging.Filter):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from fasteval.models import ModelConfigError
+    from fasteval.sweep import ConfigChanged, RunOptions, SweepIncomplete, parse_shard, run_sweep
+
     try:
         cfg = load_config(a.config)
         shard = parse_shard(a.shard) if a.shard else None
@@ -271,6 +267,12 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not (run_dir / "manifest.json").exists():
         print(f"error: {run_dir} is not a run folder (no manifest.json)", file=sys.stderr)
         return 2
+    if a.html:
+        from fasteval.view.html_report import write_report
+
+        size = write_report(run_dir, Path(a.html), examples=a.examples)
+        print(f"{a.html}: {size // 1000} KB", file=sys.stderr)
+        return 0
     rep = report(run_dir)
     if a.format == "json":
         _print_json(rep)
@@ -364,6 +366,8 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
 
 
 def cmd_merge(a: argparse.Namespace) -> int:
+    from fasteval.merge import MergeConflict, merge_runs
+
     try:
         out = merge_runs(Path(a.out), [Path(s) for s in a.sources])
     except MergeConflict as e:
@@ -490,6 +494,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report (tables, plots)")
+    p.add_argument("--examples", type=int, default=0, metavar="N", help="with --html: N trajectories per model")
     p.set_defaults(func=cmd_report)
     m = sub.add_parser("merge", help="join shard run folders into one")
     m.add_argument("out")
@@ -529,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
 COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.catalog",
-                                   "fasteval.serve_command")
+                                   "fasteval.view.cli", "fasteval.serve_command")
 
 
 def _add_optional_commands(sub: Any) -> None:

@@ -7,12 +7,20 @@ progress display shows each limiter's in-flight, limit and waiting counts.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fasteval.services import Closer, register_service
 from providers.limits import AdaptiveLimit
+
+_current: contextvars.ContextVar[AdaptiveLimit | None] = contextvars.ContextVar("tool_limit", default=None)
+
+
+def current_limit() -> AdaptiveLimit | None:
+    """The named limiter whose slot the running tool call holds (its 429s shrink that window)."""
+    return _current.get()
 
 
 class Limiters:
@@ -35,9 +43,11 @@ class Limiters:
         lim = self.get(name, size)
         await lim.acquire()
         self._calls[name] += 1
+        token = _current.set(lim)
         try:
             yield
         finally:
+            _current.reset(token)
             lim.release()
 
     def rows(self) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.records import RECORDS, read_manifest, write_manifest
-from fasteval.runindex import JobRow, RunIndex, open_index
+from fasteval.runindex import COLUMNS, RunIndex, open_index
 
 _COMPARED = ("status", "score", "answer", "model", "suite", "setting", "task_id", "seed")
 _TMP_TAG = ".merge-"
@@ -51,44 +51,41 @@ def _clean_stale(out: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _sort_key(row: JobRow) -> tuple[str, str, str, str, int]:
-    return row.model, row.suite, row.setting, row.task_id, row.seed
+def _choose(indexes: list[RunIndex], sources: list[Path]) -> dict[str, int]:
+    """Each job's chosen line, packed as ``offset << 9 | ok << 8 | source`` (one int per job).
 
-
-def _choose(indexes: list[RunIndex], sources: list[Path]) -> dict[str, tuple[int, int]]:
-    """Each job's chosen (source, offset); refuses two ok records of one job that disagree."""
-    chosen: dict[str, tuple[int, int]] = {}
-    ok: set[str] = set()
+    Refuses two ok records of one job that disagree.
+    """
+    if len(indexes) > 256:
+        raise MergeConflict(f"merge at most 256 run folders at once (got {len(indexes)}); merge in steps")
+    chosen: dict[str, int] = {}
     for i, index in enumerate(indexes):
-        for row in index.rows():
-            prev = chosen.get(row.job_id)
-            if prev is None:
-                chosen[row.job_id] = (i, row.offset)
-                if row.status == "ok":
-                    ok.add(row.job_id)
-                continue
-            if row.status != "ok":
-                continue
-            if row.job_id in ok:
-                # Rare (overlapping shards): compare the two full records.
-                a = indexes[prev[0]].read_record(row.job_id) or {}
-                b = index.read_row(row)
-                diff = [k for k in _COMPARED if a.get(k) != b.get(k)]
-                if diff:
-                    raise MergeConflict(f"job {row.job_id} appears twice with different {', '.join(diff)} "
-                                        f"(in {sources[i]}); refusing to pick one")
-                continue
-            chosen[row.job_id] = (i, row.offset)
-            ok.add(row.job_id)
+        for job_id, status, offset in index.select(("job_id", "status", "byte_offset")):
+            ok = status == "ok"
+            prev = chosen.get(job_id)
+            if prev is not None:
+                if not ok:
+                    continue
+                if prev & 256:
+                    # Rare (overlapping shards): compare the two full records.
+                    a = indexes[prev & 255].read_record(job_id) or {}
+                    b = index.read_record(job_id) or {}
+                    diff = [k for k in _COMPARED if a.get(k) != b.get(k)]
+                    if diff:
+                        raise MergeConflict(f"job {job_id} appears twice with different {', '.join(diff)} "
+                                            f"(in {sources[i]}); refusing to pick one")
+                    continue
+            chosen[job_id] = offset << 9 | ok << 8 | i
     return chosen
 
 
-def _sorted_rows(indexes: list[RunIndex]) -> Iterator[tuple[int, JobRow]]:
-    def tagged(i: int, index: RunIndex) -> Iterator[tuple[int, JobRow]]:
-        for row in index.rows(order="key"):
+def _sorted_rows(indexes: list[RunIndex]) -> Iterator[tuple[int, tuple[Any, ...]]]:
+    """Every source's rows as (source, index row), merged in (model, suite, setting, task, seed) order."""
+    def tagged(i: int, index: RunIndex) -> Iterator[tuple[int, tuple[Any, ...]]]:
+        for row in index.select(COLUMNS, order="key"):
             yield i, row
 
-    return heapq.merge(*(tagged(i, ix) for i, ix in enumerate(indexes)), key=lambda t: _sort_key(t[1]))
+    return heapq.merge(*(tagged(i, ix) for i, ix in enumerate(indexes)), key=lambda t: t[1][1:6])
 
 
 def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
@@ -112,19 +109,11 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
         chosen = _choose(indexes, sources)  # conflicts surface before anything is written
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        written = 0
-        with (tmp / RECORDS).open("wb") as f:
-            for i, row in _sorted_rows(indexes):
-                if chosen.get(row.job_id) == (i, row.offset):
-                    f.write(indexes[i].read_line(row.offset, row.length))
-                    written += 1
-            f.flush()
-            os.fsync(f.fileno())
+        written = _write_records(tmp, indexes, chosen)
         for index in indexes:
             index.close()
         blobs = _link_blobs(tmp, sources)
         write_manifest(tmp, _merged_manifest(manifests, sources))
-        open_index(tmp).close()  # the merged folder comes with its index
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # an empty target folder the user made
         os.rename(tmp, out)
@@ -136,6 +125,34 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
             index.close()
     _fsync_dir(out.parent)
     return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
+
+
+def _write_records(tmp: Path, indexes: list[RunIndex], chosen: dict[str, int]) -> int:
+    """Copy each chosen line in key order, indexing the new file as it grows (no re-read)."""
+    written = pos = 0
+    with open_index(tmp) as out_index, (tmp / RECORDS).open("wb") as f:
+        batch: list[tuple[Any, ...]] = []
+        first: bytes | None = None
+        line = b""
+        for i, row in _sorted_rows(indexes):
+            offset, length = row[-2], row[-1]
+            if chosen.get(row[0], -1) & ~256 != (offset << 9 | i):
+                continue
+            line = indexes[i].read_line(offset, length)
+            f.write(line)
+            batch.append((*row[:-2], pos, length))
+            first = line if pos == 0 else first
+            pos += length
+            written += 1
+            if len(batch) >= 5000:
+                f.flush()  # the index never points past what the file holds
+                out_index.append(batch, pos, pos - len(line), line, first_line=first)
+                batch, first = [], None
+        f.flush()
+        if batch:
+            out_index.append(batch, pos, pos - len(line), line, first_line=first)
+        os.fsync(f.fileno())
+    return written
 
 
 def _link_blobs(dst_run: Path, sources: list[Path]) -> int:

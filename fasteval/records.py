@@ -22,9 +22,13 @@ import orjson
 from fasteval.diskfaults import database_failure, vanished, write_failure
 from fasteval.redact import redact_bytes, redact_text
 from fasteval.runindex import RunIndex, row_of_record
+from fasteval.runindex.index import IndexRowTuple
 from fasteval.types import Record
 
 log = logging.getLogger("fasteval")
+# The writer commits index rows at most this often (or per this many rows): off the hot path.
+INDEX_EVERY_S = 0.5
+INDEX_EVERY_ROWS = 2000
 
 RECORDS = "records.jsonl"
 MANIFEST = "manifest.json"
@@ -109,11 +113,14 @@ class RecordWriter:
     """
 
     def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None,
-                 on_failure: Callable[[RuntimeError], None] | None = None) -> None:
+                 on_failure: Callable[[RuntimeError], None] | None = None, index_wait_s: float = 2.0) -> None:
         self.path = path
         self.fsync = fsync
         self.index = index
-        """When set, each written batch is added to the run index right after its bytes."""
+        """When set, written lines are added to the run index after their bytes (batched)."""
+        self.index_wait_s = index_wait_s
+        """How long an index update may wait for another process's lock before the writer gives
+        the index up (it runs on the event loop; readers catch the index up later)."""
         self.on_failure = on_failure
         self.failure: RuntimeError | None = None
         self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
@@ -123,11 +130,19 @@ class RecordWriter:
         self._halted = False
         self._last_sync = 0.0
         self.written = 0
+        # Rows of written lines not yet in the index: one index commit per INDEX_EVERY_S (or
+        # INDEX_EVERY_ROWS rows) keeps the index off the hot path; readers index any lag themselves.
+        self._pending: list[IndexRowTuple] = []
+        self._pending_first: bytes | None = None
+        self._pending_last = b""
+        self._pending_end = 0
+        self._last_index = 0.0
 
     async def start(self) -> None:
         repair_tail(self.path)
         if self.index is not None:
             self.index.refresh()  # every line before our first one is indexed
+            self.index.set_busy_timeout(self.index_wait_s)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._size = os.fstat(self._fd).st_size
         self._task = asyncio.create_task(self._run())
@@ -191,12 +206,9 @@ class RecordWriter:
                     batch.append(nxt)
             # A batch cut short is left to the index's own catch-up on the next start.
             if batch and self.failure is None and self._write_batch(batch):
-                if self.index is not None:
-                    try:
-                        self._index_batch(batch)
-                    except (OSError, sqlite3.Error) as e:
-                        self._index_failed(e)
                 now = time.monotonic()
+                if self.index is not None:
+                    self._index_batch(batch, now, flush=stop)
                 if self.failure is None and (self.fsync == "always" or
                                              (self.fsync == "batch" and now - self._last_sync >= 1.0)):
                     try:
@@ -205,6 +217,7 @@ class RecordWriter:
                         self._fail(write_failure(e, self.path, self.path.parent))
                     self._last_sync = now
             if stop:
+                self._flush_index(time.monotonic())  # lines already written stay indexable
                 return
 
     def _index_failed(self, e: Exception) -> None:
@@ -217,17 +230,27 @@ class RecordWriter:
             log.warning("run index not updated (%s); it catches up from the records on the next read", e)
             self.index = None
 
-    def _index_batch(self, batch: list[tuple[bytes, Record]]) -> None:
-        assert self.index is not None
+    def _index_batch(self, batch: list[tuple[bytes, Record]], now: float, flush: bool) -> None:
         end = os.lseek(self._fd, 0, os.SEEK_CUR)  # O_APPEND: the end of our last line
         pos = end - sum(len(line) for line, _ in batch)
-        rows = []
+        if pos == 0:
+            self._pending_first = batch[0][0]
         for line, rec in batch:
-            rows.append(row_of_record(rec, pos, len(line)))
+            self._pending.append(row_of_record(rec, pos, len(line)))
             pos += len(line)
-        last_line = batch[-1][0]
-        first = batch[0][0] if rows[0][-2] == 0 else None
-        self.index.append(rows, end, end - len(last_line), last_line, first_line=first)
+        self._pending_last, self._pending_end = batch[-1][0], end
+        if flush or len(self._pending) >= INDEX_EVERY_ROWS or now - self._last_index >= INDEX_EVERY_S:
+            self._flush_index(now)
+
+    def _flush_index(self, now: float) -> None:
+        if self.index is None or not self._pending:
+            return
+        last, end = self._pending_last, self._pending_end
+        try:
+            self.index.append(self._pending, end, end - len(last), last, first_line=self._pending_first)
+        except (OSError, sqlite3.Error) as e:
+            self._index_failed(e)
+        self._pending, self._pending_first, self._last_index = [], None, now
 
     async def close(self) -> None:
         """Flush and close; never raises (a failure is reported through ``failure``)."""

@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -209,7 +210,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, 
                 for seed in seeds:
                     for model in models:
                         job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
-                        if in_shard(job.job_id, shard, slot.get(model)):
+                        if shard is None or in_shard(job.job_id, shard, slot.get(model)):  # unsharded: no hash
                             yield job, run, setting, item
 
 
@@ -628,14 +629,15 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
-    total = 0
+    # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
+    # is walked once more to launch, so this pass must stay cheap at a million jobs.
+    combos: Counter[tuple[str, str, str, int]] = Counter(
+        (job.model, job.suite, job.setting, job.seed) for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-    for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors):
-        total += 1
-        for dim, val in (("model", job.model), ("suite", job.suite), ("setting", job.setting),
-                         ("seed", str(job.seed))):
-            by[dim][val] = by[dim].get(val, 0) + 1
-    return total, by
+    for combo, n in combos.items():
+        for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
+            by[dim][str(val)] = by[dim].get(str(val), 0) + n
+    return sum(combos.values()), by
 
 
 def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:

@@ -10,27 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import random
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, stop_after_delay
-
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError
 from providers.breaker import CircuitBreaker, is_outage
 from providers.limits import AdaptiveLimit, RateLimiter
+from providers.retry import MODEL_RETRYABLE, RetryPolicy, retry_call
 
-RETRYABLE = frozenset({"rate_limit", "transient", "timeout", "bad_response"})
+__all__ = ["RETRYABLE", "EndpointStats", "JobRetries", "ModelClient", "RetryPolicy", "count_retries"]
 
-
-@dataclass(slots=True)
-class RetryPolicy:
-    max_attempts: int = 6
-    total_budget_s: float = 900.0
-    base_delay_s: float = 1.0
-    max_delay_s: float = 60.0
+RETRYABLE = MODEL_RETRYABLE
 
 
 @dataclass(slots=True)
@@ -106,28 +98,13 @@ class ModelClient:
         self.cache = cache
         self.breaker = breaker
 
-    def _delay(self, exc: BaseException | None, attempt_number: int) -> float:
-        if isinstance(exc, ProviderError) and exc.retry_after is not None:
-            # The server said when; honour it even above our own backoff cap.
-            return min(exc.retry_after, self.retry.total_budget_s)
-        delay = self.retry.base_delay_s * (2 ** (attempt_number - 1))
-        return min(random.uniform(delay / 2, delay), self.retry.max_delay_s)
-
-    def _count_retry(self, delay: float) -> None:
-        """Called only when a retry will really happen (tenacity computes a wait before it checks
-        whether to stop, so counting there charged a phantom retry after the last attempt)."""
+    def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:
+        """Called only when a retry will really happen (never after the last attempt)."""
         self.stats.retries += 1
         self.stats.backoff_s += delay
         job = _job_retries.get()
         if job is not None:
             job.count += 1
-
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        return self._delay(exc, state.attempt_number + 1)  # the first attempt ran before tenacity
-
-    def _before_sleep(self, state: RetryCallState) -> None:
-        self._count_retry(state.upcoming_sleep)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""
@@ -153,31 +130,13 @@ class ModelClient:
                 await self.breaker.admit()
 
     async def _chat_retrying(self, request: ChatRequest) -> ChatResponse:
-        # Most requests succeed first time: only a failure pays for building a tenacity loop.
+        # The window already shrank in _attempt on a 429: the loop gets no window of its own.
         try:
-            return await self._attempt(request)
-        except ProviderError as e:
-            if e.kind not in RETRYABLE or self.retry.max_attempts <= 1:
-                self.stats.errors += 1
-                raise
-            delay = self._delay(e, 1)
-            self._count_retry(delay)
-            await asyncio.sleep(delay)
-        retrying = AsyncRetrying(
-            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.kind in RETRYABLE),
-            stop=stop_after_attempt(self.retry.max_attempts - 1) | stop_after_delay(self.retry.total_budget_s),
-            wait=self._wait,
-            before_sleep=self._before_sleep,
-            reraise=True,
-        )
-        try:
-            async for attempt in retrying:
-                with attempt:
-                    return await self._attempt(request)
-        except ProviderError as e:
+            return await retry_call(self.retry, lambda: self._attempt(request), error_type=ProviderError,
+                                    retryable=RETRYABLE, on_retry=self._count_retry)
+        except ProviderError:
             self.stats.errors += 1
-            raise e
-        raise AssertionError("unreachable: tenacity either returns or raises")
+            raise
 
     async def _attempt(self, request: ChatRequest) -> ChatResponse:
         if self.breaker is not None:

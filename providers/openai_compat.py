@@ -18,6 +18,7 @@ from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.breaker import connection_error
 from providers.http_json import Timeouts
+from providers.retry import classify_status
 
 ImageResolver = Callable[[str, str], Awaitable[str]]
 """Maps (ImageRef, encoding profile) to a data URL (encoding happens off the event loop, cached)."""
@@ -176,19 +177,14 @@ class OpenAICompatProvider(Provider):
 
 
 def classify_http_error(status: int, body: bytes, retry_after: str | None) -> ProviderError:
-    """Map an HTTP failure onto the retry taxonomy."""
+    """Map an HTTP failure onto the shared taxonomy (providers.retry), plus context overflow."""
     text = _error_text(body)
-    low = text.lower()
-    if status == 429:
-        return ProviderError("rate_limit", text or "rate limited", status=status, retry_after=_seconds(retry_after))
-    if status in (401, 403):
-        return ProviderError("auth", text or "not authorised", status=status)
-    if status in (400, 413, 422) and any(m in low for m in _OVERFLOW_MARKERS):
+    if status in (400, 413, 422) and any(m in text.lower() for m in _OVERFLOW_MARKERS):
         return ProviderError("context_overflow", text, status=status)
-    if status in (408, 409) or status >= 500:
-        return ProviderError("transient", text or f"server error {status}", status=status,
-                             retry_after=_seconds(retry_after))
-    return ProviderError("fatal", text or f"request rejected ({status})", status=status)
+    kind = classify_status(status)
+    default = {"rate_limit": "rate limited", "auth": "not authorised", "transient": f"server error {status}"}
+    return ProviderError(kind, text or default.get(kind, f"request rejected ({status})"),  # type: ignore[arg-type]
+                         status=status, retry_after=_seconds(retry_after) if kind in ("rate_limit", "transient") else None)
 
 
 def _error_text(body: bytes) -> str:

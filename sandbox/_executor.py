@@ -1,9 +1,9 @@
-"""What a worker does per call: prepare the working folder, run the code, collect outputs.
+"""What one call does inside its own process: write the inputs, run the code, collect outputs.
 
-Runs inside the (jailed) worker process. Stateless calls get a fresh ``work`` folder and a fresh
-namespace; a session keeps both between calls. The working folder always sits at the same path
-(``<home>/work``) so file names shown to the model stay stable: a session's folder is parked in
-``<home>/sessions/<key>`` while another call uses the worker and renamed back when it returns.
+Runs in a call child forked from the worker for this call only (then discarded), or in a
+session process that keeps one trajectory's interpreter between its calls. The worker owns the
+folders: the call's working folder is always at ``<home>/work`` so names shown to the model stay
+stable (see ``sandbox._zygote``).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import io
 import os
 import re
 import resource
-import shutil
 import signal
 import stat
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 
+from sandbox._caps import cap_reply, image_pixels, one_line
 from sandbox._namespaces import fixed_namespace, reference_namespace
 
 CODE_FILENAME = "<llm_code>"
@@ -68,7 +68,7 @@ class CappedText(io.TextIOBase):
 
 
 @dataclass(slots=True)
-class _Session:
+class _State:
     globals_: dict[str, Any]
     locals_: dict[str, Any] | None
     fidelity: str
@@ -114,59 +114,31 @@ def _read_regular(path: str, max_bytes: int) -> bytes | None:
     return data if len(data) <= max_bytes else None
 
 
-class Executor:
-    """Runs calls for one worker; holds its session namespaces."""
+class CallRunner:
+    """Runs calls in the current process: a fresh call child (one call) or a session process (many).
+
+    The worker has already put the call's folder at ``<home>/work`` (owned by this process's
+    uid) before the call arrives; a session's interpreter state is ``self.state``.
+    """
 
     def __init__(self, home: str, limits: dict[str, Any], reap_uid: bool) -> None:
-        self.home = Path(home)
-        self.work = self.home / "work"
+        self.work = Path(home) / "work"
         self.out = self.work / "out"
-        self.parked = self.home / "sessions"
         self.limits = limits
         self.reap_uid = reap_uid
-        self.sessions: dict[str, _Session] = {}
-        self.current: str | None = None  # session whose folder is at ``work`` now (None: stateless)
+        self.state: _State | None = None
         self.pid = os.getpid()
-        self.parked.mkdir(exist_ok=True)
 
-    # --- working folder -------------------------------------------------------------------
-    def _enter_folder(self, session: str | None) -> None:
-        if session is not None and session == self.current and self.work.exists():
-            return
-        if self.current is not None and self.work.exists():
-            os.replace(self.work, self.parked / self.current)
-        elif self.work.exists():
-            shutil.rmtree(self.work, ignore_errors=True)
-        parked = self.parked / session if session else None
-        if parked is not None and parked.exists():
-            os.replace(parked, self.work)
-        else:
-            shutil.rmtree(self.work, ignore_errors=True)
-            self.work.mkdir()
-        self.out.mkdir(exist_ok=True)
-        self.current = session
-
-    def release(self, session: str) -> None:
-        self.sessions.pop(session, None)
-        if self.current == session:
-            shutil.rmtree(self.work, ignore_errors=True)
-            self.current = None
-        shutil.rmtree(self.parked / session, ignore_errors=True)
-
-    # --- one call -------------------------------------------------------------------------
     def run(self, req: dict[str, Any], blobs: list[bytes]) -> tuple[dict[str, Any], list[bytes]]:
-        session: str | None = req.get("session")
         fidelity, tool = req["fidelity"], req["tool"]
-        self._enter_folder(session)
         os.chdir(self.work)
+        self.out.mkdir(exist_ok=True)
         names: list[str] = req["inputs"]
         for name, data in zip(names, blobs, strict=True):
             (self.work / name).write_bytes(data)
-        state = self.sessions.get(session) if session else None
+        state = self.state
         if state is None or (state.fidelity, state.tool) != (fidelity, tool):
-            state = self._new_state(fidelity, tool)
-            if session:
-                self.sessions[session] = state
+            state = self.state = self._new_state(fidelity, tool)
         state.inputs = sorted(set(state.inputs) | set(names))
         if fidelity == "fixed":
             state.globals_["INPUT_IMAGES"] = list(state.inputs)
@@ -179,9 +151,11 @@ class Executor:
         outputs = self._new_images(before, _snapshot(watched), fidelity)
         blobs_out: list[bytes] = []
         listed: list[dict[str, Any]] = []
+        budget = int(self.limits["max_output_bytes"])
         for path in outputs[: int(self.limits["max_output_images"])]:
-            image = _read_regular(path, int(self.limits["file_bytes"]))
+            image = _read_regular(path, min(int(self.limits["file_bytes"]), budget))
             if image is not None:
+                budget -= len(image)
                 listed.append({"name": os.path.basename(path), "path": path})
                 blobs_out.append(image)
         reply = {
@@ -192,15 +166,32 @@ class Executor:
             "stdout_chars": stdout.total,
             "outputs": listed,
         }
-        return reply, blobs_out
+        # Capped here first, so an oversized field never even crosses the pipe.
+        return cap_reply(reply, blobs_out, self.limits, image_pixels)
 
-    def _new_state(self, fidelity: str, tool: str) -> _Session:
+    def warm(self) -> None:
+        """Touch once, ahead of the call, the memory a call touches.
+
+        A forked child shares the zygote's pages copy-on-write; the first write to each costs a
+        page fault, and on some VMs a few hundred of those cost tens of milliseconds. A spare
+        child runs this while it waits, so the real call finds its pages already copied. Runs
+        only our own code and touches no file.
+        """
+        for fidelity, tool in (("fixed", "image"), ("reference", "image"), ("reference", "interpreter")):
+            state = self._new_state(fidelity, tool)
+            out = CappedText(int(self.limits["output_chars"]))
+            self._exec("pass", state, out, out)
+            cap_reply({"status": "ok", "error": None, "stdout": out.getvalue(), "stderr": "", "outputs": []}, [], self.limits)
+        _snapshot([])
+        plt.close("all")
+
+    def _new_state(self, fidelity: str, tool: str) -> _State:
         if fidelity == "reference":
             g, loc = reference_namespace(tool, self.out)
-            return _Session(g, loc, fidelity, tool)
-        return _Session(fixed_namespace(self.out, []), None, fidelity, tool)
+            return _State(g, loc, fidelity, tool)
+        return _State(fixed_namespace(self.out, []), None, fidelity, tool)
 
-    def _exec(self, code: str, state: _Session, stdout: CappedText, stderr: CappedText) -> str | None:
+    def _exec(self, code: str, state: _State, stdout: CappedText, stderr: CappedText) -> str | None:
         """Run the code; returns a one-line error summary or None. Forked children never return."""
         used = resource.getrusage(resource.RUSAGE_SELF)
         cpu_soft = int(used.ru_utime + used.ru_stime) + int(self.limits["cpu_s"]) + 1
@@ -218,7 +209,7 @@ class Executor:
             if os.getpid() != self.pid:
                 os._exit(1)
             stderr.write(user_traceback(exc))
-            error = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+            error = one_line(traceback.format_exception_only(type(exc), exc)[-1])
         finally:
             if os.getpid() != self.pid:  # a fork of the model's code must not answer the pool
                 os._exit(0)

@@ -2,18 +2,25 @@
 
 Runs inside the worker after its imports and before it serves any call. Chosen mechanisms:
 
-- ``unshare(CLONE_NEWNS | CLONE_NEWNET)``: a private mount table and an empty network namespace
-  (only a downed loopback), so no connection can leave the process, loopback servers included.
+- ``unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC)``: a private mount table,
+  an empty network namespace (only a downed loopback, so no connection leaves, loopback servers
+  included), a PID namespace whose init is the worker's zygote (so killing it kills every process
+  a call ever started), and an IPC namespace where SysV/POSIX IPC objects are disabled (they would
+  outlive a call and let it talk to the next one).
+- a fresh ``/proc`` for that PID namespace (``hidepid=2``): code sees only the worker's own
+  processes, never the host's command lines (an API key in ``--api-key`` stays invisible).
 - a tmpfs root that holds read-only binds of the system and Python trees only, plus the worker's
   own folder at ``/sandbox``; ``chroot`` into it, so run folders, caches and the repository are
   simply not there.
-- a fresh uid per worker (``setuid``): we run as root, where RLIMIT_NPROC is not enforced, so the
-  uid drop is what makes the process cap bite; it also forbids signalling the pool (root) or other
-  workers, and lets a worker kill every process of its uid after a call without touching anyone else.
+- an unprivileged uid per call child (``setuid`` after the fork; the zygote stays root inside the
+  jail and runs no model code): we run as root, where RLIMIT_NPROC is not enforced, so the uid
+  drop is what makes the process cap bite; it also forbids signalling the zygote or other
+  sessions, and lets the zygote kill every process of a uid after a call without touching others.
 - ``PR_SET_NO_NEW_PRIVS`` and ``nosuid`` mounts so setuid binaries under /usr give nothing back.
 
 When the kernel or container refuses namespaces, the pool falls back to ``process`` isolation:
-limits plus a Python audit hook that refuses sockets and new processes (weaker, documented).
+limits plus a Python audit hook that refuses sockets and new processes (weaker; docs/sandbox.md
+lists what it still exposes).
 """
 
 from __future__ import annotations
@@ -24,13 +31,20 @@ import resource
 import signal
 import sys
 import sysconfig
+import time
 from typing import Any
 
 JAIL_HOME = "/sandbox"
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWPID = 0x20000000
+_CLONE_NEWIPC = 0x08000000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
+_MS_NOEXEC = 8
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS = 38
 _DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -71,9 +85,68 @@ def _bind_readonly(src: str, dst: str) -> None:
     _mount(None, dst, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
-def enter_jail(host_dir: str, mount_point: str, uid: int) -> None:
-    """Leave the host's view: from here on only /sandbox (= host_dir) is writable."""
-    _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET), "unshare")
+def enter_namespaces() -> None:
+    """Unshare, then fork: the caller returns as PID 1 of the new PID namespace (the zygote).
+
+    The original process stays outside as a shim that only waits and mirrors the zygote's exit;
+    the pool kills the shim, and the zygote dies with it (parent-death signal), taking the whole
+    namespace with it.
+    """
+    _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
+    pid = os.fork()
+    if pid:
+        _shim(pid)
+    set_parent_death_signal()
+
+
+def _shim(child: int) -> None:
+    os.closerange(3, 65536)  # the protocol pipes belong to the zygote alone
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code & 0xFF)
+
+
+def set_parent_death_signal() -> None:
+    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+
+
+def harden_zygote() -> None:
+    """No core dumps, no ptrace and no /proc/<pid>/{mem,fd,environ} of the zygote for same-uid code;
+    orphans of calls are reparented to it so it can reap them."""
+    _check(_libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
+    _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def _mount_proc(target: str) -> None:
+    os.makedirs(target)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    try:
+        _mount("proc", target, "proc", flags, "hidepid=2")
+    except OSError:  # older kernels: still a private /proc, only without hiding other uids
+        _mount("proc", target, "proc", flags)
+
+
+def _disable_ipc(proc: str) -> None:
+    """SysV and POSIX message queues would outlive a call; a zero quota in our IPC namespace forbids them."""
+    for name, value in (
+        ("sys/kernel/shmmax", "0"), ("sys/kernel/msgmni", "0"), ("sys/kernel/sem", "0 0 0 0"),
+        ("sys/fs/mqueue/queues_max", "0"),
+    ):  # fmt: skip
+        try:
+            with open(f"{proc}/{name}", "w") as f:
+                f.write(value)
+        except OSError:
+            pass
+
+
+def enter_jail(host_dir: str, mount_point: str) -> None:
+    """Leave the host's view (call after ``enter_namespaces``): only /sandbox (= host_dir) is writable.
+
+    The zygote stays root here; each call child drops to its own uid (``drop_to``).
+    """
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     root = mount_point
     _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
@@ -88,18 +161,54 @@ def enter_jail(host_dir: str, mount_point: str, uid: int) -> None:
             os.makedirs(f"{root}/dev", exist_ok=True)
             open(f"{root}/dev/{dev}", "a").close()
             _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, _MS_BIND)
-    os.makedirs(f"{root}/proc")
-    _mount("/proc", f"{root}/proc", None, _MS_BIND | _MS_REC)
+    _mount_proc(f"{root}/proc")
+    _disable_ipc(f"{root}/proc")
     os.makedirs(root + JAIL_HOME)
     _mount(host_dir, root + JAIL_HOME, None, _MS_BIND)
     _mount(None, root + JAIL_HOME, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV)
     _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
     os.chroot(root)
     os.chdir(JAIL_HOME)
+    os.chmod(JAIL_HOME, 0o711)  # calls may traverse to /sandbox/work, not list or write /sandbox
     _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+    harden_zygote()
+
+
+def drop_to(uid: int) -> None:
+    """Become ``uid`` for good (all of real, effective and saved ids; no capability survives)."""
     os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def kill_uid(uid: int, wait: bool = True) -> None:
+    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking).
+
+    Inside the jail this scans the namespace's own /proc: a handful of entries, not the host's.
+    ``wait=False``: one pass of signals, without checking that they took effect.
+    """
+    for _ in range(200):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/status") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+            if fields.get("State", "").strip().startswith("Z"):
+                continue
+            if int(fields.get("Uid", "-1").split()[0]) == uid:
+                found = True
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                except OSError:
+                    pass
+        if not found or not wait:
+            return
+        time.sleep(0.002)
 
 
 def apply_limits(limits: dict[str, Any]) -> None:

@@ -1,9 +1,11 @@
 """A pool of warm, confined Python workers that the event loop drives without blocking.
 
-Each worker is a long-lived subprocess with numpy/PIL/cv2/matplotlib already imported; a call is
-one frame down its stdin and one frame back on its stdout, so a trivial call costs a pipe round
-trip instead of an interpreter start. A worker that times out, crashes or dies is killed together
-with every process of its uid and replaced in the background; the call reports what happened.
+Each worker is a long-lived zygote with numpy/PIL/cv2/matplotlib already imported that forks a
+fresh child per call (``sandbox._zygote``); a call is one frame down its stdin and one frame back
+on its stdout, so a trivial call costs a pipe round trip and a fork instead of an interpreter
+start. Every reply must echo the call's nonce and fit ``reply_bounds``; one that does not, a
+worker that stops answering, or a cancelled call gets the worker killed (its PID namespace with
+it) and replaced in the background. Calls that time out or crash only lose their own child.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import hashlib
 import itertools
 import json
 import os
+import secrets
 import shutil
-import signal
 import sys
 import tempfile
 import time
@@ -23,15 +25,21 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox._protocol import decode_header, encode, header_size
+from sandbox._caps import cap_reply, exit_reason, image_pixels, reply_bounds
+from sandbox._protocol import FrameError, blob_sizes, decode_header, encode, header_size
+from sandbox._stale import clean_stale_roots, root_prefix
+from sandbox._zygote import UID_BLOCK
 
 Isolation = Literal["auto", "jail", "process"]
 RunStatus = Literal["ok", "error", "timeout", "crashed"]
+Keep = Literal["state", "files"]
 
 _STARTUP_TIMEOUT_S = 120.0
-# A fresh uid per worker (never reused in this process) so a killed worker's leftovers can never
-# share a process budget or a kill(-1) with its replacement. The pid term separates processes.
-_UID_BASE = 200_000 + (os.getpid() % 4096) * 1024
+_GRACE_S = 10.0
+"""How long past a call's own timeout the pool waits before it kills the whole worker."""
+# A block of UID_BLOCK uids per worker (calls and sessions), not reused for 1000 workers in this
+# process, so a killed worker's leftovers never share a uid with its replacement.
+_UID_BASE = 200_000 + (os.getpid() % 1000) * 1000 * UID_BLOCK
 _uid_counter = itertools.count()
 
 
@@ -50,7 +58,12 @@ class SandboxLimits:
     file_bytes: int = 256 << 20
     open_files: int = 256
     output_chars: int = 20_000
+    """stdout and stderr (tracebacks included), each."""
     max_output_images: int = 16
+    max_output_bytes: int = 64 << 20
+    """All output images of one call together."""
+    max_image_pixels: int = 50_000_000
+    """Width x height of one output image (read from its header, never decoded to check)."""
 
 
 @dataclass(slots=True)
@@ -72,6 +85,8 @@ class RunResult:
     input_names: list[str] = field(default_factory=list)
     stdout_chars: int = 0
     duration_s: float = 0.0
+    session_lost: bool = False
+    """The session's state was lost with this call (it crashed or timed out)."""
 
     @property
     def ok(self) -> bool:
@@ -95,46 +110,6 @@ def input_name(index: int, data: bytes) -> str:
     return f"input_{index}{ext}"
 
 
-def _signal_reason(returncode: int | None) -> str:
-    if returncode is None:
-        return "worker stopped responding"
-    if returncode >= 0:
-        return f"worker exited with code {returncode}"
-    sig = -returncode
-    reasons: dict[int, str] = {
-        signal.SIGKILL: "killed (SIGKILL): out of memory or killed",
-        signal.SIGSEGV: "crashed with a segmentation fault (SIGSEGV)",
-        signal.SIGXCPU: "CPU time limit exceeded (SIGXCPU)",
-        signal.SIGABRT: "aborted (SIGABRT)",
-        signal.SIGBUS: "crashed with a bus error (SIGBUS)",
-    }
-    return reasons.get(sig, f"killed by signal {signal.Signals(sig).name}")
-
-
-def kill_uid(uid: int) -> None:
-    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking)."""
-    for _ in range(100):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/status") as f:
-                    status = f.read()
-            except OSError:
-                continue
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            if fields.get("State", "").strip().startswith("Z"):
-                continue
-            if int(fields.get("Uid", "-1").split()[0]) == uid:
-                found = True
-                with contextlib.suppress(OSError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-        if not found:
-            return
-        time.sleep(0.005)
-
-
 @dataclass(slots=True, eq=False)
 class _Worker:
     proc: asyncio.subprocess.Process
@@ -143,6 +118,7 @@ class _Worker:
     home: str
     busy: bool = False
     calls: int = 0
+    last_used: float = 0.0
     sessions: set[str] = field(default_factory=set)
 
 
@@ -171,11 +147,16 @@ class SandboxPool:
         self._counts = {"calls": 0, "timeouts": 0, "crashes": 0, "restarts": 0}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._limits_dict = asdict(self.limits)
+        self._bounds = reply_bounds(self._limits_dict)
 
     # --- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
         """Start all workers; ``auto`` isolation falls back to ``process`` where namespaces are refused."""
-        self.root = Path(self._root_arg or tempfile.mkdtemp(prefix="fasteval-sandbox-"))
+        if self._root_arg is None:
+            # A sweep killed with -9 leaves its folder behind; remove those whose owner is dead.
+            await asyncio.to_thread(clean_stale_roots, Path(tempfile.gettempdir()))
+        self.root = Path(self._root_arg or tempfile.mkdtemp(prefix=root_prefix()))
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "jail").mkdir(exist_ok=True)
         self._slots = [None] * self.size
@@ -232,20 +213,39 @@ class SandboxPool:
         *,
         images: list[bytes] | None = None,
         session_id: str | None = None,
+        keep: Keep = "state",
         fidelity: Literal["reference", "fixed"] = "fixed",
         tool: Literal["image", "interpreter"] = "image",
         timeout_s: float | None = None,
     ) -> RunResult:
-        """Run ``code`` in a worker; waits for a free one. Never raises for what the code does."""
+        """Run ``code`` in a fresh child of a worker; waits for a free worker. Never raises for what the code does.
+
+        Without ``session_id`` the call is stateless: nothing it does (files, threads, processes,
+        patched modules) reaches any later call. With ``session_id`` (one per trajectory; end it
+        with ``release``) later calls with the same id see what this one left, and no other id does:
+
+        - ``keep="state"``: the interpreter (variables, imports) *and* the working folder persist;
+        - ``keep="files"``: only the working folder persists (files written by one call are there
+          for the next, under the same paths); every call starts a fresh interpreter.
+
+        One id is one kind: a call with the other ``keep`` for a live id starts it afresh.
+        """
         images = images or []
         names = [input_name(i, data) for i, data in enumerate(images)]
         key = _session_key(session_id) if session_id else None
-        header = {"op": "run", "code": code, "fidelity": fidelity, "tool": tool, "session": key, "inputs": names}
+        timeout = timeout_s or self.limits.timeout_s
+        header = {
+            "op": "run", "code": code, "fidelity": fidelity, "tool": tool, "session": key, "keep": keep,
+            "inputs": names, "timeout_s": timeout,
+        }  # fmt: skip
         t0 = time.perf_counter()
         slot, worker = await self._acquire(session_id)
         self._counts["calls"] += 1
         try:
-            result = await self._call(slot, worker, encode(header, images), timeout_s or self.limits.timeout_s)
+            result = await self._call(slot, worker, header, images, timeout + _GRACE_S)
+            if result.session_lost and session_id is not None:
+                self._session_slot.pop(session_id, None)
+                worker.sessions.discard(session_id)
         finally:
             await self._release_slot(worker)
         result.input_names = names
@@ -260,8 +260,7 @@ class SandboxPool:
         try:
             self._session_slot.pop(session_id, None)
             worker.sessions.discard(session_id)
-            frame = encode({"op": "release", "session": _session_key(session_id)})
-            await self._call(slot, worker, frame, self.limits.timeout_s)
+            await self._call(slot, worker, {"op": "release", "session": _session_key(session_id)}, [], _GRACE_S * 3)
         finally:
             await self._release_slot(worker)
 
@@ -279,6 +278,7 @@ class SandboxPool:
             worker = self._slots[slot]
             assert worker is not None
             worker.busy = True
+            worker.last_used = time.monotonic()
             if session_id is not None:
                 self._session_slot[session_id] = slot
                 worker.sessions.add(session_id)
@@ -289,58 +289,73 @@ class SandboxPool:
             slot = self._session_slot[session_id]
             w = self._slots[slot]
             return slot if w is not None and not w.busy else None
-        idle = [(len(w.sessions), i) for i, w in enumerate(self._slots) if w is not None and not w.busy]
-        return min(idle)[1] if idle else None
+        # Least recently used first: a worker that just answered is forking its next child.
+        idle = [(len(w.sessions), w.last_used, i) for i, w in enumerate(self._slots) if w is not None and not w.busy]
+        return min(idle)[2] if idle else None
 
     async def _release_slot(self, worker: _Worker) -> None:
         async with self._cond:
             worker.busy = False
             self._cond.notify_all()
 
-    async def _call(self, slot: int, worker: _Worker, frame: bytes, timeout_s: float) -> RunResult:
+    async def _call(
+        self, slot: int, worker: _Worker, header: dict[str, Any], blobs: list[bytes], timeout_s: float
+    ) -> RunResult:
+        nonce = secrets.token_hex(16)
+        frame = encode({**header, "nonce": nonce}, blobs)
         try:
-            reply, blobs = await asyncio.wait_for(self._roundtrip(worker, frame), timeout_s)
+            reply, out = await asyncio.wait_for(self._roundtrip(worker, frame), timeout_s)
+            if reply.get("nonce") != nonce:
+                raise FrameError("a reply frame that does not answer this call (stray or forged)")
         except asyncio.CancelledError:
             self._retire(slot, worker)
             raise
         except TimeoutError:
             self._counts["timeouts"] += 1
             lost = self._retire(slot, worker)
-            msg = f"TimeoutError: execution exceeded {timeout_s:g} s; the worker was killed{lost}"
+            msg = f"TimeoutError: the worker did not answer within {timeout_s:g} s; it was killed{lost}"
             return RunResult(status="timeout", stderr=msg, error=msg)
+        except FrameError as exc:
+            self._counts["crashes"] += 1
+            lost = self._retire(slot, worker)
+            msg = f"SandboxCrash: the worker broke the reply protocol ({exc}); it was replaced{lost}"
+            return RunResult(status="crashed", stderr=msg, error=msg[:2000])
         except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
             self._counts["crashes"] += 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(worker.proc.wait(), 5)
-            reason = _signal_reason(worker.proc.returncode)
+            reason = exit_reason(worker.proc.returncode)
             lost = self._retire(slot, worker)
-            msg = f"SandboxCrash: the Python process {reason}{lost}"
+            msg = f"SandboxCrash: the worker process {reason}{lost}"
             return RunResult(status="crashed", stderr=msg, error=msg)
         worker.calls += 1
         if worker.calls >= self.max_calls_per_worker and not worker.sessions:
-            self._retire(slot, worker)  # bound slow leaks of long-lived interpreters
-        images = [
-            OutputImage(name=o["name"], path=o["path"], data=data)
-            for o, data in zip(reply.get("outputs", []), blobs, strict=False)
-        ]
+            self._retire(slot, worker)  # bound slow leaks of the long-lived zygote
+        # The worker capped this already; capped again here because it is not trusted either.
+        clean, images = cap_reply(reply, out, self._limits_dict, image_pixels)
+        if clean["status"] == "timeout":
+            self._counts["timeouts"] += 1
+        elif clean["status"] == "crashed":
+            self._counts["crashes"] += 1
         return RunResult(
-            status=reply["status"],
-            stdout=reply.get("stdout", ""),
-            stderr=reply.get("stderr", ""),
-            error=reply.get("error"),
-            images=images,
-            stdout_chars=reply.get("stdout_chars", 0),
+            status=clean["status"],
+            stdout=clean["stdout"],
+            stderr=clean["stderr"],
+            error=clean["error"],
+            images=[OutputImage(name=o["name"], path=o["path"], data=d) for o, d in zip(clean["outputs"], images, strict=True)],
+            stdout_chars=clean["stdout_chars"],
+            session_lost=bool(clean.get("session_lost")),
         )
 
     async def _roundtrip(self, worker: _Worker, frame: bytes) -> tuple[dict[str, Any], list[bytes]]:
+        """Send a frame, read the reply; every length is checked before anything is allocated."""
         stdin, stdout = worker.proc.stdin, worker.proc.stdout
         assert stdin is not None and stdout is not None
         stdin.write(frame)
         await stdin.drain()
-        reply = decode_header(await stdout.readexactly(header_size(await stdout.readexactly(4))))
-        sizes = reply.get("blobs", [])
-        assert isinstance(sizes, list)
-        return reply, [await stdout.readexactly(int(n)) for n in sizes]
+        bounds = self._bounds
+        reply, sizes = decode_header(await stdout.readexactly(header_size(await stdout.readexactly(4), bounds)), bounds)
+        return reply, [await stdout.readexactly(n) for n in blob_sizes(sizes, bounds)]
 
     # --- workers --------------------------------------------------------------------------
     def _retire(self, slot: int, worker: _Worker) -> str:
@@ -381,11 +396,9 @@ class SandboxPool:
             return
 
     async def _spawn(self) -> _Worker:
-        uid = _UID_BASE + next(_uid_counter)
+        uid = _UID_BASE + (next(_uid_counter) % 1000) * UID_BLOCK
         host_dir = self.root / f"w{uid}"
-        host_dir.mkdir()
-        if self.isolation == "jail":
-            os.chown(host_dir, uid, uid)
+        host_dir.mkdir(mode=0o711)
         config = {
             "isolation": self.isolation,
             "host_dir": str(host_dir),
@@ -402,10 +415,10 @@ class SandboxPool:
         try:
             assert proc.stdout is not None
             prefix = await asyncio.wait_for(proc.stdout.readexactly(4), _STARTUP_TIMEOUT_S)
-            hello = decode_header(await proc.stdout.readexactly(header_size(prefix)))
-        except (TimeoutError, asyncio.IncompleteReadError) as exc:
+            hello, _ = decode_header(await proc.stdout.readexactly(header_size(prefix, self._bounds)), self._bounds)
+        except (TimeoutError, asyncio.IncompleteReadError, FrameError) as exc:
             await self._stop(worker, graceful=False)
-            raise SandboxStartError(f"worker did not start: {_signal_reason(proc.returncode)}") from exc
+            raise SandboxStartError(f"worker did not start: it {exit_reason(proc.returncode)}") from exc
         if hello.get("op") != "ready":
             await self._stop(worker, graceful=False)
             raise SandboxStartError(f"worker failed to start: {hello.get('error')}")
@@ -440,9 +453,7 @@ class SandboxPool:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
-        await proc.wait()
-        if self.isolation == "jail":
-            await asyncio.to_thread(kill_uid, worker.uid)
+        await proc.wait()  # in jail mode the worker's PID namespace, and every call in it, died with it
         await asyncio.to_thread(shutil.rmtree, worker.host_dir, True)
 
 

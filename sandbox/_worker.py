@@ -2,11 +2,13 @@
 
 Import order is the point of this module: the heavy libraries (numpy, PIL with all its plugins,
 OpenCV, matplotlib on Agg) load first, as root and with the host's view, so that no call pays
-for them; only then does the worker confine itself and start serving frames on its pipes.
+for them; only then does the worker confine itself and become the zygote that forks one child
+per call (``sandbox._zygote``).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -32,7 +34,7 @@ def _preload() -> None:
 
 
 def main() -> None:
-    # The pipes move to private fds so nothing the code prints can corrupt the protocol.
+    # The pipes move to private fds so nothing printed on fd 1 can corrupt the protocol.
     req_fd, resp_fd = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -40,43 +42,33 @@ def main() -> None:
     os.close(null)
 
     from sandbox import _jail
-    from sandbox._protocol import read_frame, write_frame
+    from sandbox._protocol import write_frame
 
     config: dict[str, Any] = json.loads(sys.argv[1])
+    jailed = config["isolation"] == "jail"
     try:
         _preload()
-        from sandbox._executor import Executor
+        from sandbox._zygote import Zygote
 
-        if config["isolation"] == "jail":
+        if jailed:
             _jail.apply_limits(config["limits"])
-            _jail.enter_jail(config["host_dir"], config["mount_point"], int(config["uid"]))
+            _jail.enter_namespaces()  # from here on we are PID 1 of a fresh PID namespace
+            _jail.enter_jail(config["host_dir"], config["mount_point"])
             home = _jail.JAIL_HOME
         else:
             home = config["host_dir"]
             os.chdir(home)
             _jail.apply_limits(config["limits"])
-            _jail.install_process_guards()
-        executor = Executor(home, config["limits"], reap_uid=config["isolation"] == "jail")
+            _jail.harden_zygote()
+        zygote = Zygote(req_fd, resp_fd, home, config["limits"], jailed, int(config["uid"]))
+        # Everything imported so far lives as long as the zygote: frozen, a child's garbage
+        # collection never walks (and so never copies) those pages.
+        gc.freeze()
     except BaseException as exc:  # report why, so the pool can fall back or say so
-        write_frame(resp_fd, {"op": "fatal", "error": f"{type(exc).__name__}: {exc}"})
+        write_frame(resp_fd, {"op": "fatal", "error": f"{type(exc).__name__}: {exc}"[:2000]})
         return
     write_frame(resp_fd, {"op": "ready", "home": home})
-    while True:
-        try:
-            req, blobs = read_frame(req_fd)
-        except EOFError:
-            return
-        if req["op"] == "run":
-            try:
-                reply, out = executor.run(req, blobs)
-            except Exception as exc:  # e.g. inputs larger than the file-size limit
-                reply, out = {"status": "error", "error": f"sandbox: {type(exc).__name__}: {exc}"}, []
-            write_frame(resp_fd, reply, out)
-        elif req["op"] == "release":
-            executor.release(req["session"])
-            write_frame(resp_fd, {"status": "ok"})
-        else:
-            write_frame(resp_fd, {"status": "ok"})
+    zygote.serve()
 
 
 if __name__ == "__main__":

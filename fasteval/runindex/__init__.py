@@ -12,6 +12,7 @@ Public API (stable)::
 """
 
 from fasteval.runindex.index import (
+    COLUMNS,
     INDEX,
     JobRow,
     RunIndex,
@@ -23,5 +24,5 @@ from fasteval.runindex.index import (
     summarise_line,
 )
 
-__all__ = ["INDEX", "JobRow", "RunIndex", "RunIndexError", "open_index", "rebuild_index", "row_of_dict",
+__all__ = ["COLUMNS", "INDEX", "JobRow", "RunIndex", "RunIndexError", "open_index", "rebuild_index", "row_of_dict",
            "row_of_record", "summarise_line"]

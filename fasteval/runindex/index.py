@@ -31,24 +31,18 @@ import orjson
 
 RECORDS = "records.jsonl"
 INDEX = "index.sqlite"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096
-_CHUNK_LINES = 5000
+_CHUNK_LINES = 2000
 
 # Column order of the jobs table (and of the tuples ``row_of_*`` return).
-_COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
-         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "latency_s", "retries",
+COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
+         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
+         "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
          "task_type", "ok", "byte_offset", "byte_length")
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
                       "termination", "task_type"})
-# Every Record field that precedes ``trajectory``: a line whose prefix holds them all is summarised
-# without parsing the (possibly 20 MB) trajectory.
-_PREFIX_FIELDS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "answer", "error",
-                  "error_kind", "termination", "rounds", "tool_calls", "usage", "latency_s", "retries",
-                  "score_details", "metadata")
-_TRAJ_KEY = b',"trajectory":'
-
 IndexRowTuple = tuple[Any, ...]
 
 
@@ -75,11 +69,20 @@ class JobRow:
     rounds: int
     tool_calls: int
     usage: dict[str, int]
+    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens."""
     latency_s: float
     retries: int
     task_type: str | None
     offset: int
     length: int
+
+    def at(self, offset: int, length: int) -> IndexRowTuple:
+        """This row as an index row for the same record at another place (a merged file)."""
+        return (self.job_id, self.model, self.suite, self.setting, self.task_id, self.seed, self.status, self.score,
+                self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
+                self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
+                self.usage["cache_write_tokens"], self.latency_s, self.retries,
+                self.task_type, int(self.status == "ok"), offset, length)
 
 
 def _short(text: Any) -> str | None:
@@ -95,17 +98,48 @@ def _num(v: Any, default: float = 0.0) -> float:
 
 def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
     """The index row of a record dict (as read back from a line)."""
+    try:
+        usage = rec["usage"]
+        task_type = rec["metadata"].get("task_type")
+        status = rec["status"]
+        error = rec["error"]
+        score = rec["score"]
+        row = (rec["job_id"], rec["model"], rec["suite"], rec["setting"], rec["task_id"], int(rec["seed"]), status,
+               None if score is None else float(score), rec["error_kind"],
+               error if error is None or len(error) <= _ERROR_CHARS else _short(error), rec["termination"],
+               int(rec["rounds"]), int(rec["tool_calls"]), int(usage.get("prompt_tokens", 0)),
+               int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+               int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
+               None if task_type is None else str(task_type), int(status == "ok"), offset, length)
+        if _SQL_TYPES.issuperset(map(type, row)):
+            return row
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass
+    return _careful_row(rec, offset, length)
+
+
+_SQL_TYPES = frozenset({str, int, float, type(None)})
+
+
+def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
+    """``row_of_dict`` for a record with missing fields or odd types (hand-written, old)."""
     usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
     meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
     score = rec.get("score")
     task_type = meta.get("task_type") if meta else None
     status = str(rec.get("status"))
+
+    def text(key: str) -> str | None:
+        v = rec.get(key)
+        return None if v is None else str(v)
+
     return (str(rec["job_id"]), str(rec.get("model")), str(rec.get("suite")), str(rec.get("setting")),
             str(rec.get("task_id")), int(_num(rec.get("seed"))), status,
             float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-            rec.get("error_kind"), _short(rec.get("error")), rec.get("termination"), int(_num(rec.get("rounds"))),
+            text("error_kind"), _short(rec.get("error")), text("termination"), int(_num(rec.get("rounds"))),
             int(_num(rec.get("tool_calls"))), int(_num((usage or {}).get("prompt_tokens"))),
-            int(_num((usage or {}).get("completion_tokens"))), _num(rec.get("latency_s")),
+            int(_num((usage or {}).get("completion_tokens"))), int(_num((usage or {}).get("cache_read_tokens"))),
+            int(_num((usage or {}).get("cache_write_tokens"))), _num(rec.get("latency_s")),
             int(_num(rec.get("retries"))), None if task_type is None else str(task_type), int(status == "ok"),
             offset, length)
 
@@ -117,25 +151,18 @@ def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple:
     return (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
             None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
             int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
-            int(usage.get("completion_tokens", 0)), float(rec.latency_s), int(rec.retries),
+            int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+            int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
             None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
 
 
 def summarise_line(line: bytes) -> dict[str, Any] | None:
-    """The record's fields other than its trajectory, or None for a line that is not a record.
+    """The record of a line, or None for a line that is not one (exactly as every reader decides).
 
-    Strings cannot hold an unescaped ``"``, so the first ``,"trajectory":`` that closes the
-    object at depth one is the top-level key; records in Record's field order (everything we
-    write) are thus summarised without parsing their trajectory. Anything else is parsed whole.
+    The whole line is parsed: a torn record followed by a whole one on the same line (an append
+    without repair) starts like a valid record, and only a full parse rejects it. Parsing costs
+    only on catch-up and rebuild; the writer indexes what it writes without parsing anything.
     """
-    cut = line.find(_TRAJ_KEY)
-    if cut > 0:
-        try:
-            head = orjson.loads(line[:cut] + b"}")
-        except orjson.JSONDecodeError:
-            head = None
-        if isinstance(head, dict) and all(k in head for k in _PREFIX_FIELDS):
-            return head
     try:
         rec = orjson.loads(line)
     except orjson.JSONDecodeError:
@@ -152,7 +179,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, model TEXT, suite TEXT, setting TEXT, task_id TEXT, "
     "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
-    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, latency_s REAL, retries INTEGER, "
+    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
+    "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
     "task_type TEXT, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
 )
 
@@ -188,6 +216,10 @@ class RunIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a write waits for another process's lock (the sweep's writer waits little)."""
+        self._db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
     def _meta(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
 
@@ -212,8 +244,14 @@ class RunIndex:
     def verify(self) -> str | None:
         """Why the index disagrees with the records (None when it agrees with what it covers)."""
         try:
-            meta = self._meta()
-            n_rows = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            # One read transaction: the meta and the count from the same snapshot, even while
+            # the sweep's writer commits between them.
+            self._db.execute("BEGIN")
+            try:
+                meta = self._meta()
+                n_rows = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            finally:
+                self._db.execute("COMMIT")
         except sqlite3.DatabaseError as e:
             return f"unreadable index: {e}"
         if meta.get("version") != SCHEMA_VERSION:
@@ -299,14 +337,24 @@ class RunIndex:
             raise
         return len(rows) + bad
 
+    def _upsert(self, rows: Sequence[IndexRowTuple]) -> None:
+        """Apply rows and keep ``n_jobs`` exact without counting the whole table."""
+        if not rows:
+            return
+        ids = list({r[0] for r in rows})
+        known = 0
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            known += self._db.execute(f"SELECT count(*) FROM jobs WHERE job_id IN ({', '.join('?' * len(part))})",
+                                      part).fetchone()[0]
+        self._db.executemany(_UPSERT, rows)
+        n = int(self._db.execute("SELECT value FROM meta WHERE key = 'n_jobs'").fetchone()[0])
+        self._set_meta({"n_jobs": n + len(ids) - known})
+
     def _apply(self, rows: Sequence[IndexRowTuple], end: int, tail_off: int, tail_line: bytes,
                extra: dict[str, Any] | None = None) -> None:
-        self._db.executemany(_UPSERT, rows)
-        n = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0] if rows else None
-        meta: dict[str, Any] = {"offset": end, "tail": _line_digest(tail_line), "tail_off": tail_off, **(extra or {})}
-        if n is not None:
-            meta["n_jobs"] = n
-        self._set_meta(meta)
+        self._upsert(rows)
+        self._set_meta({"offset": end, "tail": _line_digest(tail_line), "tail_off": tail_off, **(extra or {})})
 
     def append(self, rows: Sequence[IndexRowTuple], lines_end: int, tail_off: int, tail_line: bytes,
                first_line: bytes | None = None) -> None:
@@ -319,11 +367,12 @@ class RunIndex:
         try:
             current = int(self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0])
             extra = {"head": _line_digest(first_line), "head_len": len(first_line)} if first_line else {}
-            if current > lines_end:
-                self._db.executemany(_UPSERT, rows)
-                self._set_meta({"n_jobs": self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]})
-            else:
+            if rows and current == rows[0][-2]:
                 self._apply(rows, lines_end, tail_off, tail_line, extra)
+            else:
+                # A reader indexed past our first line, or rebuilt the index and has not reached
+                # it yet: our rows are right, but only a contiguous catch-up may move the offset.
+                self._upsert(rows)
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -363,7 +412,18 @@ class RunIndex:
             params += [-1 if limit is None else limit, skip]
         for r in self._db.execute(sql, params):
             yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-                         {"prompt_tokens": r[13], "completion_tokens": r[14]}, r[15], r[16], r[17], r[19], r[20])
+                         {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
+                          "cache_write_tokens": r[16]}, r[17], r[18], r[19], r[21], r[22])
+
+    def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset",
+               **filters: Any) -> Iterator[tuple[Any, ...]]:
+        """Plain tuples of some of COLUMNS (cheaper than ``rows`` when a reader needs a few)."""
+        for col in columns:
+            if col not in _COLS:
+                raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
+        where, params = self._where(filters)
+        sort = "byte_offset" if order == "offset" else "model, suite, setting, task_id, seed"
+        yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
     def count(self, **filters: Any) -> int:
         where, params = self._where(filters)

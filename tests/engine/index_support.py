@@ -33,7 +33,8 @@ def make_record(rng: random.Random, job: Job, *, ok: bool | None = None, size: i
                   seed=job.seed, status="ok" if ok else "error", score=score, answer=f"a{rng.randrange(5)}",
                   error=None if ok else f"{kind}: " + "x" * rng.randrange(0, 900), error_kind=kind,
                   termination="answered" if ok else "error", rounds=rng.randrange(5), tool_calls=rng.randrange(4),
-                  usage={"prompt_tokens": rng.randrange(1000), "completion_tokens": rng.randrange(100)},
+                  usage={"prompt_tokens": rng.randrange(1000), "completion_tokens": rng.randrange(100),
+                         "cache_read_tokens": rng.randrange(500)},
                   latency_s=rng.random(), retries=rng.randrange(3),
                   score_details={"rescored_at": 1.0} if rescored else {},
                   metadata={"task_type": rng.choice(("count", "ocr"))},
@@ -87,6 +88,6 @@ def index_rows(index: RunIndex) -> dict[str, tuple[Any, ...]]:
     def tup(r: JobRow) -> tuple[Any, ...]:
         return (r.job_id, r.model, r.suite, r.setting, r.task_id, r.seed, r.status, r.score, r.error_kind,
                 r.error, r.termination, r.rounds, r.tool_calls, r.usage["prompt_tokens"],
-                r.usage["completion_tokens"], r.latency_s, r.retries, r.task_type, int(r.status == "ok"),
+                r.usage["completion_tokens"], r.usage["cache_read_tokens"], r.usage["cache_write_tokens"], r.latency_s, r.retries, r.task_type, int(r.status == "ok"),
                 r.offset, r.length)
     return {r.job_id: tup(r) for r in index.rows()}

@@ -39,11 +39,16 @@ async def _still_works(pool: SandboxPool) -> None:
     assert r.status == "ok" and r.stdout == "alive\n"
 
 
-async def test_infinite_loop_times_out_and_worker_is_replaced(pool: SandboxPool) -> None:
-    before = pool.stats()["restarts"]
+async def test_infinite_loop_times_out_and_only_its_child_is_killed(pool: SandboxPool) -> None:
+    before = pool.stats()
+    await pool.run("kept = 7", session_id="bystander")
     r = await pool.run("while True:\n    pass", timeout_s=1)
     assert r.status == "timeout" and "TimeoutError" in r.stderr
-    assert pool.stats()["restarts"] == before + 1
+    after = pool.stats()
+    assert after["restarts"] == before["restarts"] and after["timeouts"] == before["timeouts"] + 1
+    # the worker survived, so a session living on it did too
+    assert (await pool.run("print(kept)", session_id="bystander")).stdout == "7\n"
+    await pool.release("bystander")
     await _still_works(pool)
 
 
@@ -92,7 +97,8 @@ async def test_parent_environment_does_not_leak(pool: SandboxPool) -> None:
     )
     r = await pool.run(code)
     assert r.stdout == "None\n/sandbox/work\n"
-    assert "PermissionError" in r.stderr
+    # the zygote's /proc entry is hidden (hidepid) or, without that, unreadable
+    assert "FileNotFoundError" in r.stderr or "PermissionError" in r.stderr
     assert "sk-live" not in r.stdout + r.stderr
 
 
@@ -163,7 +169,7 @@ async def test_killing_the_parent_is_refused(pool: SandboxPool) -> None:
     ("code", "reason"),
     [("import ctypes\nctypes.string_at(0)", "segmentation fault"), ("import os\nos._exit(3)", "exited with code 3")],
 )
-async def test_crashed_worker_is_replaced(pool: SandboxPool, code: str, reason: str) -> None:
+async def test_crashed_call_is_reported_and_the_pool_goes_on(pool: SandboxPool, code: str, reason: str) -> None:
     before = pool.stats()["crashes"]
     r = await pool.run(code)
     assert r.status == "crashed" and reason in r.stderr

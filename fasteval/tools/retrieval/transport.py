@@ -1,8 +1,8 @@
 """What every retrieval tool shares: API keys, bounded retries, the HTTP session and the cache.
 
-Retries follow the provider layer's rules (providers.client): a 429 waits as long as its
-Retry-After says (capped), 5xx and timeouts back off exponentially, any other 4xx fails at once,
-and attempts are bounded. Errors carry only redacted text, so an API key that an upstream echoes
+Retries follow the one policy every model endpoint also uses (providers.retry): a 429 waits as
+long as its Retry-After says (capped) and shrinks the tool's limiter window, 5xx and timeouts
+back off exponentially, any other 4xx fails at once, and attempts are bounded. Errors carry only redacted text, so an API key that an upstream echoes
 back (SerpAPI puts it in the URL) never reaches the model, the record or the log.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -18,13 +17,15 @@ from typing import Any, Literal, TypeVar
 
 import aiohttp
 import orjson
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from cache import Cache, CacheValue
+from fasteval.limiters import current_limit
 from fasteval.tools.base import ToolContext
+from providers.retry import UPSTREAM_RETRYABLE, RetryPolicy, retry_call
+from providers.retry import classify_status as http_kind
 
 UpstreamKind = Literal["rate_limit", "transient", "timeout", "rejected", "auth", "bad_response"]
-RETRYABLE: frozenset[str] = frozenset({"rate_limit", "transient", "timeout"})
+RETRYABLE: frozenset[str] = UPSTREAM_RETRYABLE
 Sleep = Callable[[float], Awaitable[None]]
 T = TypeVar("T")
 
@@ -54,6 +55,11 @@ class RetrySettings:
     max_retry_after_s: float = 30.0
     """A Retry-After above this is capped: one tool call must not stall a job for minutes."""
     sleep: Sleep = field(default=asyncio.sleep)
+
+    def policy(self) -> RetryPolicy:
+        """These settings as the shared retry policy."""
+        return RetryPolicy(max_attempts=self.attempts, total_budget_s=float("inf"), base_delay_s=self.base_delay_s,
+                           max_delay_s=self.max_delay_s, max_retry_after_s=self.max_retry_after_s)
 
     @classmethod
     def from_options(cls, options: dict[str, Any], *, default_attempts: int = 3) -> RetrySettings:
@@ -92,37 +98,22 @@ def _seconds(value: str | None) -> float | None:
 
 
 def classify_status(status: int, body: bytes, retry_after: str | None) -> UpstreamError:
-    """Map an HTTP failure onto the retry taxonomy (429 and 5xx retry; other 4xx do not)."""
+    """Map an HTTP failure onto the shared taxonomy (providers.retry; a plain 4xx is "rejected")."""
     text = body[:300].decode("utf-8", "replace").strip()
     detail = f"HTTP {status}" + (f": {text}" if text else "")
-    if status == 429:
-        return UpstreamError("rate_limit", detail, status=status, retry_after=_seconds(retry_after))
-    if status in (401, 403):
-        return UpstreamError("auth", detail, status=status)
-    if status in (408, 425) or status >= 500:
-        return UpstreamError("transient", detail, status=status, retry_after=_seconds(retry_after))
-    return UpstreamError("rejected", detail, status=status)
-
-
-def _wait(settings: RetrySettings) -> Callable[[RetryCallState], float]:
-    def wait(state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, UpstreamError) and exc.retry_after is not None:
-            return min(exc.retry_after, settings.max_retry_after_s)
-        delay = settings.base_delay_s * (2 ** (state.attempt_number - 1))
-        return min(random.uniform(delay / 2, delay), settings.max_delay_s)
-    return wait
+    kind = http_kind(status)
+    return UpstreamError("rejected" if kind == "fatal" else kind, detail, status=status,  # type: ignore[arg-type]
+                         retry_after=_seconds(retry_after) if kind in ("rate_limit", "transient") else None)
 
 
 async def with_retries(settings: RetrySettings, attempt: Callable[[], Awaitable[T]]) -> T:
-    """Run ``attempt`` until it succeeds, fails for good, or the attempts run out (last error raised)."""
-    retrying = AsyncRetrying(
-        retry=retry_if_exception(lambda e: isinstance(e, UpstreamError) and e.kind in RETRYABLE),
-        stop=stop_after_attempt(settings.attempts), wait=_wait(settings), sleep=settings.sleep, reraise=True)
-    async for state in retrying:
-        with state:
-            return await attempt()
-    raise AssertionError("unreachable: tenacity either returns or raises")
+    """Run ``attempt`` under the shared retry policy (providers.retry); the last error is raised.
+
+    A 429 also shrinks the AIMD window of the tool's named limiter (the slot the agent loop holds
+    for this call), as it shrinks a model endpoint's window.
+    """
+    return await retry_call(settings.policy(), attempt, error_type=UpstreamError, retryable=UPSTREAM_RETRYABLE,
+                            window=current_limit(), sleep=settings.sleep)
 
 
 async def request_json(session: aiohttp.ClientSession, method: str, url: str, *, timeout_s: float,

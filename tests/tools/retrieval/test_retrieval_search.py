@@ -134,3 +134,15 @@ async def test_empty_query_is_rejected_without_a_request(upstream: Upstream,
                                                          make_ctx: Callable[..., ToolContext]) -> None:
     res = await _tool(upstream).run({"query": "  "}, make_ctx())
     assert res.status == "error" and orjson.loads(res.output)["status"] == "error" and not upstream.hits
+
+
+async def test_upstream_429_shrinks_the_tools_limiter_window(upstream: Upstream, sleeps: Sleeps,
+                                                             make_ctx: Callable[..., ToolContext]) -> None:
+    """One retry policy: an upstream rate limit shrinks the named limiter as a model 429 shrinks its endpoint."""
+    from fasteval.limiters import Limiters
+
+    limiters = Limiters()
+    upstream.fail_next("serpapi", 429, headers={"Retry-After": "1"}, times=2)
+    async with limiters.slot("web_search", 10):
+        res = await _tool(upstream, sleep=sleeps, attempts=3).run({"query": "x"}, make_ctx())
+    assert res.status == "ok" and limiters.get("web_search", 10).limit == 6  # 10 × 0.8 × 0.8, floored

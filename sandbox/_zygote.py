@@ -1,0 +1,448 @@
+"""The worker's serving loop: a warm, pre-imported zygote that forks a fresh child for every call.
+
+Why a fork per call: model code is hostile by assumption, and anything it can reach in a
+long-lived interpreter (threads it starts, patched classes, the reply pipe found through
+``sys._getframe``) would outlive the call and touch the next one. The zygote itself never runs
+model code. A call child:
+
+- is forked with numpy/PIL/cv2/matplotlib already imported (copy-on-write keeps that cheap),
+- closes every descriptor but its own private reply pipe (the pool's pipes and other sessions'
+  pipes are gone before model code runs), drops to the call's uid, runs, replies, and is killed;
+  every process of that uid is killed with it, so its threads and forks die too.
+
+Its reply is read with a deadline and with every length bounded (``_protocol.Bounds``), capped
+again, and forwarded to the pool with the pool's per-call nonce.
+
+Sessions: ``keep="state"`` forks one long-lived *session process* per trajectory on its own uid
+that keeps the interpreter between that trajectory's calls; ``keep="files"`` keeps only the
+trajectory's working folder (a fresh call child per call, on the trajectory's uid). Either way the
+folder is parked under ``<home>/sessions`` (root-only) between calls and renamed back to
+``<home>/work`` for the next one, so file names shown to the model stay stable.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import select
+import shutil
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from sandbox import _jail
+from sandbox._caps import cap_reply, exit_reason, reply_bounds
+from sandbox._executor import CallRunner
+from sandbox._protocol import Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
+
+UID_BLOCK = 4096
+"""uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
+STATELESS_UIDS = 8
+_REQUEST_BOUNDS = Bounds(header=64 << 20, blobs=4096, blob_bytes=1 << 31, total_bytes=1 << 34)
+
+Outcome = tuple[dict[str, Any], list[bytes]]
+
+
+@dataclass(slots=True)
+class _Child:
+    """A forked child and its private pipes; it serves one call (``mode="call"``) or a session."""
+
+    pid: int
+    req_w: int
+    resp_r: int
+    pidfd: int
+
+
+@dataclass(slots=True)
+class _Session:
+    uid: int
+    keep: Literal["state", "files"]
+    child: _Child | None = None
+    """The session process (``keep="state"``); None for a files-only session."""
+
+
+class Zygote:
+    """Serves frames from the pool on ``req_fd``/``resp_fd``; see the module docstring."""
+
+    def __init__(self, req_fd: int, resp_fd: int, home: str, limits: dict[str, Any], jailed: bool, uid: int) -> None:
+        self.req_fd, self.resp_fd = req_fd, resp_fd
+        self.home = home
+        self.work = Path(home) / "work"
+        self.parked = Path(home) / "sessions"
+        self.limits = limits
+        self.jailed = jailed
+        self.uid = uid
+        self.free_uids = list(range(uid + UID_BLOCK - 1, uid + STATELESS_UIDS - 1, -1))
+        self.turn = 0  # stateless calls take uids in turn: a dying call never shares one with the next
+        self.sessions: dict[str, _Session] = {}
+        self.current: str | None = None  # whose folder sits at ``work`` now (None: a stateless call's)
+        self.bounds = reply_bounds(limits)
+        self.spare: _Child | None = None
+        self._after: list[tuple[int, _Child]] = []  # (uid, child) to kill once the reply is sent
+        self._dying: list[int] = []  # killed children not yet collected
+        self._trash = 0
+        self.parked.mkdir(mode=0o700, exist_ok=True)
+
+    def serve(self) -> None:
+        while True:
+            # Between calls: the last call's processes die, then the next child is forked ahead,
+            # so neither costs the next call any latency when calls are not back to back.
+            for uid, child in self._after:
+                self._end(uid, child, wait=False)
+            self._after.clear()
+            self._reap()
+            self._tidy_folders()
+            if self.spare is None:
+                self.spare = self._fork_child()
+                self._warm()
+            try:
+                req, blobs = read_frame(self.req_fd, _REQUEST_BOUNDS)
+            except EOFError:
+                return
+            if req.get("op") == "run":
+                reply, out = self.run(req, blobs)
+            elif req.get("op") == "release":
+                self.release(str(req["session"]))
+                reply, out = {"status": "ok"}, []
+            else:
+                reply, out = {"status": "ok"}, []
+            write_frame(self.resp_fd, {**reply, "nonce": req.get("nonce")}, out)
+
+    # --- calls ----------------------------------------------------------------------------
+    def run(self, req: dict[str, Any], blobs: list[bytes]) -> Outcome:
+        key: str | None = req.get("session")
+        keep: Literal["state", "files"] = "files" if req.get("keep") == "files" else "state"
+        deadline = time.monotonic() + float(req["timeout_s"])
+        if key is None:
+            self.turn = (self.turn + 1) % STATELESS_UIDS
+            uid = self.uid + self.turn
+            if self.jailed:
+                _jail.kill_uid(uid)  # leftovers of its last call, long dead by now
+            self._enter_folder(None, uid)
+            reply, out = self._one_call(uid, req, blobs, deadline)
+        else:
+            session = self.sessions.get(key)
+            if session is not None and session.keep != keep:
+                self._drop(key)
+                session = None
+            if session is None:
+                if not self.free_uids:
+                    msg = f"SandboxError: more than {UID_BLOCK - 1} open sessions on one worker"
+                    return _failure("error", msg), []
+                session = self.sessions[key] = _Session(self.free_uids.pop(), keep)
+            self._enter_folder(key, session.uid)
+            if keep == "files":
+                reply, out = self._one_call(session.uid, req, blobs, deadline)
+            else:
+                if session.child is None:
+                    session.child = self._take_spare()
+                    mode = "session"
+                else:
+                    mode = "next"
+                reply, out = self._call_in(session.child, session.uid, mode, req, blobs, deadline)
+                if reply["status"] in ("timeout", "crashed"):
+                    self._drop(key)
+                    reply["session_lost"] = True
+                    reply["error"] += "; the session's variables and files were lost"
+                    reply["stderr"] += "; the session's variables and files were lost"
+        return cap_reply(reply, out, self.limits)
+
+    def _one_call(self, uid: int, req: dict[str, Any], blobs: list[bytes], deadline: float) -> Outcome:
+        """One call in a fresh child that is discarded afterwards, with every process of its uid."""
+        child = self._take_spare()
+        self._after.append((uid, child))
+        return self._call_in(child, uid, "call", req, blobs, deadline)
+
+    def _take_spare(self) -> _Child:
+        child = self.spare or self._fork_child()
+        self.spare = None
+        return child
+
+    def _call_in(
+        self, child: _Child, uid: int, mode: str, req: dict[str, Any], blobs: list[bytes], deadline: float
+    ) -> Outcome:
+        if _readable(child.resp_r):  # a session's threads wrote between calls: it is no longer trusted
+            return _failure("crashed", "SandboxCrash: the session wrote to its reply pipe between calls"), []
+        nonce = secrets.token_hex(8)
+        frame = encode({**req, "nonce": nonce, "uid": uid, "mode": mode}, blobs)
+        if not _write_until(child.req_w, frame, deadline):
+            return _failure("timeout", _timeout_msg(req)), []
+        return self._await(child, deadline, nonce, _timeout_msg(req))
+
+    def _warm(self) -> None:
+        """After a fork, our own next writes fault page by page too; take those faults now, between calls."""
+        frame = encode({"status": "ok", "error": None, "stdout": "", "stderr": "", "stdout_chars": 0, "outputs": []})
+        buf = FrameBuffer(self.bounds)
+        buf.feed(frame)
+        reply, blobs = buf.frame()
+        encode({**cap_reply(reply, blobs, self.limits)[0], "nonce": "0" * 16})
+        _readable(self.req_fd)
+        if self.jailed:
+            _jail.kill_uid(self.uid + (self.turn + 1) % STATELESS_UIDS)
+
+    def _fork_child(self) -> _Child:
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            self._child_main(req_r, resp_w)
+        os.close(req_r)
+        os.close(resp_w)
+        return _Child(pid, req_w, resp_r, os.pidfd_open(pid))
+
+    def _child_main(self, req_r: int, resp_w: int) -> None:
+        """A forked child: waits (still privileged, running nothing) for its first call, then
+        loses every other descriptor and its privileges before any model code runs."""
+        try:
+            lo, hi = sorted((req_r, resp_w))
+            os.closerange(3, lo)
+            os.closerange(lo + 1, hi)
+            os.closerange(hi + 1, _max_fd())
+            if not self.jailed:
+                os.setpgid(0, 0)
+                _jail.set_parent_death_signal()
+            runner = CallRunner(self.home, self.limits, self.jailed)
+            runner.warm()
+            encode({"warm": True}, [])
+            req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
+            mode = req["mode"]
+            cpu = int(self.limits["cpu_s"])
+            # A session's calls each get cpu_s (set per call); the hard cap bounds its whole life.
+            used = resource.getrusage(resource.RUSAGE_SELF)  # the warm-up counts; the call must not pay it
+            hard = int(used.ru_utime + used.ru_stime) + (cpu * 100 if mode == "session" else cpu + 2)
+            resource.setrlimit(resource.RLIMIT_CPU, (hard - 1, hard))
+            if self.jailed:
+                _jail.drop_to(int(req["uid"]))
+            else:
+                _jail.install_process_guards()
+            while True:
+                reply, out = runner.run(req, blobs)
+                write_frame(resp_w, {**reply, "nonce": req["nonce"]}, out)
+                if mode == "call":
+                    break
+                req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
+        finally:
+            os._exit(0)
+
+    def _await(self, child: _Child, deadline: float, nonce: str, timeout_msg: str) -> Outcome:
+        """The child's reply frame, or why there is none (timeout, exit, broken protocol)."""
+        fd = child.resp_r
+        buf = FrameBuffer(self.bounds)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(child.pidfd, select.POLLIN)
+        poller.register(self.req_fd, 0)  # POLLHUP only: the pool went away
+        os.set_blocking(fd, False)
+        exited = False
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return _failure("timeout", timeout_msg), []
+                for efd, ev in poller.poll(left * 1000):
+                    if efd == self.req_fd and ev & (select.POLLHUP | select.POLLERR):
+                        os._exit(0)  # nobody will read the answer; the namespace dies with us
+                    exited |= efd == child.pidfd
+                if _drain(fd, buf):
+                    header, blobs = buf.frame()
+                    if header.get("nonce") != nonce:
+                        return _failure("crashed", "SandboxCrash: a reply frame that is not this call's answer"), []
+                    return header, blobs
+                if exited:
+                    reason = exit_reason(_wait(child.pid))
+                    return _failure("crashed", f"SandboxCrash: the Python process {reason}"), []
+        except FrameError as exc:
+            return _failure("crashed", f"SandboxCrash: the call broke the reply protocol: {exc}"), []
+        finally:
+            os.set_blocking(fd, True)
+
+    # --- folders and processes ------------------------------------------------------------
+    def _enter_folder(self, key: str | None, uid: int) -> None:
+        """Put the call's folder at ``work`` with renames only; removal and creation happen between calls."""
+        if key is not None and key == self.current and self.work.exists():
+            return
+        if self.current is not None and self.work.exists():
+            os.replace(self.work, self.parked / self.current)
+        elif self.work.exists():
+            self._trash += 1
+            os.replace(self.work, self.parked / f".trash-{self._trash}")
+        source = self.parked / (key or f".ready-{uid}")
+        if source.exists():
+            os.replace(source, self.work)
+        else:
+            self._new_folder(self.work, uid)
+        self.current = key
+
+    def _new_folder(self, path: Path, uid: int) -> None:
+        path.mkdir(mode=0o700)
+        if self.jailed:
+            os.chown(path, uid, uid)
+
+    def _tidy_folders(self) -> None:
+        """Between calls: empty the trash, and make the folder of the next stateless call ready."""
+        for entry in os.scandir(self.parked):
+            if entry.name.startswith(".trash-"):
+                _remove(Path(entry.path))
+        ready = self.parked / f".ready-{self.uid + (self.turn + 1) % STATELESS_UIDS}"
+        if not ready.exists():
+            self._new_folder(ready, self.uid + (self.turn + 1) % STATELESS_UIDS)
+
+    def release(self, key: str) -> None:
+        if key in self.sessions:
+            self._drop(key)
+        else:
+            self._remove_folder(key)
+
+    def _drop(self, key: str) -> None:
+        """End a session: its processes, its pipes, its folder; its uid becomes reusable."""
+        s = self.sessions.pop(key)
+        if s.child is not None:
+            self._end(s.uid, s.child)
+        else:
+            self._kill(s.uid, 0)
+        self._remove_folder(key)
+        self._reap()
+        self.free_uids.append(s.uid)
+
+    def _end(self, uid: int, child: _Child, wait: bool = True) -> None:
+        """Kill a child and every process of its uid; close its pipes.
+
+        ``wait=False`` (a stateless call) only sends the signals: the uid is not used again
+        before its turn comes round, when ``kill_uid`` makes sure nothing of it is left.
+        """
+        try:
+            os.kill(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if self.jailed:
+            _jail.kill_uid(uid, wait=wait)
+        else:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if wait:
+            _wait(child.pid)
+        else:
+            self._dying.append(child.pid)
+        for fd in (child.req_w, child.resp_r, child.pidfd):
+            os.close(fd)
+
+    def _remove_folder(self, key: str) -> None:
+        if self.current == key:
+            _remove(self.work)
+            self.current = None
+        _remove(self.parked / key)
+
+    def _kill(self, uid: int, pid: int) -> None:
+        if self.jailed:
+            _jail.kill_uid(uid)
+        elif pid:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def _reap(self) -> None:
+        """Collect orphans of killed calls (the zygote is their reaper); own children are waited for by pid."""
+        for pid in list(self._dying):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                    continue
+            except ChildProcessError:
+                pass
+            self._dying.remove(pid)
+        live = {s.child.pid for s in self.sessions.values() if s.child} | {c.pid for _, c in self._after}
+        live |= set(self._dying)
+        if self.spare:
+            live.add(self.spare.pid)
+        try:
+            for entry in os.scandir("/proc") if self.jailed else ():
+                if entry.name.isdigit() and int(entry.name) not in live and int(entry.name) != os.getpid():
+                    try:
+                        os.waitpid(int(entry.name), os.WNOHANG)
+                    except ChildProcessError:
+                        pass
+        except OSError:
+            pass
+
+
+def _failure(status: str, message: str) -> dict[str, Any]:
+    return {"status": status, "error": message, "stdout": "", "stderr": message, "stdout_chars": 0, "outputs": []}
+
+
+def _timeout_msg(req: dict[str, Any]) -> str:
+    return f"TimeoutError: execution exceeded {float(req['timeout_s']):g} s; the call was killed"
+
+
+def _wait(pid: int) -> int | None:
+    """The exit code (negative: signal) of our child ``pid``; None if it was already collected."""
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status)
+
+
+def _drain(fd: int, buf: FrameBuffer) -> bool:
+    """Read what is there without blocking; True once the frame is complete."""
+    while True:
+        try:
+            data = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return False
+        if not data:
+            return False
+        if buf.feed(data):
+            return True
+
+
+def _readable(fd: int) -> bool:
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+def _max_fd() -> int:
+    return max(256, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+
+
+def _write_until(fd: int, data: bytes, deadline: float) -> bool:
+    """Write all of ``data`` unless the deadline passes or the reader dies; a hostile session may stop reading."""
+    os.set_blocking(fd, False)
+    view = memoryview(data)
+    try:
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            _, w, _ = select.select([], [fd], [], left)
+            if w:
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    continue
+                except BrokenPipeError:
+                    return True  # it died; the reply wait reports how
+        return True
+    finally:
+        os.set_blocking(fd, True)
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder that model code owned, even if it made parts unreadable to its owner."""
+
+    def fix(func: Any, p: str, exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, onerror=fix)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+

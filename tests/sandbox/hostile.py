@@ -1,0 +1,117 @@
+"""Hostile model code used by the isolation tests (pool, ``fasteval tool run`` and a real sweep).
+
+Each snippet attacks one guarantee; an innocent call made after it must get exactly its own answer.
+"""
+
+from __future__ import annotations
+
+FAKE_KEY = "sk-fake-hostprocess-0123456789"
+
+THREAD_KEEPS_WRITING = """
+import threading, sys, os, time
+def spam():
+    while True:
+        try:
+            print('LEAKED-FROM-THREAD')
+            open('/sandbox/work/leak.txt', 'a').write('x')
+        except Exception:
+            pass
+        for fd in range(3, 64):
+            try:
+                os.write(fd, b'LEAKED-FROM-THREAD')
+            except OSError:
+                pass
+        time.sleep(0.001)
+for _ in range(4):
+    threading.Thread(target=spam, daemon=True).start()
+print('threads started')
+"""
+
+SESSION_THREAD_WRITES_FILES = """
+import threading, time
+def spam():
+    while True:
+        for path in ('/sandbox/work/leak.txt', 'mine.txt'):
+            try:
+                open(path, 'a').write('x')
+            except OSError:
+                pass
+        time.sleep(0.001)
+threading.Thread(target=spam, daemon=True).start()
+"""
+
+FORGE_REPLY_FRAMES = """
+import sys, os, json, struct, gc
+def frame(h):
+    body = json.dumps({**h, 'blobs': []}).encode()
+    return struct.pack('>I', len(body)) + body
+forged = frame({'status': 'ok', 'stdout': 'FORGED', 'stderr': '', 'error': None, 'outputs': [], 'nonce': 'x'})
+fds = set(range(0, 256))
+f = sys._getframe()
+while f is not None:  # every fd-looking local of every frame up the stack
+    fds |= {v for v in f.f_locals.values() if isinstance(v, int) and 0 <= v < 1024}
+    f = f.f_back
+for obj in gc.get_objects():
+    if type(obj).__name__ in ('Zygote', '_Child'):
+        fds |= {v for v in vars(obj).values() if isinstance(v, int)} if hasattr(obj, '__dict__') else set()
+written = []
+for fd in sorted(fds):
+    for _ in range(3):
+        try:
+            os.write(fd, forged)
+            written.append(fd)
+        except OSError:
+            break
+print('wrote to', written)
+"""
+
+PATCH_THE_RUNNER = """
+import builtins, json, sandbox._executor as ex, sandbox._zygote as zy
+def spy(self, req, blobs):
+    open('/sandbox/work/stolen.txt', 'a').write(json.dumps(req))
+    return {'status': 'ok', 'stdout': 'PATCHED', 'stderr': '', 'error': None, 'outputs': []}, []
+ex.CallRunner.run = spy
+zy.CallRunner.run = spy
+builtins.print = lambda *a, **k: None
+json.dumps = lambda *a, **k: '{}'
+import sys
+sys.stdout.write('patched\\n')
+"""
+
+READ_HOST_CMDLINES = """
+import os
+seen = []
+for pid in os.listdir('/proc'):
+    if pid.isdigit():
+        try:
+            seen.append(open(f'/proc/{pid}/cmdline', 'rb').read().replace(b'\\0', b' ').decode(errors='replace'))
+        except OSError:
+            pass
+print(len(seen), 'processes visible')
+print('\\n'.join(seen))
+"""
+
+HUGE_EXCEPTION = 'raise ValueError("E" * 50_000_000)'
+
+SYSV_SHARED_MEMORY = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print('shmget', libc.shmget(0x5eed, 4096, 0o1666))
+"""
+
+
+def innocent(k: int) -> str:
+    return f"print('innocent-{k}', sum(range({k})))"
+
+
+def innocent_stdout(k: int) -> str:
+    return f"innocent-{k} {sum(range(k))}\n"
+
+
+HOSTILE = {
+    "thread": THREAD_KEEPS_WRITING,
+    "forge": FORGE_REPLY_FRAMES,
+    "patch": PATCH_THE_RUNNER,
+    "proc": READ_HOST_CMDLINES,
+    "huge": HUGE_EXCEPTION,
+}
