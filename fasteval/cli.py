@@ -7,8 +7,10 @@ import asyncio
 import gc
 import logging
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -538,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
 COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.slurm.cli", "fasteval.runindex.cli", "fasteval.catalog",
-                                   "fasteval.view.cli", "fasteval.suites.prompts_cli")
+                                   "fasteval.view.cli", "fasteval.suites.prompts_cli", "fasteval.serve_command")
 
 
 def _add_optional_commands(sub: Any) -> None:
@@ -554,8 +556,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for h in logging.getLogger().handlers:
         h.addFilter(RedactingFilter())
     a = build_parser().parse_args(argv)
-    code: int = a.func(a)
+    # A SIGTERM before the sweep installs its own handlers (a Slurm warning that arrives while the
+    # suites load) stops as cleanly as Ctrl-C: nothing is written yet, and the rerun resumes.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        code: int = a.func(a)
+    except KeyboardInterrupt:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return code
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

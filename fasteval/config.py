@@ -29,7 +29,7 @@ from fasteval.config_schema import (
 )
 
 OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
-                                  "breaker"})
+                                  "breaker", "gpus"})
 
 
 class ConfigError(ValueError):
@@ -175,10 +175,20 @@ def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig
                        suites=suites, seeds=[], run=dict(raw.get("run") or {}))
 
 
+# How a served model is kept up, not what it computes: may change between attempts of one run.
+OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restarts", "routing", "admission",
+                                    "health_interval_s", "restart_backoff_s", "stop_timeout_s",
+                                    "gpu_memory_utilization"})
+
+
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
     ident = dict(raw)
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
     ident["run"] = run
+    if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):
+        ident["models"] = [{**m, "serve": {k: v for k, v in m["serve"].items() if k not in OPERATIONAL_SERVE_KEYS}}
+                           if isinstance(m, dict) and isinstance(m.get("serve"), dict) else m
+                           for m in raw["models"]]
     return ident
 
 

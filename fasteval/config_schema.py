@@ -12,13 +12,14 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fasteval.options import Opt, OptionSchema, json_schema, object_schema
+from providers.local.spec import SERVE_OPTIONS
 
 KeyPath = tuple[str | int, ...]
 
@@ -55,9 +56,12 @@ ENDPOINT_COMMON: dict[str, Opt] = {
 
 OPENAI_OPTIONS: dict[str, Opt] = {
     **ENDPOINT_COMMON,
-    "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1", required=True),
+    # required unless the entry has `serve:` (enforced in check_endpoint; the JSON Schema cannot say it)
+    "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"),
     "api_key_env": Opt("str", "the environment variable holding the key (never the key itself)"),
     "extra_body": Opt("dict", "extra JSON fields sent with every request"),
+    "serve": Opt("dict", "a local checkpoint fasteval serves itself (docs/serving.md); no base_url then",
+                 fields=SERVE_OPTIONS),
 }
 
 _NATIVE: dict[str, Opt] = {
@@ -114,6 +118,7 @@ RUN_OPTIONS: dict[str, Opt] = {
     "breaker": Opt("dict", "per-endpoint circuit breaker", fields=BREAKER_OPTIONS),
     "browser": Opt("dict", "browser-rendered pages (VistaHop's reference; fasteval[browser])", fields={
         "executable_path": Opt("str", "the system Chromium"), "max_pages": Opt("int")}),
+    "gpus": Opt("any", "GPUs for served models: auto (CUDA_VISIBLE_DEVICES, else nvidia-smi), a count or ids"),
 }
 """Run options; a component that adds one registers it here with one line."""
 
@@ -329,6 +334,8 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
                      f" (known: {', '.join(sorted(schemas))})")
         return
     schema = dict(schemas[provider])
+    if "serve" in schema and not isinstance(spec.get("serve"), dict):  # a served model has no base_url to give
+        schema["base_url"] = replace(schema["base_url"], required=True)
     if not role:
         schema["name"] = Opt("str", required=True)
     check_mapping(spec, schema, path, src, problems)

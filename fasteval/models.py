@@ -33,12 +33,31 @@ class ModelConfigError(ValueError):
 
 
 def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
-                 resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None) -> ModelClient:
-    """A ModelClient for one config entry (model or role)."""
+                 resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None,
+                 serving: Any = None) -> ModelClient:
+    """A ModelClient for one config entry (model or role); ``serving`` provides served models.
+
+    A served model gets no circuit breaker: its supervisor restarts dead servers and raises
+    EndpointDown itself when they are exhausted.
+    """
     provider_name = spec["provider"]
     limits = dict(spec.get("limits") or {})
     timeouts = Timeouts(**(spec.get("timeouts") or {}))
     retry = RetryPolicy(**(spec.get("retry") or {}))
+    if spec.get("serve") is not None:
+        if serving is None or provider_name not in OPENAI_LIKE:
+            raise ModelConfigError(f"model {name}: 'serve' needs provider vllm (or sglang/openai_compat) in a sweep")
+        endpoint = serving.endpoint_name(name)
+
+        def make(base_url: str) -> OpenAICompatProvider:
+            return OpenAICompatProvider(
+                base_url, name, extra_body=spec.get("extra_body"), timeouts=timeouts, image_resolver=resolver,
+                tool_message_images=bool(spec.get("tool_message_images", False)), endpoint_name=endpoint)
+
+        served = serving.provider(name, make, tool_message_images=bool(spec.get("tool_message_images", False)))
+        _apply_capabilities(name, served, spec)
+        return ModelClient(name, served, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
+                           tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
     # vllm, sglang, openai_compat speak the OpenAI wire format like openai itself
     wire = str(spec.get("wire", "openai")) if provider_name == "sim" else \
         "openai" if provider_name in OPENAI_LIKE else provider_name
@@ -68,13 +87,7 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
             endpoint_name=endpoint_name, body_budget=_body_budget(name, limits))
     else:
         raise ModelConfigError(f"model {name}: unknown sim wire {wire!r} (known: openai, anthropic, gemini)")
-    caps = spec.get("capabilities") or {}
-    unknown = set(caps) - {f.name for f in fields(Capabilities)}
-    if unknown:
-        raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: "
-                               f"{sorted(f.name for f in fields(Capabilities))}")
-    if caps:
-        provider.capability_overrides = {k: bool(v) for k, v in caps.items()}
+    _apply_capabilities(name, provider, spec)
     lister = getattr(provider, "list_models", None)
     probe = None
     if lister is not None:
@@ -100,6 +113,16 @@ def model_processor(spec: dict[str, Any]) -> ProcessorResize | None:
         return processor_resize(spec.get("image_resize"))
     except ValueError as e:
         raise ModelConfigError(f"model {spec.get('name', '?')}: {e}") from None
+
+
+def _apply_capabilities(name: str, provider: Provider, spec: dict[str, Any]) -> None:
+    caps = spec.get("capabilities") or {}
+    unknown = set(caps) - {f.name for f in fields(Capabilities)}
+    if unknown:
+        raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: "
+                               f"{sorted(f.name for f in fields(Capabilities))}")
+    if caps:
+        provider.capability_overrides = {k: bool(v) for k, v in caps.items()}
 
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,

@@ -30,8 +30,9 @@ class Endpoint:
 
 
 def endpoints(cfg: SweepConfig) -> list[Endpoint]:
-    out = [Endpoint(f"model {m['name']}", m) for m in cfg.models if m["provider"] != "sim"]
-    out += [Endpoint(f"role {r}", s) for r, s in cfg.roles.items() if s["provider"] != "sim"]
+    # served models (``serve:``) do not exist yet: the sweep starts them and checks their readiness
+    out = [Endpoint(f"model {m['name']}", m) for m in cfg.models if m["provider"] != "sim" and not m.get("serve")]
+    out += [Endpoint(f"role {r}", s) for r, s in cfg.roles.items() if s["provider"] != "sim" and not s.get("serve")]
     return out
 
 

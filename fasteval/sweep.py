@@ -9,6 +9,7 @@ ones; what was written stays, and the same command resumes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import platform
@@ -41,6 +42,7 @@ from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifes
 from fasteval.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.runindex import INDEX, open_index
 from fasteval.services import Closer, start_services
+from fasteval.serving import Serving, checkpoint_identities
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
@@ -48,6 +50,7 @@ from fasteval.types import Job, Record, Task, Trajectory, Usage
 from providers.base import ProviderError
 from providers.breaker import BreakerPolicy, EndpointDown
 from providers.client import ModelClient, count_retries
+from providers.local import trajectory
 from providers.sim import SimModel, SimServer
 
 log = logging.getLogger("fasteval")
@@ -230,10 +233,17 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
                 f"the config differs from the one this run folder was started with ({opts.run_dir}):\n  "
                 + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
         log.warning("config changed (forced): %s", "; ".join(changes))
+    checkpoints = checkpoint_identities(cfg)
+    moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
+             for n, o in ((old or {}).get("checkpoints") or {}).items()
+             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
+    if moved and not opts.force:
+        raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
+                            + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
     manifest = {
         "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
-        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
     }
     write_manifest(opts.run_dir, manifest)
@@ -249,6 +259,7 @@ class Sweep:
         self.clients: dict[str, ModelClient] = {}
         self.roles: dict[str, ModelClient] = {}
         self.services: dict[str, Any] = {}
+        self.serving: Serving | None = None
         self._stop = asyncio.Event()
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -282,6 +293,9 @@ class Sweep:
         """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line)."""
         t0 = time.monotonic()
         self._loop = asyncio.get_running_loop()
+        self.serving = Serving.from_config(self.cfg, self.opts.run_dir)
+        if self.serving is not None:
+            self.serving.preflight()  # before the run folder is claimed: exit 2, nothing written
         add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
         existed = self.opts.run_dir.exists()
         claimed = read_manifest(self.opts.run_dir) is not None if existed else False
@@ -326,6 +340,10 @@ class Sweep:
         if self.opts.selectors:
             jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
+        if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
+            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors):
+                if job.job_id not in finished:
+                    self.serving.expect(job.model)
         sim: SimServer | None = None
         sims = self._sim_models()
         if sims:
@@ -342,11 +360,13 @@ class Sweep:
             sim_url = sim.base_url if sim else None
             policy = BreakerPolicy(**(self.cfg.run.get("breaker") or {}))
             for m in self.cfg.models:
-                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url,
+                self.clients[m["name"]] = build_client(m["name"], m, sim_base_url=sim_url, serving=self.serving,
                                                        resolver=image_resolver(encoder, spec=m), breaker=policy)
             for role, spec in self.cfg.roles.items():
-                self.roles[role] = build_client(role, spec, sim_base_url=sim_url,
+                self.roles[role] = build_client(role, spec, sim_base_url=sim_url, serving=self.serving,
                                                 resolver=image_resolver(encoder, spec=spec), breaker=policy)
+            if self.serving is not None:
+                await self.serving.start()
             needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
                       for name in run.suite.tools(item, s) if name in TOOLS
                       for req in getattr(TOOLS[name], "requires", ())}
@@ -370,8 +390,11 @@ class Sweep:
             extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
                      and not inspect.iscoroutinefunction(s.stats) and not isinstance(s, ModelClient)}
             limiters = self.services.get("limiters")
+            rows = [f for f in (limiters.rows if limiters is not None else None,
+                                self.serving.rows if self.serving is not None else None) if f is not None]
             display = ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress,
-                                      extra=extra, extra_rows=limiters.rows if limiters is not None else None,
+                                      extra=extra, extra_rows=(lambda: {k: v for f in rows for k, v in f().items()})
+                                      if rows else None,
                                       prices=model_prices(self.cfg.raw),
                                       global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency",
                                                                                                    256)))
@@ -381,6 +404,8 @@ class Sweep:
         finally:
             if display is not None:
                 await display.stop()
+            if self.serving is not None:
+                await self.serving.close()
             await writer.close()
             index.close()
             cache = self.services.get("cache")
@@ -440,6 +465,9 @@ class Sweep:
             if not running:
                 idle.set()
 
+        serving = self.serving
+        waiting_gpus: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
+
         async def launcher() -> None:
             # Jobs are created only when a slot is free: never thousands of idle coroutines.
             # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
@@ -455,9 +483,19 @@ class Sweep:
                 if breaker is not None and breaker.is_open:
                     deferred.append((job, run, setting, item))
                     continue
+                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
+                    waiting_gpus.setdefault(job.model, []).append((job, run, setting, item))
+                    continue
                 await start(job, run, setting, item)
             for job, run, setting, item in deferred:
                 await start(job, run, setting, item)
+            while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
+                for model in list(waiting_gpus):
+                    if serving.admission(model) != "defer":
+                        for entry in waiting_gpus.pop(model):
+                            await start(*entry)
+                if waiting_gpus:
+                    await serving.wait_change()
 
         async def start(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
             breaker = self.clients[job.model].breaker
@@ -467,7 +505,10 @@ class Sweep:
                 result.down[breaker.endpoint] = breaker.reason
                 return
             await slots.acquire()
-            task = asyncio.create_task(self._one(job, run, setting, item, writer, blobs, result, tools_cache))
+            coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
+            if serving is not None and serving.served(job.model):
+                coro = serving.track(job.model, coro)
+            task = asyncio.create_task(coro)
             running.add(task)
             idle.clear()
             task.add_done_callback(finished_one)
@@ -524,7 +565,8 @@ class Sweep:
                 env = AgentEnv(client=client, suite=run.suite, setting=setting, blobs=blobs, services=self.services,
                                tools=self._tools_for(run, setting, item, tools_cache),
                                params=run.suite.request_params(setting, job.model))
-                with count_retries() as retries:
+                with count_retries() as retries, (trajectory(job.job_id) if self.serving is not None
+                                                  else contextlib.nullcontext()):
                     try:
                         await run_agent(item, job.seed, job.job_id, env, traj)
                         score = await run.suite.score(item, traj, setting,

@@ -1,22 +1,37 @@
 """Run the sim server as its own process: ``python -m providers.sim --port P --model NAME:POLICY``.
 
-Used by benchmarks so the model's CPU is not charged to the client under test.
+Used by benchmarks so the model's CPU is not charged to the client under test, and as the
+server binary of a locally served model (``serve.command``) in the supervisor's tests: the
+startup and crash options below play the failures a real ``vllm serve`` has.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 
 import orjson
 import uvloop
 
+from providers.sim.prefix_cache import PrefixCacheModel
 from providers.sim.server import SimServer
 from providers.sim.spec import SimModel
 
 
-async def _serve(models: list[SimModel], port: int, allowed_local_media_path: str | None) -> None:
-    server = SimServer(models, port=port, allowed_local_media_path=allowed_local_media_path)
+async def _serve(models: list[SimModel], a: argparse.Namespace) -> None:
+    if a.startup_delay_s:
+        await asyncio.sleep(a.startup_delay_s)
+    if a.fail_at_start:
+        print(a.fail_at_start, file=sys.stderr, flush=True)
+        raise SystemExit(1)
+    cache = None
+    if a.prefix_cache:
+        cache = PrefixCacheModel(capacity_tokens=a.kv_tokens, prefill_ms_per_ktok=a.prefill_ms_per_ktok,
+                                 decode_ms=a.decode_ms, max_running=a.max_running)
+    server = SimServer(models, port=a.port, prefix_cache=cache, die_after=a.die_after,
+                       log_requests=a.log_requests, ready=not a.never_ready,
+                       allowed_local_media_path=a.allowed_local_media_path)
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
     await asyncio.Event().wait()
@@ -30,12 +45,22 @@ def main() -> None:
     ap.add_argument("--tool-uses", type=int, default=2)
     ap.add_argument("--allowed-local-media-path", default=None,
                     help="serve file:// images from under this folder (as vLLM's option of that name)")
+    ap.add_argument("--startup-delay-s", type=float, default=0.0, help="wait before listening (a slow start)")
+    ap.add_argument("--fail-at-start", metavar="MESSAGE", help="print MESSAGE to stderr and exit 1")
+    ap.add_argument("--never-ready", action="store_true", help="/health answers 503 forever")
+    ap.add_argument("--die-after", type=int, help="exit abruptly when request N+1 arrives")
+    ap.add_argument("--log-requests", action="store_true", help="one stdout line per request, naming its trajectory")
+    ap.add_argument("--prefix-cache", action="store_true", help="model a prefix cache (latency, /metrics)")
+    ap.add_argument("--kv-tokens", type=int, default=200_000)
+    ap.add_argument("--prefill-ms-per-ktok", type=float, default=20.0)
+    ap.add_argument("--decode-ms", type=float, default=20.0)
+    ap.add_argument("--max-running", type=int, default=64)
     a = ap.parse_args()
     models = []
     for spec in a.model or ["sim"]:
         name, _, policy = spec.partition(":")
         models.append(SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses))
-    uvloop.run(_serve(models, a.port, a.allowed_local_media_path))
+    uvloop.run(_serve(models, a))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,10 @@ path (HTTP, retries, limits, timeouts) is exercised. Faults are injected per mod
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
 import random
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from aiohttp import web
 from providers.sim import native_wire
 from providers.sim.media import check_local_media
 from providers.sim.policies import POLICIES
+from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
 from providers.sim.spec import SimModel
 
 
@@ -25,7 +29,9 @@ class SimServer:
     """Serves ``POST /v1/chat/completions`` for a set of SimModels; counts what it saw."""
 
     def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0, *,
-                 allowed_local_media_path: str | Path | None = None) -> None:
+                 allowed_local_media_path: str | Path | None = None,
+                 prefix_cache: PrefixCacheModel | None = None, die_after: int | None = None,
+                 log_requests: bool = False, ready: bool = True) -> None:
         self.models = {m.name: m for m in models}
         # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
         self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
@@ -33,6 +39,11 @@ class SimServer:
         self.bytes_in_flight = 0
         self.max_bytes_in_flight = 0
         """Request body bytes being handled at once, and the peak: what a byte budget bounds."""
+        # Serving-side behaviours for the local-server supervisor's tests and the routing benchmark.
+        self.cache = PrefixCache(prefix_cache) if prefix_cache is not None else None
+        self.die_after = die_after
+        self.log_requests = log_requests
+        self.ready = ready
         self.host = host
         self.port = port
         self.requests = 0
@@ -55,6 +66,8 @@ class SimServer:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.handle_chat)
         app.router.add_get("/v1/models", self.handle_models)
+        app.router.add_get("/health", self.handle_health)
+        app.router.add_get("/metrics", self.handle_metrics)
         app.router.add_post("/v1/messages", self.handle_anthropic)
         app.router.add_post("/v1beta/models/{model_action}", self.handle_gemini)
         app.router.add_get("/sim/stats", self.handle_stats)
@@ -80,6 +93,14 @@ class SimServer:
         data = {"object": "list", "data": [{"id": n, "object": "model"} for n in self.models]}
         return web.json_response(data)
 
+    async def handle_health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.ready else 503)
+
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        text = (self.cache.metrics() if self.cache is not None
+                else f'vllm:num_requests_running{{model_name="sim"}} {self.in_flight}\n')
+        return web.Response(text=text, content_type="text/plain")
+
     async def handle_stats(self, request: web.Request) -> web.Response:
         return web.json_response({"requests": self.requests, "in_flight": self.in_flight,
                                   "max_in_flight": self.max_in_flight, "by_outcome": self.by_outcome,
@@ -101,6 +122,9 @@ class SimServer:
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        if self.die_after is not None and self.requests > self.die_after:
+            print(f"sim: dying after {self.die_after} requests (as configured)", flush=True)
+            os._exit(17)  # a crash mid-request: the client sees its connection drop
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         size = request.content_length or 0
@@ -111,6 +135,18 @@ class SimServer:
         finally:
             self.in_flight -= 1
             self.bytes_in_flight -= size
+
+    async def _serving_side(self, body: dict[str, Any]) -> None:
+        """Prefix-cache latency, and a log line naming the trajectory (its first user turn and seed)."""
+        total = hit = 0
+        if self.cache is not None:
+            total, hit = await self.cache.serve(body.get("messages") or [])
+        if self.log_requests:
+            first: dict[str, Any] = next((m for m in body.get("messages") or [] if m.get("role") == "user"), {})
+            key = orjson.dumps([first.get("content"), body.get("seed")])
+            traj = hashlib.blake2b(key, digest_size=6).hexdigest()
+            sys.stdout.write(f"sim-request traj={traj} prompt_tokens={total} cached_tokens={hit}\n")
+            sys.stdout.flush()
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = orjson.loads(await request.read())
@@ -145,6 +181,8 @@ class SimServer:
         self.local_media_images += local
         if refused is not None:
             return web.json_response({"error": {"message": refused}}, status=400)
+        if self.log_requests or self.cache is not None:
+            await self._serving_side(body)
         fault = self._fault(model)
         self.by_outcome[fault] = self.by_outcome.get(fault, 0) + 1
         if model.latency_ms or model.latency_jitter_ms:

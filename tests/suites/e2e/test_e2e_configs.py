@@ -24,6 +24,7 @@ from fasteval.models import OPENAI_LIKE
 from fasteval.suites.base import SUITES, Setting, make_suite
 from fasteval.sweep import build_settings
 from fasteval.tools.base import TOOLS
+from providers.local import ServeSpec
 from providers.sim import POLICIES
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -66,6 +67,8 @@ def _check_endpoint(where: str, spec: dict[str, Any]) -> None:
     assert provider == "sim" or provider in OPENAI_LIKE, f"{where}: unknown provider {provider}"
     if provider == "sim":
         assert spec.get("policy", "tools") in POLICIES, f"{where}: unknown sim policy {spec.get('policy')}"
+    elif spec.get("serve") is not None:  # a local checkpoint fasteval serves itself
+        ServeSpec.from_config(where, spec["serve"])
     else:
         assert spec.get("base_url"), f"{where}: needs base_url"
         if not spec["base_url"].startswith("http://127.0.0.1"):

@@ -1,0 +1,246 @@
+"""Routing a served model's requests across its replicas, and moving them off a dead one.
+
+Sticky-least-loaded (the default): every request of a trajectory goes to the replica that holds
+its prefix cache; a new trajectory goes to the replica with the fewest trajectories in flight.
+The trajectory is known from ``trajectory(key)``, a context the sweep opens around each job
+(a ContextVar, so nothing in the agent loop changes); without one, requests are keyed by their
+first user message. ``least_loaded`` and ``round_robin`` route each request on its own (for the
+routing benchmark). With ``admission: kv`` each replica's window of in-flight requests follows
+its ``/metrics``: shrink while requests wait or the KV cache is nearly full, grow while it is not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError
+from providers.breaker import EndpointDown
+from providers.local.supervisor import Replica, ServerGroup
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One trajectory in flight: the replica each router pinned it to."""
+
+    key: str
+    pins: dict[int, Route] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for route in self.pins.values():
+            route.trajectories -= 1
+        self.pins.clear()
+
+
+_TICKET: ContextVar[Ticket | None] = ContextVar("fasteval_trajectory", default=None)
+
+
+@contextlib.contextmanager
+def trajectory(key: str) -> Iterator[Ticket]:
+    """Requests made inside belong to one trajectory (sticky routing keeps them on one replica)."""
+    ticket = Ticket(key)
+    token = _TICKET.set(ticket)
+    try:
+        yield ticket
+    finally:
+        ticket.close()
+        _TICKET.reset(token)
+
+
+@dataclass(slots=True, eq=False)
+class Route:
+    """A replica as the router sees it: its load, its admission window and its HTTP client."""
+
+    replica: Replica
+    trajectories: int = 0
+    in_flight: int = 0
+    sent: int = 0
+    window: int | None = None
+    provider: Provider | None = None
+    generation: int = 0
+    kv_usage: float = 0.0
+    waiting: int = 0
+
+    def has_room(self) -> bool:
+        return self.window is None or self.in_flight < self.window
+
+
+_METRIC = re.compile(r"^(vllm:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text to {name: value} (labels dropped, same-named series summed)."""
+    out: dict[str, float] = {}
+    for name, value in _METRIC.findall(text):
+        out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+class Router:
+    """Chooses a replica per request; waits while none is ready; EndpointDown when none is left."""
+
+    def __init__(self, group: ServerGroup, make_provider: Callable[[str], Provider], *, policy: str = "sticky",
+                 admission: str | None = None, initial_window: int = 32, poll_s: float = 0.5) -> None:
+        self.group = group
+        self.make_provider = make_provider
+        self.policy = policy
+        self.admission = admission
+        self.routes = [Route(r, window=initial_window if admission == "kv" else None) for r in group.replicas]
+        self.moved = 0
+        self._rr = 0
+        self._room = asyncio.Condition()
+        self._stale: list[Provider] = []
+        self._loose: OrderedDict[str, Route] = OrderedDict()  # requests without a trajectory context
+        self._poll_s = poll_s
+        self._poller: asyncio.Task[None] | None = None
+
+    def _route_for(self, replica: Replica) -> Route:
+        route = next(r for r in self.routes if r.replica is replica)
+        if route.provider is None or route.generation != replica.generation:
+            if route.provider is not None:
+                self._stale.append(route.provider)
+            route.provider = self.make_provider(replica.base_url)
+            route.generation = replica.generation
+        return route
+
+    async def acquire(self, request: ChatRequest) -> tuple[Route, Ticket | None]:
+        """The route for this request, counted as in flight until ``release``."""
+        if self.admission == "kv" and self._poller is None:
+            self._poller = asyncio.create_task(self._poll())
+        ticket = _TICKET.get()
+        while True:
+            ready = await self.group.wait_ready()
+            route = self._choose(ready, ticket, request)
+            if route.has_room():
+                route.in_flight += 1
+                route.sent += 1
+                return route, ticket
+            async with self._room:  # full window: wait for a release or the next metrics poll
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._room.wait(), self._poll_s)
+
+    def _choose(self, ready: list[Replica], ticket: Ticket | None, request: ChatRequest) -> Route:
+        routes = [self._route_for(r) for r in ready]
+        if self.policy == "round_robin":
+            self._rr += 1
+            return routes[self._rr % len(routes)]
+        if self.policy == "least_loaded":
+            return min(routes, key=lambda r: (r.in_flight, r.sent))
+        pinned = ticket.pins.get(id(self)) if ticket is not None else self._loose.get(_loose_key(request))
+        if pinned is not None and pinned in routes:
+            return pinned
+        if pinned is not None:  # its replica is down or restarting: the trajectory moves
+            self.moved += 1
+            pinned.trajectories -= 1
+        roomy = [r for r in routes if r.has_room()] or routes
+        route = min(roomy, key=lambda r: (r.trajectories, r.in_flight, r.sent))
+        route.trajectories += 1
+        if ticket is not None:
+            ticket.pins[id(self)] = route
+        else:
+            key = _loose_key(request)
+            self._loose[key] = route
+            if len(self._loose) > 100_000:
+                old = self._loose.popitem(last=False)[1]
+                old.trajectories -= 1
+        return route
+
+    async def release(self, route: Route) -> None:
+        route.in_flight -= 1
+        if self.admission == "kv":
+            async with self._room:
+                self._room.notify_all()
+
+    async def _poll(self) -> None:
+        """KV admission: AIMD on each replica's window from its Prometheus metrics."""
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while True:
+                await asyncio.sleep(self._poll_s)
+                for route in self.routes:
+                    if not route.replica.ready.is_set():
+                        continue
+                    try:
+                        async with session.get(f"http://{route.replica.host}:{route.replica.port}/metrics") as r:
+                            m = parse_metrics(await r.text())
+                    except (aiohttp.ClientError, TimeoutError):
+                        continue
+                    route.waiting = int(m.get("vllm:num_requests_waiting", 0))
+                    route.kv_usage = m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc", 0.0))
+                    running = int(m.get("vllm:num_requests_running", 0))
+                    window = route.window or 1
+                    if route.waiting > 0:  # the server queues: hold back to what it runs at once
+                        route.window = max(1, running)
+                    elif route.kv_usage > 0.95:  # near preemption: back off
+                        route.window = max(1, int(window * 0.9))
+                    elif route.kv_usage < 0.8 and route.in_flight >= window - 1:  # room left: grow
+                        route.window = window + max(1, window // 8)
+                async with self._room:
+                    self._room.notify_all()
+
+    async def close(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+        for p in self._stale + [r.provider for r in self.routes if r.provider is not None]:
+            await p.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {"moved": self.moved, "by_replica": {r.replica.label: {"sent": r.sent, "window": r.window}
+                                                    for r in self.routes}}
+
+
+def _loose_key(request: ChatRequest) -> str:
+    first = next((m for m in request.messages if m.get("role") == "user"), {})
+    return hashlib.blake2b(orjson.dumps([first.get("content"), request.seed]), digest_size=8).hexdigest()
+
+
+def _connection_lost(e: ProviderError) -> bool:
+    return (e.kind in ("transient", "timeout") and e.status is None) or e.status in (502, 503)
+
+
+class RoutedProvider(Provider):
+    """A served model as one provider: routes, and re-sends a request whose replica went down.
+
+    A request that failed because its server died is sent again (to another replica, or to the
+    same one once restarted) without counting as a retry: the job goes on as if nothing happened.
+    """
+
+    def __init__(self, router: Router, endpoint_name: str, *, tool_message_images: bool = False) -> None:
+        self.router = router
+        self._endpoint = endpoint_name
+        self._tool_message_images = tool_message_images
+
+    def endpoint_id(self) -> str:
+        return self._endpoint
+
+    def default_capabilities(self) -> Capabilities:
+        return Capabilities(tool_result_images=self._tool_message_images)
+
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        spec = self.router.group.spec
+        for _ in range((spec.max_restarts + 2) * spec.replicas):
+            route, ticket = await self.router.acquire(request)
+            try:
+                assert route.provider is not None
+                return await route.provider.chat(request)
+            except ProviderError as e:
+                if not _connection_lost(e) or await route.replica.healthy():
+                    raise
+                route.replica.report_unhealthy(f"a request failed ({e})")
+            finally:
+                await self.router.release(route)
+        raise EndpointDown(spec.name, "requests kept failing on restarted servers")
+
+    async def close(self) -> None:
+        await self.router.close()
