@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox._caps import cap_reply, exit_reason, image_pixels, reply_bounds
-from sandbox._protocol import FrameError, blob_sizes, decode_header, encode, header_size
+from sandbox._protocol import UID_BLOCK, FrameError, blob_sizes, decode_header, encode, header_size
 from sandbox._stale import clean_stale_roots, root_prefix
-from sandbox._zygote import UID_BLOCK
 
 Isolation = Literal["auto", "jail", "process"]
 RunStatus = Literal["ok", "error", "timeout", "crashed"]

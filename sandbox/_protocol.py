@@ -17,6 +17,9 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+UID_BLOCK = 4096
+"""Uids per worker (its calls and sessions); the pool spaces workers' uid ranges by it."""
+
 _LEN = struct.Struct(">I")
 PREFIX = _LEN.size
 

@@ -36,9 +36,8 @@ from typing import Any, Literal
 from sandbox import _jail
 from sandbox._caps import cap_reply, exit_reason, reply_bounds
 from sandbox._executor import CallRunner
-from sandbox._protocol import Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
+from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
 
-UID_BLOCK = 4096
 """uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
 STATELESS_UIDS = 8
 _REQUEST_BOUNDS = Bounds(header=64 << 20, blobs=4096, blob_bytes=1 << 31, total_bytes=1 << 34)
