@@ -22,7 +22,8 @@ from fasteval.types import ImageRef
 TEMP_MARK = ".tmp-"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Is this process alive? (Temp files and folders named after a dead pid are stale.)"""
     if pid == os.getpid():
         return True
     try:
@@ -102,7 +103,7 @@ class BlobStore:
                 pid = int(pid_text) if pid_text.isdigit() else -1
                 if pid == os.getpid() and not own:
                     continue
-                if pid != os.getpid() and pid > 0 and _pid_alive(pid):
+                if pid != os.getpid() and pid > 0 and pid_alive(pid):
                     continue
                 with contextlib.suppress(OSError):
                     os.unlink(entry.path)

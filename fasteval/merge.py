@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from fasteval.blobs import pid_alive
 from fasteval.records import RECORDS, read_manifest, write_manifest
 from fasteval.runindex import COLUMNS, RunIndex, open_index
 
@@ -33,21 +34,11 @@ class MergeConflict(RuntimeError):
     pass
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _clean_stale(out: Path) -> None:
     """Remove what merges into ``out`` that were killed left behind (their process is gone)."""
     for p in out.parent.glob(f".{out.name}{_TMP_TAG}*"):
         pid = p.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
 
 

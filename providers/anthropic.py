@@ -19,7 +19,7 @@ from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.http_json import JsonEndpoint, Timeouts, env_key, retry_after_header
 from providers.openai_compat import ImageResolver
-from providers.wire_images import split_data_url
+from providers.wire_images import object_args, split_data_url
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -121,7 +121,7 @@ class AnthropicProvider(Provider):
                 for tc in m.get("tool_calls") or []:
                     fn = tc.get("function") or {}
                     blocks.append({"type": "tool_use", "id": tc["id"], "name": fn.get("name", ""),
-                                   "input": _object_args(fn.get("arguments", ""))})
+                                   "input": object_args(fn.get("arguments", ""))})
                 push("assistant", blocks)
             elif role == "tool":
                 inner = await self._content_blocks(m.get("content"), profile)
@@ -188,14 +188,6 @@ class AnthropicProvider(Provider):
     async def close(self) -> None:
         await self._http.close()
 
-
-def _object_args(arguments: str) -> dict[str, Any]:
-    """tool_use input must be an object; arguments the model wrote as anything else become {}."""
-    try:
-        value = orjson.loads(arguments) if arguments.strip() else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _tool_spec(spec: dict[str, Any]) -> dict[str, Any]:

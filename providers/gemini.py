@@ -19,7 +19,7 @@ from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.http_json import JsonEndpoint, Timeouts, env_key, retry_after_header
 from providers.openai_compat import ImageResolver
-from providers.wire_images import split_data_url
+from providers.wire_images import object_args, split_data_url
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 
@@ -132,7 +132,7 @@ class GeminiProvider(Provider):
                 parts = await self._parts(m.get("content"), profile)
                 for tc in m.get("tool_calls") or []:
                     fn = tc.get("function") or {}
-                    parts.append({"functionCall": {"name": fn.get("name", ""), "args": _object_args(fn.get("arguments", ""))}})
+                    parts.append({"functionCall": {"name": fn.get("name", ""), "args": object_args(fn.get("arguments", ""))}})
                 push("model", parts)
             elif role == "tool":
                 content = m.get("content")
@@ -181,13 +181,6 @@ class GeminiProvider(Provider):
     async def close(self) -> None:
         await self._http.close()
 
-
-def _object_args(arguments: str) -> dict[str, Any]:
-    try:
-        value = orjson.loads(arguments) if arguments.strip() else {}
-    except orjson.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def clean_schema(schema: Any) -> Any:

@@ -20,7 +20,7 @@ from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.body import SLOT, ByteBudget, PiecesPayload, is_shareable, splice
 from providers.breaker import connection_error
-from providers.http_json import Timeouts
+from providers.http_json import Timeouts, retry_after_header
 from providers.retry import classify_status
 
 ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
@@ -207,7 +207,7 @@ def classify_http_error(status: int, body: bytes, retry_after: str | None) -> Pr
     kind = classify_status(status)
     default = {"rate_limit": "rate limited", "auth": "not authorised", "transient": f"server error {status}"}
     return ProviderError(kind, text or default.get(kind, f"request rejected ({status})"),  # type: ignore[arg-type]
-                         status=status, retry_after=_seconds(retry_after) if kind in ("rate_limit", "transient") else None)
+                         status=status, retry_after=retry_after_header(retry_after) if kind in ("rate_limit", "transient") else None)
 
 
 def _error_text(body: bytes) -> str:
@@ -222,15 +222,6 @@ def _error_text(body: bytes) -> str:
     except orjson.JSONDecodeError:
         pass
     return " ".join(text.split())[:300]
-
-
-def _seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
 
 
 def parse_response(raw: bytes) -> ChatResponse:

@@ -9,6 +9,9 @@ and fail the job with a readable reason instead of burning retries on a 400.
 from __future__ import annotations
 
 import base64
+from typing import Any
+
+import orjson
 
 from providers.base import ProviderError
 
@@ -51,3 +54,12 @@ def sniff_base64(text: str) -> str | None:
     except (ValueError, TypeError):
         return None
     return sniff_media_type(head)
+
+
+def object_args(arguments: str) -> dict[str, Any]:
+    """Tool-call arguments as the object native APIs require; anything that is not one becomes {}."""
+    try:
+        value = orjson.loads(arguments) if arguments.strip() else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -147,6 +147,9 @@ class ImageEncoder:
             return await asyncio.shield(pending)
         make = self._file_url if local else self._data_url
         fut = asyncio.ensure_future(make(ref, profile, max_bytes, max_pixels, processor))
+        # Shielded: if every waiter is cancelled, nobody reads its error; mark it read so asyncio
+        # does not print "exception was never retrieved" on the terminal.
+        fut.add_done_callback(_retrieve)
         self._url_inflight[key] = fut
         try:
             url = await asyncio.shield(fut)
@@ -193,3 +196,8 @@ class ImageEncoder:
         """Stop the worker threads this encoder started (not a caller-supplied executor)."""
         if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _retrieve(fut: asyncio.Future[bytes]) -> None:
+    if not fut.cancelled():
+        fut.exception()
