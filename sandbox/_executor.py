@@ -134,6 +134,11 @@ class CallRunner:
         os.chdir(self.work)
         self.out.mkdir(exist_ok=True)
         names: list[str] = req["inputs"]
+        # A kept work folder holds the trajectory's saved files, not earlier turns' inputs: the
+        # tools see exactly this call's images under the input names.
+        for stale in self.work.glob("input_*"):
+            if stale.name not in names and stale.is_file() and not stale.is_symlink():
+                stale.unlink()
         for name, data in zip(names, blobs, strict=True):
             (self.work / name).write_bytes(data)
         state = self.state

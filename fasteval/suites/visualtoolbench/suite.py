@@ -169,7 +169,9 @@ class VisualToolBenchSuite(Suite):
 
     def default_settings(self) -> list[Setting]:
         options = {"prompt_level": self.prompt_level, "image_profile": IMAGE_PROFILE,
-                   **fidelity_switches(self.fidelity)}
+                   **fidelity_switches(self.fidelity),
+                   # the reference keeps the model's saved images between calls of a trajectory
+                   "tool_options": {"python_image_processing": {"persist_files": self.fidelity == "reference"}}}
         return [
             Setting(name="with-tool", tools=list(TOOL_NAMES), max_rounds=MAX_ROUNDS, fidelity=self.fidelity,
                     options=dict(options)),
