@@ -182,33 +182,52 @@ def drop_to(uid: int) -> None:
 
 
 def kill_uid(uid: int, wait: bool = True) -> None:
-    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking).
+    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking)."""
+    kill_uids({uid}, wait)
+
+
+def kill_uids(uids: set[int] | frozenset[int], wait: bool = True) -> set[int]:
+    """SIGKILL every live process of any of ``uids``; one scan of /proc kills them all.
 
     Inside the jail this scans the namespace's own /proc: a handful of entries, not the host's.
-    ``wait=False``: one pass of signals, without checking that they took effect.
+    ``wait=True`` repeats until a scan finds none (a fork bomb may still be forking);
+    ``wait=False`` makes one pass. Returns the uids that still had live processes in the last
+    pass: a uid not returned had none, and (as only its own processes can make more) has none.
     """
+    found: set[int] = set()
     for _ in range(200):
-        found = False
+        found = set()
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
-            try:
-                with open(f"/proc/{entry.name}/status") as f:
-                    status = f.read()
-            except OSError:
-                continue
-            fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-            if fields.get("State", "").strip().startswith("Z"):
-                continue
-            if int(fields.get("Uid", "-1").split()[0]) == uid:
-                found = True
+            owner = _live_uid(entry.name)
+            if owner is not None and owner in uids:
+                found.add(owner)
                 try:
                     os.kill(int(entry.name), signal.SIGKILL)
                 except OSError:
                     pass
         if not found or not wait:
-            return
+            return found
         time.sleep(0.002)
+    return found
+
+
+def _live_uid(pid: str) -> int | None:
+    """The real uid of a live (not zombie) process, or None."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            status = f.read()
+    except OSError:
+        return None
+    uid: int | None = None
+    for line in status.splitlines():
+        if line.startswith("State:") and line[6:].strip().startswith("Z"):
+            return None
+        if line.startswith("Uid:"):
+            uid = int(line.split()[1])
+            break  # State comes before Uid
+    return uid
 
 
 def apply_limits(limits: dict[str, Any]) -> None:

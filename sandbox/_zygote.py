@@ -81,34 +81,53 @@ class Zygote:
         self.bounds = reply_bounds(limits)
         self.spare: _Child | None = None
         self._after: list[tuple[int, _Child]] = []  # (uid, child) to kill once the reply is sent
-        self._dying: list[int] = []  # killed children not yet collected
+        self._dirty: set[int] = set()  # uids whose processes must all be dead before the uid is used again
+        self._own: set[int] = set()  # our children whose exit status we may still ask for
+        self._status: dict[int, int] = {}  # exit codes of those, collected early by ``_reap``
         self._trash = 0
         self.parked.mkdir(mode=0o700, exist_ok=True)
 
     def serve(self) -> None:
+        """Answer frames until the pool closes the pipe.
+
+        Between calls, in order of need: the next call's spare child is forked (and our own
+        copy-on-write faults taken) at once, so that work overlaps the pool's turnaround; killing
+        what is left of finished calls, collecting exited children and emptying the trash give
+        way to a request that is already waiting, and are done before a uid or folder is reused.
+        """
         while True:
-            # Between calls: the last call's processes die, then the next child is forked ahead,
-            # so neither costs the next call any latency when calls are not back to back.
-            for uid, child in self._after:
-                self._end(uid, child, wait=False)
-            self._after.clear()
-            self._reap()
-            self._tidy_folders()
             if self.spare is None:
                 self.spare = self._fork_child()
                 self._warm()
-            try:
-                req, blobs = read_frame(self.req_fd, _REQUEST_BOUNDS)
-            except EOFError:
+            for step in (self._sweep, self._reap, self._tidy_folders):
+                if _readable(self.req_fd):
+                    break
+                step()
+            if not self._serve_one():
                 return
-            if req.get("op") == "run":
-                reply, out = self.run(req, blobs)
-            elif req.get("op") == "release":
-                self.release(str(req["session"]))
-                reply, out = {"status": "ok"}, []
-            else:
-                reply, out = {"status": "ok"}, []
-            write_frame(self.resp_fd, {**reply, "nonce": req.get("nonce")}, out)
+
+    def _serve_one(self) -> bool:
+        """One request and its answer; False once the pool has gone.
+
+        Its own frame, so that nothing of this request (code, images, reply) is still referenced
+        from a stack frame when the next spare is forked and model code walks ``sys._getframe``.
+        """
+        try:
+            req, blobs = read_frame(self.req_fd, _REQUEST_BOUNDS)
+        except EOFError:
+            return False
+        if req.get("op") == "run":
+            reply, out = self.run(req, blobs)
+        elif req.get("op") == "release":
+            self.release(str(req["session"]))
+            reply, out = {"status": "ok"}, []
+        else:
+            reply, out = {"status": "ok"}, []
+        write_frame(self.resp_fd, {**reply, "nonce": req.get("nonce")}, out)
+        for uid, child in self._after:  # the answered calls' children die now; their uids are swept later
+            self._end(uid, child, wait=False)
+        self._after.clear()
+        return True
 
     # --- calls ----------------------------------------------------------------------------
     def run(self, req: dict[str, Any], blobs: list[bytes]) -> Outcome:
@@ -118,8 +137,7 @@ class Zygote:
         if key is None:
             self.turn = (self.turn + 1) % STATELESS_UIDS
             uid = self.uid + self.turn
-            if self.jailed:
-                _jail.kill_uid(uid)  # leftovers of its last call, long dead by now
+            self._make_clean(uid)  # leftovers of its last call: usually swept long ago
             self._enter_folder(None, uid)
             reply, out = self._one_call(uid, req, blobs, deadline)
         else:
@@ -134,6 +152,7 @@ class Zygote:
                 session = self.sessions[key] = _Session(self.free_uids.pop(), keep)
             self._enter_folder(key, session.uid)
             if keep == "files":
+                self._make_clean(session.uid)
                 reply, out = self._one_call(session.uid, req, blobs, deadline)
             else:
                 if session.child is None:
@@ -179,8 +198,6 @@ class Zygote:
         reply, blobs = buf.frame()
         encode({**cap_reply(reply, blobs, self.limits)[0], "nonce": "0" * 16})
         _readable(self.req_fd)
-        if self.jailed:
-            _jail.kill_uid(self.uid + (self.turn + 1) % STATELESS_UIDS)
 
     def _fork_child(self) -> _Child:
         req_r, req_w = os.pipe()
@@ -190,6 +207,7 @@ class Zygote:
             self._child_main(req_r, resp_w)
         os.close(req_r)
         os.close(resp_w)
+        self._own.add(pid)
         return _Child(pid, req_w, resp_r, os.pidfd_open(pid))
 
     def _child_main(self, req_r: int, resp_w: int) -> None:
@@ -251,7 +269,7 @@ class Zygote:
                         return _failure("crashed", "SandboxCrash: a reply frame that is not this call's answer"), []
                     return header, blobs
                 if exited:
-                    reason = exit_reason(_wait(child.pid))
+                    reason = exit_reason(self._wait(child.pid))
                     return _failure("crashed", f"SandboxCrash: the Python process {reason}"), []
         except FrameError as exc:
             return _failure("crashed", f"SandboxCrash: the call broke the reply protocol: {exc}"), []
@@ -309,24 +327,26 @@ class Zygote:
     def _end(self, uid: int, child: _Child, wait: bool = True) -> None:
         """Kill a child and every process of its uid; close its pipes.
 
-        ``wait=False`` (a stateless call) only sends the signals: the uid is not used again
-        before its turn comes round, when ``kill_uid`` makes sure nothing of it is left.
+        ``wait=False`` (a call that has answered) kills only the child now: the rest of its uid
+        dies in the next ``_sweep``, and ``_make_clean`` guarantees it before the uid is reused.
         """
         try:
-            os.kill(child.pid, signal.SIGKILL)
+            signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)  # by pidfd: never a recycled pid
         except OSError:
             pass
-        if self.jailed:
-            _jail.kill_uid(uid, wait=wait)
-        else:
+        if not self.jailed:
             try:
                 os.killpg(child.pid, signal.SIGKILL)
             except OSError:
                 pass
-        if wait:
-            _wait(child.pid)
+        elif wait:
+            self._make_clean(uid, force=True)
         else:
-            self._dying.append(child.pid)
+            self._dirty.add(uid)
+        if wait:
+            self._wait(child.pid)
+        self._own.discard(child.pid)
+        self._status.pop(child.pid, None)
         for fd in (child.req_w, child.resp_r, child.pidfd):
             os.close(fd)
 
@@ -338,35 +358,45 @@ class Zygote:
 
     def _kill(self, uid: int, pid: int) -> None:
         if self.jailed:
-            _jail.kill_uid(uid)
+            self._make_clean(uid, force=True)
         elif pid:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except OSError:
                 pass
 
+    def _make_clean(self, uid: int, force: bool = False) -> None:
+        """Before ``uid`` runs a call: no process of its earlier calls is left (jail only)."""
+        if self.jailed and (force or uid in self._dirty):
+            _jail.kill_uid(uid)
+            self._dirty.discard(uid)
+
+    def _sweep(self) -> None:
+        """One scan of our /proc kills what is left of every finished call; uids found empty are clean."""
+        if self._dirty:
+            self._dirty &= _jail.kill_uids(frozenset(self._dirty), wait=False)
+
     def _reap(self) -> None:
-        """Collect orphans of killed calls (the zygote is their reaper); own children are waited for by pid."""
-        for pid in list(self._dying):
+        """Collect every exited child and orphan (we are their reaper), keeping our own children's exit codes."""
+        while True:
             try:
-                if os.waitpid(pid, os.WNOHANG)[0] == 0:
-                    continue
+                pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                pass
-            self._dying.remove(pid)
-        live = {s.child.pid for s in self.sessions.values() if s.child} | {c.pid for _, c in self._after}
-        live |= set(self._dying)
-        if self.spare:
-            live.add(self.spare.pid)
+                return
+            if pid == 0:
+                return
+            if pid in self._own:
+                self._status[pid] = os.waitstatus_to_exitcode(status)
+
+    def _wait(self, pid: int) -> int | None:
+        """The exit code (negative: signal) of our child ``pid``; None if it is not ours to collect."""
+        if pid in self._status:
+            return self._status.pop(pid)
         try:
-            for entry in os.scandir("/proc") if self.jailed else ():
-                if entry.name.isdigit() and int(entry.name) not in live and int(entry.name) != os.getpid():
-                    try:
-                        os.waitpid(int(entry.name), os.WNOHANG)
-                    except ChildProcessError:
-                        pass
-        except OSError:
-            pass
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
 
 
 def _failure(status: str, message: str) -> dict[str, Any]:
@@ -375,15 +405,6 @@ def _failure(status: str, message: str) -> dict[str, Any]:
 
 def _timeout_msg(req: dict[str, Any]) -> str:
     return f"TimeoutError: execution exceeded {float(req['timeout_s']):g} s; the call was killed"
-
-
-def _wait(pid: int) -> int | None:
-    """The exit code (negative: signal) of our child ``pid``; None if it was already collected."""
-    try:
-        _, status = os.waitpid(pid, 0)
-    except ChildProcessError:
-        return None
-    return os.waitstatus_to_exitcode(status)
 
 
 def _drain(fd: int, buf: FrameBuffer) -> bool:
@@ -441,6 +462,12 @@ def _remove(path: Path) -> None:
             pass
 
     if path.is_dir() and not path.is_symlink():
+        try:  # the folder of a call that saved nothing: two rmdirs instead of a tree walk
+            for empty in (path / "out", path):
+                os.rmdir(empty)
+            return
+        except OSError:
+            pass
         shutil.rmtree(path, onerror=fix)
     elif path.exists() or path.is_symlink():
         path.unlink()
