@@ -1,20 +1,26 @@
 """Latency and throughput of the sandbox pool vs a fresh ``python -c`` per call, same run.
 
-Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G]``. The baseline
+Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G] [--phases]``. The baseline
 spawns an interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work,
 which is what an unpooled sandbox pays on every call.
 
 Every call runs in a fresh child forked from a warm zygote; the zygote forks (and warms) the next
 child between calls. ``pool_p50_ms`` is back to back (the next call waits for that fork);
 ``pool_paced_p50_ms`` leaves ``--gap-ms`` between calls, as a sweep does while the model thinks.
+``fork_*`` is the floor under a back-to-back call: a bare ``os.fork()`` / ``os._exit(0)`` /
+``waitpid`` loop in a process with the zygote's imports and environment. ``--phases`` also prints
+where a trivial call's time goes (median per hop), back to back and paced.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import io
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -80,6 +86,75 @@ def spawn_latency(code: str, png: bytes, n: int) -> list[float]:
     return times
 
 
+def fork_floor(n: int) -> dict[str, float]:
+    """Fork, exit and reap a process that has the zygote's imports and environment, ``n`` times."""
+    with tempfile.TemporaryDirectory() as d:
+        env = SandboxPool(isolation="process")._worker_env(Path(d))
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+        out = subprocess.run(
+            [sys.executable, __file__, "--fork-floor", str(n)], env=env, check=True, capture_output=True, text=True
+        )
+    return dict(json.loads(out.stdout))
+
+
+def _fork_floor_child(n: int) -> None:
+    from sandbox._worker import _preload
+
+    _preload()
+    gc.freeze()
+    fork_s, total_s = [], []
+    cpu = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(n):
+        t = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        forked = time.perf_counter()
+        os.waitpid(pid, 0)
+        fork_s.append(forked - t)
+        total_s.append(time.perf_counter() - t)
+    after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = [(b.ru_utime + b.ru_stime - a.ru_utime - a.ru_stime) / n * 1000 for a, b in zip(cpu, after, strict=True)]
+    figures = {
+        "fork_p50_ms": round(pct(fork_s, 0.5), 2),
+        "fork_exit_wait_p50_ms": round(pct(total_s, 0.5), 2),
+        "fork_cpu_ms": round(used[0], 2),
+        "exit_cpu_ms": round(used[1], 2),
+    }
+    print(json.dumps(figures))
+
+
+PHASES = (
+    ("waiting for the zygote's tidying", "pool_send", "zygote_ready"),
+    ("pool -> zygote", "pool_send", "zygote_read"),
+    ("zygote -> child", "zygote_read", "child_start"),
+    ("child runs the call", "child_start", "child_done"),
+    ("child -> zygote", "child_done", "zygote_reply"),
+    ("zygote -> pool", "zygote_reply", "pool_recv"),
+)
+
+
+async def phases(calls: int, gap_s: float) -> dict[str, dict[str, float]]:
+    """Median milliseconds per hop of a trivial call, back to back and paced."""
+    table: dict[str, dict[str, float]] = {}
+    async with SandboxPool(phase_times=True) as pool:
+        await pool_latency(pool, TRIVIAL, [], 10)
+        for label, gap in (("back_to_back", 0.0), ("paced", gap_s)):
+            marks = []
+            for _ in range(calls):
+                if gap:
+                    await asyncio.sleep(gap)
+                marks.append((await pool.run(TRIVIAL)).phases)
+            row = {}
+            for name, a, b in PHASES:
+                # the first hop starts when both the request and the zygote are there
+                spans = [m[b] - (max(m[a], m["zygote_ready"]) if b == "zygote_read" else m[a]) for m in marks]
+                row[name] = round(max(0.0, statistics.median(spans)) * 1000, 2)
+            row["total"] = round(statistics.median(m["pool_recv"] - m["pool_send"] for m in marks) * 1000, 2)
+            table[label] = row
+    return table
+
+
 async def throughput(workers: int, code: str, images: list[bytes], calls: int) -> float:
     async with SandboxPool(workers) as pool:
         await pool_latency(pool, code, images, 3)
@@ -93,7 +168,12 @@ async def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--gap-ms", type=float, default=20.0, help="pause between paced calls")
+    parser.add_argument("--phases", action="store_true", help="also time each hop of a trivial call")
+    parser.add_argument("--fork-floor", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.fork_floor:
+        _fork_floor_child(args.fork_floor)
+        return
     png = test_png()
     async with SandboxPool() as pool:
         await pool_latency(pool, TRIVIAL, [], 10)
@@ -106,6 +186,8 @@ async def main() -> None:
     spawn_image = spawn_latency(IMAGE, png, n_spawn)
     tput = {w: await throughput(w, IMAGE, [png], 40) for w in (1, 2)}
     tput_trivial = {w: await throughput(w, TRIVIAL, [], 400) for w in (1, 2)}
+    floor = fork_floor(max(50, args.calls // 2))
+    hops = await phases(max(50, args.calls), args.gap_ms / 1000) if args.phases else {}
     figures = {
         "isolation": isolation,
         "pool_size": size,
@@ -123,6 +205,8 @@ async def main() -> None:
         "image_calls_per_s_2_workers": round(tput[2], 1),
         "trivial_calls_per_s_1_worker": round(tput_trivial[1], 1),
         "trivial_calls_per_s_2_workers": round(tput_trivial[2], 1),
+        **floor,
+        **({"phases_ms": hops} if hops else {}),
     }
     if args.json:
         print(json.dumps(figures))
@@ -138,6 +222,11 @@ async def main() -> None:
           f"2 workers {figures['image_calls_per_s_2_workers']}")  # fmt: skip
     print(f"throughput (trivial calls/s): 1 worker {figures['trivial_calls_per_s_1_worker']}, "
           f"2 workers {figures['trivial_calls_per_s_2_workers']}")  # fmt: skip
+    print(f"floor (bare fork of a process with the zygote's imports): fork p50 {floor['fork_p50_ms']} ms, "
+          f"fork+exit+wait p50 {floor['fork_exit_wait_p50_ms']} ms; CPU per fork {floor['fork_cpu_ms']} ms "
+          f"(parent) + {floor['exit_cpu_ms']} ms (child)")  # fmt: skip
+    for label, row in hops.items():
+        print(f"trivial call hops, {label.replace('_', ' ')} (median ms): " + ", ".join(f"{k} {v}" for k, v in row.items()))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,14 @@ def reply_bounds(limits: dict[str, Any]) -> Bounds:
     )
 
 
+def clock_marks(value: Any, names: tuple[str, ...]) -> dict[str, float]:
+    """The named timestamps (seconds of the shared monotonic clock) of an untrusted reply field."""
+    if not isinstance(value, dict):
+        return {}
+    marks = {k: value.get(k) for k in names}
+    return {k: float(v) for k, v in marks.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def exit_reason(returncode: int | None) -> str:
     """Why a process ended, in words a model and a person can act on."""
     if returncode is None:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from sandbox._caps import cap_reply, exit_reason, image_pixels, reply_bounds
+from sandbox._caps import cap_reply, clock_marks, exit_reason, image_pixels, reply_bounds
 from sandbox._protocol import UID_BLOCK, FrameError, blob_sizes, decode_header, encode, header_size
 from sandbox._stale import clean_stale_roots, root_prefix
 
@@ -34,6 +34,7 @@ RunStatus = Literal["ok", "error", "timeout", "crashed"]
 Keep = Literal["state", "files"]
 
 _STARTUP_TIMEOUT_S = 120.0
+_MARKS = ("zygote_ready", "zygote_read", "child_start", "child_done", "zygote_reply", "zygote_send")
 _GRACE_S = 10.0
 """How long past a call's own timeout the pool waits before it kills the whole worker."""
 # A block of UID_BLOCK uids per worker (calls and sessions), not reused for 1000 workers in this
@@ -86,6 +87,10 @@ class RunResult:
     duration_s: float = 0.0
     session_lost: bool = False
     """The session's state was lost with this call (it crashed or timed out)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """With ``SandboxPool(phase_times=True)``: when each hop happened (``time.monotonic()``, one
+    clock for all processes): pool_send, zygote_ready, zygote_read, child_start, child_done,
+    zygote_reply, zygote_send, pool_recv. Diagnostics only (benchmarks/sandbox.py --phases)."""
 
     @property
     def ok(self) -> bool:
@@ -132,6 +137,7 @@ class SandboxPool:
         isolation: Isolation = "auto",
         root: str | os.PathLike[str] | None = None,
         max_calls_per_worker: int = 1000,
+        phase_times: bool = False,
     ) -> None:
         self.size = size or os.cpu_count() or 1
         self.limits = limits or SandboxLimits()
@@ -139,6 +145,7 @@ class SandboxPool:
         self._root_arg = root
         self.root = Path()
         self.max_calls_per_worker = max_calls_per_worker
+        self.phase_times = phase_times
         self._slots: list[_Worker | None] = []
         self._cond = asyncio.Condition()
         self._session_slot: dict[str, int] = {}
@@ -301,7 +308,8 @@ class SandboxPool:
         self, slot: int, worker: _Worker, header: dict[str, Any], blobs: list[bytes], timeout_s: float
     ) -> RunResult:
         nonce = secrets.token_hex(16)
-        frame = encode({**header, "nonce": nonce}, blobs)
+        frame = encode({**header, "nonce": nonce, "phases": self.phase_times}, blobs)
+        sent = time.monotonic()
         try:
             reply, out = await asyncio.wait_for(self._roundtrip(worker, frame), timeout_s)
             if reply.get("nonce") != nonce:
@@ -344,6 +352,9 @@ class SandboxPool:
             images=[OutputImage(name=o["name"], path=o["path"], data=d) for o, d in zip(clean["outputs"], images, strict=True)],
             stdout_chars=clean["stdout_chars"],
             session_lost=bool(clean.get("session_lost")),
+            phases={"pool_send": sent, **clock_marks(reply.get("phases"), _MARKS), "pool_recv": time.monotonic()}
+            if self.phase_times
+            else {},
         )
 
     async def _roundtrip(self, worker: _Worker, frame: bytes) -> tuple[dict[str, Any], list[bytes]]:

@@ -29,12 +29,13 @@ import select
 import shutil
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from sandbox import _jail
-from sandbox._caps import cap_reply, exit_reason, reply_bounds
+from sandbox._caps import cap_reply, clock_marks, exit_reason, reply_bounds
 from sandbox._executor import CallRunner
 from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
 
@@ -85,24 +86,27 @@ class Zygote:
         self._own: set[int] = set()  # our children whose exit status we may still ask for
         self._status: dict[int, int] = {}  # exit codes of those, collected early by ``_reap``
         self._trash = 0
+        self._ready_at = 0.0  # when the tidying between calls ended (phase timestamps, on request)
+        self._child_marks: dict[str, float] = {}
+        self._chores: list[Callable[[], None]] = []  # tidying left over from the last call
         self.parked.mkdir(mode=0o700, exist_ok=True)
 
     def serve(self) -> None:
         """Answer frames until the pool closes the pipe.
 
         Between calls, in order of need: the next call's spare child is forked (and our own
-        copy-on-write faults taken) at once, so that work overlaps the pool's turnaround; killing
-        what is left of finished calls, collecting exited children and emptying the trash give
-        way to a request that is already waiting, and are done before a uid or folder is reused.
+        copy-on-write faults taken) at once, so that work overlaps the pool's turnaround. The
+        chores (killing what is left of finished calls, collecting exited children, emptying the
+        trash) give way to a request that is already waiting; what is left of them is done while
+        the next call's child runs (``_await``), and a uid is swept before it is reused.
         """
         while True:
             if self.spare is None:
                 self.spare = self._fork_child()
                 self._warm()
-            for step in (self._sweep, self._reap, self._tidy_folders):
-                if _readable(self.req_fd):
-                    break
-                step()
+            while self._chores and not _readable(self.req_fd):
+                self._chores.pop(0)()
+            self._ready_at = time.monotonic()
             if not self._serve_one():
                 return
 
@@ -116,6 +120,7 @@ class Zygote:
             req, blobs = read_frame(self.req_fd, _REQUEST_BOUNDS)
         except EOFError:
             return False
+        read_at = time.monotonic()
         if req.get("op") == "run":
             reply, out = self.run(req, blobs)
         elif req.get("op") == "release":
@@ -123,10 +128,14 @@ class Zygote:
             reply, out = {"status": "ok"}, []
         else:
             reply, out = {"status": "ok"}, []
+        if req.get("phases"):  # timestamps for benchmarks/sandbox.py --phases
+            marks = {"zygote_ready": self._ready_at, "zygote_read": read_at, "zygote_send": time.monotonic()}
+            reply = {**reply, "phases": {**self._child_marks, **marks}}
         write_frame(self.resp_fd, {**reply, "nonce": req.get("nonce")}, out)
         for uid, child in self._after:  # the answered calls' children die now; their uids are swept later
             self._end(uid, child, wait=False)
         self._after.clear()
+        self._chores = [self._sweep, self._reap, self._tidy_folders]
         return True
 
     # --- calls ----------------------------------------------------------------------------
@@ -188,7 +197,11 @@ class Zygote:
         frame = encode({**req, "nonce": nonce, "uid": uid, "mode": mode}, blobs)
         if not _write_until(child.req_w, frame, deadline):
             return _failure("timeout", _timeout_msg(req)), []
-        return self._await(child, deadline, nonce, _timeout_msg(req))
+        reply, out = self._await(child, deadline, nonce, _timeout_msg(req))
+        if req.get("phases"):
+            marks = clock_marks(reply.get("phases"), ("child_start", "child_done"))
+            self._child_marks = {**marks, "zygote_reply": time.monotonic()}
+        return reply, out
 
     def _warm(self) -> None:
         """After a fork, our own next writes fault page by page too; take those faults now, between calls."""
@@ -225,6 +238,7 @@ class Zygote:
             runner.warm()
             encode({"warm": True}, [])
             req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
+            start = time.monotonic()
             mode = req["mode"]
             cpu = int(self.limits["cpu_s"])
             # A session's calls each get cpu_s (set per call); the hard cap bounds its whole life.
@@ -237,10 +251,13 @@ class Zygote:
                 _jail.install_process_guards()
             while True:
                 reply, out = runner.run(req, blobs)
+                if req.get("phases"):
+                    reply["phases"] = {"child_start": start, "child_done": time.monotonic()}
                 write_frame(resp_w, {**reply, "nonce": req["nonce"]}, out)
                 if mode == "call":
                     break
                 req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
+                start = time.monotonic()
         finally:
             os._exit(0)
 
@@ -259,7 +276,11 @@ class Zygote:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return _failure("timeout", timeout_msg), []
-                for efd, ev in poller.poll(left * 1000):
+                events = poller.poll(0 if self._chores else left * 1000)
+                if not events and self._chores:  # the child is working: our chores meanwhile
+                    self._chores.pop(0)()
+                    continue
+                for efd, ev in events:
                     if efd == self.req_fd and ev & (select.POLLHUP | select.POLLERR):
                         os._exit(0)  # nobody will read the answer; the namespace dies with us
                     exited |= efd == child.pidfd
