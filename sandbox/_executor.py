@@ -136,9 +136,10 @@ class CallRunner:
         names: list[str] = req["inputs"]
         # A kept work folder holds the trajectory's saved files, not earlier turns' inputs: the
         # tools see exactly this call's images under the input names.
-        for stale in self.work.glob("input_*"):
-            if stale.name not in names and stale.is_file() and not stale.is_symlink():
-                stale.unlink()
+        with os.scandir(self.work) as entries:
+            stale = [e.path for e in entries if e.name.startswith("input_") and e.name not in names and e.is_file(follow_symlinks=False)]
+        for path in stale:
+            os.unlink(path)
         for name, data in zip(names, blobs, strict=True):
             (self.work / name).write_bytes(data)
         state = self.state
@@ -152,7 +153,8 @@ class CallRunner:
         stdout, stderr = CappedText(int(self.limits["output_chars"])), CappedText(int(self.limits["output_chars"]))
         error = self._exec(req["code"], state, stdout, stderr)
         self._reap()
-        plt.close("all")
+        if plt.get_fignums():
+            plt.close("all")
         outputs = self._new_images(before, _snapshot(watched), fidelity)
         blobs_out: list[bytes] = []
         listed: list[dict[str, Any]] = []
