@@ -41,6 +41,9 @@ from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode
 
 """uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
 STATELESS_UIDS = 8
+SPARE_NICE, DYING_NICE = 10, 19
+"""Priorities of work no call is waiting for: a spare's warm-up and a finished child's exit (the
+kernel frees its memory then) yield the CPU to the calls in flight and to the pool's event loop."""
 _REQUEST_BOUNDS = Bounds(header=64 << 20, blobs=4096, blob_bytes=1 << 31, total_bytes=1 << 34)
 
 Outcome = tuple[dict[str, Any], list[bytes]]
@@ -186,6 +189,8 @@ class Zygote:
     def _take_spare(self) -> _Child:
         child = self.spare or self._fork_child()
         self.spare = None
+        if self.jailed:  # a call is waiting for it now (only root may lower a nice value again)
+            _renice(child.pid, 0)
         return child
 
     def _call_in(
@@ -220,6 +225,8 @@ class Zygote:
             self._child_main(req_r, resp_w)
         os.close(req_r)
         os.close(resp_w)
+        if self.jailed:
+            _renice(pid, SPARE_NICE)
         self._own.add(pid)
         return _Child(pid, req_w, resp_r, os.pidfd_open(pid))
 
@@ -351,6 +358,8 @@ class Zygote:
         ``wait=False`` (a call that has answered) kills only the child now: the rest of its uid
         dies in the next ``_sweep``, and ``_make_clean`` guarantees it before the uid is reused.
         """
+        if not wait:  # nobody waits for its exit (not reaped yet, so the pid is still its own)
+            _renice(child.pid, DYING_NICE)
         try:
             signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)  # by pidfd: never a recycled pid
         except OSError:
@@ -439,6 +448,13 @@ def _drain(fd: int, buf: FrameBuffer) -> bool:
             return False
         if buf.feed(data):
             return True
+
+
+def _renice(pid: int, nice: int) -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, nice)
+    except OSError:
+        pass
 
 
 def _readable(fd: int) -> bool:
