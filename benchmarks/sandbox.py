@@ -127,7 +127,8 @@ def _fork_floor_child(n: int) -> None:
 PHASES = (
     ("waiting for the zygote's tidying", "pool_send", "zygote_ready"),
     ("pool -> zygote", "pool_send", "zygote_read"),
-    ("zygote -> child", "zygote_read", "child_start"),
+    ("zygote prepares the call", "zygote_read", "zygote_write"),
+    ("child wakes up", "zygote_write", "child_start"),
     ("child runs the call", "child_start", "child_done"),
     ("child -> zygote", "child_done", "zygote_reply"),
     ("zygote -> pool", "zygote_reply", "pool_recv"),

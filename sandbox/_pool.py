@@ -34,7 +34,7 @@ RunStatus = Literal["ok", "error", "timeout", "crashed"]
 Keep = Literal["state", "files"]
 
 _STARTUP_TIMEOUT_S = 120.0
-_MARKS = ("zygote_ready", "zygote_read", "child_start", "child_done", "zygote_reply", "zygote_send")
+_MARKS = ("zygote_ready", "zygote_read", "zygote_write", "child_start", "child_done", "zygote_reply", "zygote_send")
 _GRACE_S = 10.0
 """How long past a call's own timeout the pool waits before it kills the whole worker."""
 # A block of UID_BLOCK uids per worker (calls and sessions), not reused for 1000 workers in this
@@ -89,7 +89,7 @@ class RunResult:
     """The session's state was lost with this call (it crashed or timed out)."""
     phases: dict[str, float] = field(default_factory=dict)
     """With ``SandboxPool(phase_times=True)``: when each hop happened (``time.monotonic()``, one
-    clock for all processes): pool_send, zygote_ready, zygote_read, child_start, child_done,
+    clock for all processes): pool_send, zygote_ready, zygote_read, zygote_write, child_start, child_done,
     zygote_reply, zygote_send, pool_recv. Diagnostics only (benchmarks/sandbox.py --phases)."""
 
     @property

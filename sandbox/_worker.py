@@ -78,7 +78,7 @@ def main() -> None:
         write_frame(resp_fd, {"op": "fatal", "error": f"{type(exc).__name__}: {exc}"[:2000]})
         return
     write_frame(resp_fd, {"op": "ready", "home": home})
-    zygote.serve()
+    zygote.start()
 
 
 if __name__ == "__main__":

@@ -28,22 +28,25 @@ import secrets
 import select
 import shutil
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from sandbox import _jail
 from sandbox._caps import cap_reply, clock_marks, exit_reason, reply_bounds
 from sandbox._executor import CallRunner
+from sandbox._forkserver import ForkClient, serve_forks
 from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
 
 """uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
 STATELESS_UIDS = 8
-SPARE_NICE, DYING_NICE = 10, 19
-"""Priorities of work no call is waiting for: a spare's warm-up and a finished child's exit (the
-kernel frees its memory then) yield the CPU to the calls in flight and to the pool's event loop."""
+DYING_NICE = 19
+"""Priority of a finished call child's exit (the kernel frees its memory then), which no call waits
+for: it yields the CPU to the calls in flight and to the pool's event loop. (A spare's warm-up is
+not lowered: on a busy machine a niced spare was still warming up when its call arrived.)"""
 _REQUEST_BOUNDS = Bounds(header=64 << 20, blobs=4096, blob_bytes=1 << 31, total_bytes=1 << 34)
 
 Outcome = tuple[dict[str, Any], list[bytes]]
@@ -83,30 +86,44 @@ class Zygote:
         self.sessions: dict[str, _Session] = {}
         self.current: str | None = None  # whose folder sits at ``work`` now (None: a stateless call's)
         self.bounds = reply_bounds(limits)
-        self.spare: _Child | None = None
+        self.forks: ForkClient | None = None  # the manager's line to the template
         self._after: list[tuple[int, _Child]] = []  # (uid, child) to kill once the reply is sent
         self._dirty: set[int] = set()  # uids whose processes must all be dead before the uid is used again
-        self._own: set[int] = set()  # our children whose exit status we may still ask for
-        self._status: dict[int, int] = {}  # exit codes of those, collected early by ``_reap``
         self._trash = 0
         self._ready_at = 0.0  # when the tidying between calls ended (phase timestamps, on request)
         self._child_marks: dict[str, float] = {}
         self._chores: list[Callable[[], None]] = []  # tidying left over from the last call
         self.parked.mkdir(mode=0o700, exist_ok=True)
 
-    def serve(self) -> None:
-        """Answer frames until the pool closes the pipe.
+    def start(self) -> None:
+        """Split: this process becomes the template (``sandbox._forkserver``), a child serves calls."""
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        if os.fork() == 0:
+            theirs.close()
+            try:
+                _jail.set_parent_death_signal()  # the template gone, the worker is gone
+                self.forks = ForkClient(mine)
+                self.serve()
+            finally:
+                os._exit(0)
+        mine.close()
+        os.close(self.req_fd)  # only the manager talks to the pool
+        os.close(self.resp_fd)
+        serve_forks(theirs, self._child_main)
 
-        Between calls, in order of need: the next call's spare child is forked (and our own
-        copy-on-write faults taken) at once, so that work overlaps the pool's turnaround. The
-        chores (killing what is left of finished calls, collecting exited children, emptying the
-        trash) give way to a request that is already waiting; what is left of them is done while
-        the next call's child runs (``_await``), and a uid is swept before it is reused.
+    def serve(self) -> None:
+        """Answer frames until the pool closes the pipe (the manager).
+
+        Between calls, in order of need: a spare child is forked by the template while the
+        previous call runs, so one is ready. The chores (killing what is left of finished calls,
+        collecting exited children, emptying the trash) give way to a request that is already
+        waiting; what is left of them is done while the next call's child runs (``_await``), and
+        a uid is swept before it is reused.
         """
+        assert self.forks is not None
         while True:
-            if self.spare is None:
-                self.spare = self._fork_child()
-                self._warm()
+            if not self.forks.spares and not self.forks.forking:
+                self.forks.ask_fork()
             while self._chores and not _readable(self.req_fd):
                 self._chores.pop(0)()
             self._ready_at = time.monotonic()
@@ -187,11 +204,10 @@ class Zygote:
         return self._call_in(child, uid, "call", req, blobs, deadline)
 
     def _take_spare(self) -> _Child:
-        child = self.spare or self._fork_child()
-        self.spare = None
-        if self.jailed:  # a call is waiting for it now (only root may lower a nice value again)
-            _renice(child.pid, 0)
-        return child
+        assert self.forks is not None
+        pid, req_w, resp_r, pidfd = self.forks.take()
+        self.forks.ask_fork()  # the next one is forked while this call runs
+        return _Child(pid, req_w, resp_r, pidfd)
 
     def _call_in(
         self, child: _Child, uid: int, mode: str, req: dict[str, Any], blobs: list[bytes], deadline: float
@@ -202,35 +218,14 @@ class Zygote:
         frame = encode({**req, "nonce": nonce, "uid": uid, "mode": mode}, blobs)
         if not _write_until(child.req_w, frame, deadline):
             return _failure("timeout", _timeout_msg(req)), []
+        written = time.monotonic()
         reply, out = self._await(child, deadline, nonce, _timeout_msg(req))
         if req.get("phases"):
             marks = clock_marks(reply.get("phases"), ("child_start", "child_done"))
-            self._child_marks = {**marks, "zygote_reply": time.monotonic()}
+            self._child_marks = {**marks, "zygote_write": written, "zygote_reply": time.monotonic()}
         return reply, out
 
-    def _warm(self) -> None:
-        """After a fork, our own next writes fault page by page too; take those faults now, between calls."""
-        frame = encode({"status": "ok", "error": None, "stdout": "", "stderr": "", "stdout_chars": 0, "outputs": []})
-        buf = FrameBuffer(self.bounds)
-        buf.feed(frame)
-        reply, blobs = buf.frame()
-        encode({**cap_reply(reply, blobs, self.limits)[0], "nonce": "0" * 16})
-        _readable(self.req_fd)
-
-    def _fork_child(self) -> _Child:
-        req_r, req_w = os.pipe()
-        resp_r, resp_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            self._child_main(req_r, resp_w)
-        os.close(req_r)
-        os.close(resp_w)
-        if self.jailed:
-            _renice(pid, SPARE_NICE)
-        self._own.add(pid)
-        return _Child(pid, req_w, resp_r, os.pidfd_open(pid))
-
-    def _child_main(self, req_r: int, resp_w: int) -> None:
+    def _child_main(self, req_r: int, resp_w: int) -> NoReturn:
         """A forked child: waits (still privileged, running nothing) for its first call, then
         loses every other descriptor and its privileges before any model code runs."""
         try:
@@ -375,8 +370,9 @@ class Zygote:
             self._dirty.add(uid)
         if wait:
             self._wait(child.pid)
-        self._own.discard(child.pid)
-        self._status.pop(child.pid, None)
+        assert self.forks is not None
+        self.forks.keep.discard(child.pid)
+        self.forks.codes.pop(child.pid, None)
         for fd in (child.req_w, child.resp_r, child.pidfd):
             os.close(fd)
 
@@ -407,26 +403,14 @@ class Zygote:
             self._dirty &= _jail.kill_uids(frozenset(self._dirty), wait=False)
 
     def _reap(self) -> None:
-        """Collect every exited child and orphan (we are their reaper), keeping our own children's exit codes."""
-        while True:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            if pid in self._own:
-                self._status[pid] = os.waitstatus_to_exitcode(status)
+        """Have exited children and orphans collected (by the template, their parent or reaper)."""
+        assert self.forks is not None
+        self.forks.reap()
 
     def _wait(self, pid: int) -> int | None:
-        """The exit code (negative: signal) of our child ``pid``; None if it is not ours to collect."""
-        if pid in self._status:
-            return self._status.pop(pid)
-        try:
-            _, status = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return None
-        return os.waitstatus_to_exitcode(status)
+        """The exit code (negative: signal) of call child ``pid``; None if it was not ours to collect."""
+        assert self.forks is not None
+        return self.forks.wait(pid)
 
 
 def _failure(status: str, message: str) -> dict[str, Any]:
