@@ -99,6 +99,30 @@ libc = ctypes.CDLL(None, use_errno=True)
 print('shmget', libc.shmget(0x5eed, 4096, 0o1666))
 """
 
+# Searches every anonymous mapping of its own process for a string (given in PARTS, joined only
+# at run time, so the code's own text never holds it) with memmem: no copy of memory is made, so
+# the one expected hit is the needle itself.
+SCAN_OWN_MEMORY = """
+import ctypes
+libc = ctypes.CDLL(None)
+libc.memmem.restype = ctypes.c_void_p
+libc.memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+needle = bytes(bytearray(b'-'.join(p.encode() for p in PARTS)))
+hits = 0
+for line in open('/proc/self/maps').read().splitlines():
+    f = line.split()
+    if 'r' not in f[1] or (len(f) > 5 and f[5] not in ('[heap]', '[stack]')):
+        continue
+    lo, hi = (int(x, 16) for x in f[0].split('-'))
+    while lo < hi:
+        at = libc.memmem(lo, hi - lo, needle, len(needle))
+        if not at:
+            break
+        hits += 1
+        lo = at + 1
+print(hits)
+"""
+
 
 def innocent(k: int) -> str:
     return f"print('innocent-{k}', sum(range({k})))"

@@ -92,6 +92,20 @@ async def test_host_processes_are_invisible() -> None:
     assert r.stdout.startswith("1 processes visible")  # only the call itself
 
 
+async def test_a_call_finds_nothing_of_earlier_calls_in_its_memory(pool: SandboxPool) -> None:
+    # Call children are forked from a template that never sees a request: no code, output or
+    # input of an earlier call is in a later call's memory, not even freed and not yet overwritten.
+    parts = ("remnant", "of", "an", "earlier", "call", "7f3a9c")
+    secret = "-".join(parts)
+    png = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(png, "PNG", pnginfo=None)
+    for _ in range(3):
+        r = await pool.run(f"s = {secret!r}\nprint(s * 3)", images=[png.getvalue() + secret.encode()])
+        assert r.stdout == secret * 3 + "\n", r
+    scan = await pool.run(hostile.SCAN_OWN_MEMORY.replace("PARTS", repr(parts)))
+    assert scan.stdout == "1\n", scan  # the needle it searched for, nothing else
+
+
 async def test_ipc_objects_cannot_be_created(pool: SandboxPool) -> None:
     r = await pool.run(hostile.SYSV_SHARED_MEMORY)
     assert r.stdout == "shmget -1\n", r
