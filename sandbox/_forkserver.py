@@ -87,6 +87,11 @@ class ForkClient:
         self.sock.send(b"F")
         self.forking += 1
 
+    def top_up(self, n: int) -> None:
+        """Ask for forks until ``n`` spares are forked or being forked."""
+        while len(self.spares) + self.forking < n:
+            self.ask_fork()
+
     def take(self) -> tuple[int, int, int, int]:
         """A forked spare: (pid, request pipe write end, reply pipe read end, pidfd)."""
         if not self.spares and not self.forking:

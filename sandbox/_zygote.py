@@ -43,6 +43,8 @@ from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode
 
 """uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
 STATELESS_UIDS = 8
+SPARES = 2
+"""Children forked ahead per worker: back to back, each has about two calls' time to warm up."""
 DYING_NICE = 19
 """Priority of a finished call child's exit (the kernel frees its memory then), which no call waits
 for: it yields the CPU to the calls in flight and to the pool's event loop. (A spare's warm-up is
@@ -122,8 +124,7 @@ class Zygote:
         """
         assert self.forks is not None
         while True:
-            if not self.forks.spares and not self.forks.forking:
-                self.forks.ask_fork()
+            self.forks.top_up(SPARES)
             while self._chores and not _readable(self.req_fd):
                 self._chores.pop(0)()
             self._ready_at = time.monotonic()
@@ -206,7 +207,7 @@ class Zygote:
     def _take_spare(self) -> _Child:
         assert self.forks is not None
         pid, req_w, resp_r, pidfd = self.forks.take()
-        self.forks.ask_fork()  # the next one is forked while this call runs
+        self.forks.top_up(SPARES)  # the next ones are forked while this call runs
         return _Child(pid, req_w, resp_r, pidfd)
 
     def _call_in(
