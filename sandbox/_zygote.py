@@ -22,6 +22,8 @@ folder is parked under ``<home>/sessions`` (root-only) between calls and renamed
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import resource
 import secrets
@@ -29,6 +31,7 @@ import select
 import shutil
 import signal
 import socket
+import termios
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -205,10 +208,28 @@ class Zygote:
         return self._call_in(child, uid, "call", req, blobs, deadline)
 
     def _take_spare(self) -> _Child:
+        """A spare child that is alive and whose pipes hold nothing (see ``_untouched``)."""
         assert self.forks is not None
-        pid, req_w, resp_r, pidfd = self.forks.take()
-        self.forks.top_up(SPARES)  # the next ones are forked while this call runs
-        return _Child(pid, req_w, resp_r, pidfd)
+        while True:
+            child = _Child(*self.forks.take())
+            self.forks.top_up(SPARES)  # the next ones are forked while this call runs
+            if _untouched(child):
+                return child
+            self._discard(child)
+
+    def _discard(self, spare: _Child) -> None:
+        """Kill a spare that never ran a call (still root: no uid of its own to sweep)."""
+        try:
+            signal.pidfd_send_signal(spare.pidfd, signal.SIGKILL)
+        except OSError:
+            pass
+        self._wait(spare.pid)
+        assert self.forks is not None
+        self.forks.keep.discard(spare.pid)
+        for fd in (spare.req_w, spare.resp_r, spare.pidfd):
+            os.close(fd)
+
+
 
     def _call_in(
         self, child: _Child, uid: int, mode: str, req: dict[str, Any], blobs: list[bytes], deadline: float
@@ -433,6 +454,20 @@ def _drain(fd: int, buf: FrameBuffer) -> bool:
             return False
         if buf.feed(data):
             return True
+
+
+def _untouched(child: _Child) -> bool:
+    """A spare is alive and nobody wrote into its pipes.
+
+    Only the fallback ``process`` isolation lets a call (running as root) reach another process's
+    pipes, through ``/proc/<pid>/fd`` of the template while it forks: such a spare is discarded
+    instead of failing the innocent call that would have used it.
+    """
+    if _readable(child.resp_r) or _readable(child.pidfd):
+        return False
+    waiting = array.array("i", [0])
+    fcntl.ioctl(child.req_w, termios.FIONREAD, waiting)  # bytes in the request pipe, read by nobody yet
+    return waiting[0] == 0
 
 
 def _renice(pid: int, nice: int) -> None:
