@@ -4,12 +4,13 @@ Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G] 
 spawns an interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work,
 which is what an unpooled sandbox pays on every call.
 
-Every call runs in a fresh child forked from a warm zygote; the zygote forks (and warms) the next
-child between calls. ``pool_p50_ms`` is back to back (the next call waits for that fork);
-``pool_paced_p50_ms`` leaves ``--gap-ms`` between calls, as a sweep does while the model thinks.
-``fork_*`` is the floor under a back-to-back call: a bare ``os.fork()`` / ``os._exit(0)`` /
-``waitpid`` loop in a process with the zygote's imports and environment. ``--phases`` also prints
-where a trivial call's time goes (median per hop), back to back and paced.
+Every call runs in a fresh child forked from a warm template; each worker keeps two such children
+forked and warmed ahead. ``pool_p50_ms`` is back to back (the forks, warm-ups and exits of
+earlier calls compete for the CPU); ``pool_paced_p50_ms`` leaves ``--gap-ms`` between calls, as a
+sweep does while the model thinks. ``fork_*`` is the CPU every call costs at least: a bare
+``os.fork()`` / ``os._exit(0)`` / ``waitpid`` loop in a process with the template's imports and
+environment. ``--phases`` also prints where a trivial call's time goes (median per hop), back to
+back and paced.
 """
 
 from __future__ import annotations

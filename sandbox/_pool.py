@@ -1,7 +1,7 @@
 """A pool of warm, confined Python workers that the event loop drives without blocking.
 
-Each worker is a long-lived zygote with numpy/PIL/cv2/matplotlib already imported that forks a
-fresh child per call (``sandbox._zygote``); a call is one frame down its stdin and one frame back
+Each worker is a long-lived zygote with numpy/PIL/cv2/matplotlib already imported that runs each
+call in a fresh forked child (``sandbox._zygote``, ``sandbox._forkserver``); a call is one frame down its stdin and one frame back
 on its stdout, so a trivial call costs a pipe round trip and a fork instead of an interpreter
 start. Every reply must echo the call's nonce and fit ``reply_bounds``; one that does not, a
 worker that stops answering, or a cancelled call gets the worker killed (its PID namespace with

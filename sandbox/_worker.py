@@ -2,8 +2,8 @@
 
 Import order is the point of this module: the heavy libraries (numpy, PIL with all its plugins,
 OpenCV, matplotlib on Agg) load first, as root and with the host's view, so that no call pays
-for them; only then does the worker confine itself and become the zygote that forks one child
-per call (``sandbox._zygote``).
+for them; only then does the worker confine itself and split into the template that forks one
+child per call (``sandbox._forkserver``) and the manager that serves the pool (``sandbox._zygote``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,14 @@
-"""The worker's serving loop: a warm, pre-imported zygote that forks a fresh child for every call.
+"""The worker's serving loop: a fresh child for every call, forked from a warm, pre-imported template.
 
 Why a fork per call: model code is hostile by assumption, and anything it can reach in a
 long-lived interpreter (threads it starts, patched classes, the reply pipe found through
-``sys._getframe``) would outlive the call and touch the next one. The zygote itself never runs
-model code. A call child:
+``sys._getframe``) would outlive the call and touch the next one. The worker is two processes
+that never run model code: the *template* (``sandbox._forkserver``) holds the imports and only
+forks; the *manager* (``Zygote.serve``, a child of the template) talks to the pool, keeps two
+spare children forked ahead, and runs each call in one. A call child:
 
-- is forked with numpy/PIL/cv2/matplotlib already imported (copy-on-write keeps that cheap),
+- is forked with numpy/PIL/cv2/matplotlib already imported (copy-on-write keeps that cheap) from
+  a process that never saw a request, so it holds nothing of earlier calls,
 - closes every descriptor but its own private reply pipe (the pool's pipes and other sessions'
   pipes are gone before model code runs), drops to the call's uid, runs, replies, and is killed;
   every process of that uid is killed with it, so its threads and forks die too.
@@ -13,7 +16,7 @@ model code. A call child:
 Its reply is read with a deadline and with every length bounded (``_protocol.Bounds``), capped
 again, and forwarded to the pool with the pool's per-call nonce.
 
-Sessions: ``keep="state"`` forks one long-lived *session process* per trajectory on its own uid
+Sessions: ``keep="state"`` keeps one long-lived *session process* per trajectory on its own uid
 that keeps the interpreter between that trajectory's calls; ``keep="files"`` keeps only the
 trajectory's working folder (a fresh call child per call, on the trajectory's uid). Either way the
 folder is parked under ``<home>/sessions`` (root-only) between calls and renamed back to
@@ -119,8 +122,8 @@ class Zygote:
     def serve(self) -> None:
         """Answer frames until the pool closes the pipe (the manager).
 
-        Between calls, in order of need: a spare child is forked by the template while the
-        previous call runs, so one is ready. The chores (killing what is left of finished calls,
+        Between calls, in order of need: the template forks replacements for the spares used,
+        so two are ready (one if calls come back to back). The chores (killing what is left of finished calls,
         collecting exited children, emptying the trash) give way to a request that is already
         waiting; what is left of them is done while the next call's child runs (``_await``), and
         a uid is swept before it is reused.
@@ -159,6 +162,10 @@ class Zygote:
         for uid, child in self._after:  # the answered calls' children die now; their uids are swept later
             self._end(uid, child, wait=False)
         self._after.clear()
+        assert self.forks is not None
+        # Replacements are forked now, not while the call ran: a fork would have competed with it
+        # for the CPU; the other spare covers a call that comes back to back.
+        self.forks.top_up(SPARES)
         self._chores = [self._sweep, self._reap, self._tidy_folders]
         return True
 
@@ -212,7 +219,6 @@ class Zygote:
         assert self.forks is not None
         while True:
             child = _Child(*self.forks.take())
-            self.forks.top_up(SPARES)  # the next ones are forked while this call runs
             if _untouched(child):
                 return child
             self._discard(child)
