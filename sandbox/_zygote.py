@@ -49,12 +49,14 @@ from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode
 
 """uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
 STATELESS_UIDS = 8
-SPARES = 2
+SPARES = 3
 """Children forked ahead per worker: back to back, each has about two calls' time to warm up."""
 DYING_NICE = 19
 """Priority of a finished call child's exit (the kernel frees its memory then), which no call waits
 for: it yields the CPU to the calls in flight and to the pool's event loop. (A spare's warm-up is
 not lowered: on a busy machine a niced spare was still warming up when its call arrived.)"""
+_PAUSE_S = 0.002
+"""How long the manager leaves the CPU to the pool after a reply before forking replacements."""
 _REQUEST_BOUNDS = Bounds(header=64 << 20, blobs=4096, blob_bytes=1 << 31, total_bytes=1 << 34)
 
 Outcome = tuple[dict[str, Any], list[bytes]]
@@ -122,15 +124,19 @@ class Zygote:
     def serve(self) -> None:
         """Answer frames until the pool closes the pipe (the manager).
 
-        Between calls, in order of need: the template forks replacements for the spares used,
-        so two are ready (one if calls come back to back). The chores (killing what is left of finished calls,
-        collecting exited children, emptying the trash) give way to a request that is already
-        waiting; what is left of them is done while the next call's child runs (``_await``), and
+        Between calls, in order of need: the template forks replacements for the spares used.
+        The chores (killing what is left of finished calls, collecting exited children, emptying
+        the trash) give way to a request that is already waiting; what is left of them is done while the next call's child runs (``_await``), and
         a uid is swept before it is reused.
         """
         assert self.forks is not None
         while True:
-            self.forks.top_up(SPARES)
+            # Two spares are kept ready for calls back to back; the third is forked only once no
+            # request came for a moment: the pool is reading the last reply, and a fork now would
+            # compete with it for the CPU.
+            ready = len(self.forks.spares) + self.forks.forking
+            if ready < SPARES - 1 or (ready < SPARES and not _readable(self.req_fd, _PAUSE_S)):
+                self.forks.top_up(SPARES)
             while self._chores and not _readable(self.req_fd):
                 self._chores.pop(0)()
             self._ready_at = time.monotonic()
@@ -162,10 +168,6 @@ class Zygote:
         for uid, child in self._after:  # the answered calls' children die now; their uids are swept later
             self._end(uid, child, wait=False)
         self._after.clear()
-        assert self.forks is not None
-        # Replacements are forked now, not while the call ran: a fork would have competed with it
-        # for the CPU; the other spare covers a call that comes back to back.
-        self.forks.top_up(SPARES)
         self._chores = [self._sweep, self._reap, self._tidy_folders]
         return True
 
@@ -483,8 +485,8 @@ def _renice(pid: int, nice: int) -> None:
         pass
 
 
-def _readable(fd: int) -> bool:
-    return bool(select.select([fd], [], [], 0)[0])
+def _readable(fd: int, timeout_s: float = 0.0) -> bool:
+    return bool(select.select([fd], [], [], timeout_s)[0])
 
 
 def _max_fd() -> int:
