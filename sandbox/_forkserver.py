@@ -81,6 +81,7 @@ class ForkClient:
         self.forking = 0  # ``F`` asked, ``S`` not yet read
         self.codes: dict[int, int] = {}  # exit codes read so far, for the pids in ``keep``
         self.keep: set[int] = set()
+        self._asked = 0  # ``W`` and ``R`` sent so far
         self._answers = 0  # ``X`` answers read so far
 
     def ask_fork(self) -> None:
@@ -103,18 +104,18 @@ class ForkClient:
     def wait(self, pid: int) -> int | None:
         """The exit code of our child ``pid`` (it has exited or was killed); None if not known."""
         if pid not in self.codes:
-            self._ask(b"W %d" % pid)
+            self.sock.send(b"W %d" % pid)
+            self._asked += 1
+            while self._answers < self._asked:
+                self._read()
         return self.codes.pop(pid, None)
 
     def reap(self) -> None:
-        """Have every exited child and orphan collected; keeps the codes of the pids in ``keep``."""
-        self._ask(b"R")
-
-    def _ask(self, msg: bytes) -> None:
-        self.sock.send(msg)
-        seen = self._answers
-        while self._answers == seen:
-            self._read()
+        """Have every exited child and orphan collected, without waiting for the answer (the
+        template may be busy forking); the codes of the pids in ``keep`` are read with later answers."""
+        if self._answers == self._asked:  # one at a time
+            self.sock.send(b"R")
+            self._asked += 1
 
     def _read(self) -> None:
         msg, fds, _, _ = socket.recv_fds(self.sock, 1 << 16, 3)
