@@ -18,7 +18,7 @@ import orjson
 
 from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
-from providers.body import SLOT, ByteBudget, PiecesPayload, is_shareable, splice
+from providers.body import SLOT, ByteBudget, body_data, is_shareable, splice
 from providers.breaker import connection_error
 from providers.http_json import Timeouts, retry_after_header
 from providers.retry import classify_status
@@ -148,9 +148,7 @@ class OpenAICompatProvider(Provider):
         return pieces
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        pieces = await self.build_body(request)
-        size = sum(len(p) for p in pieces)
-        data: bytes | PiecesPayload = pieces[0] if len(pieces) == 1 else PiecesPayload(pieces, size)
+        data, size = body_data(await self.build_body(request))
         session = self._get_session() if self._own_session or self._session is None else self._session
         extra: dict[str, Any] = {} if self._own_session else {"headers": self._headers(), "timeout": self._timeout}
         budget = self.body_budget
