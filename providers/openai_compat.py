@@ -27,6 +27,9 @@ ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
 """Maps (ImageRef, encoding profile) to the image's URL as ASCII bytes that need no JSON
 escaping: a data URL or a ``file://`` URL (encoding happens off the event loop, cached)."""
 
+CachedImageUrl = Callable[[str, str], "bytes | None"]
+"""An ImageUrlResolver's optional ``cached`` method: the URL without a coroutine when it is ready."""
+
 ImageResolver = Callable[[str, str], Awaitable[str]]
 """The same as text, always a data URL: what the native (Anthropic, Gemini) providers take."""
 
@@ -104,22 +107,29 @@ class OpenAICompatProvider(Provider):
     async def _wire_messages(self, messages: list[Message], profile: str, shared: list[bytes]) -> list[Message]:
         """Messages in wire format; large image URLs become placeholders, their bytes go to ``shared``."""
         out: list[Message] = []
+        cached: CachedImageUrl | None = getattr(self.image_resolver, "cached", None)
         for m in messages:
             content = m.get("content")
-            if isinstance(content, list) and any(p.get("type") == "image" for p in content):
-                parts: list[dict[str, Any]] = []
-                for p in content:
-                    if p.get("type") == "image":
+            if isinstance(content, list):
+                parts: list[dict[str, Any]] | None = None  # made at the first image part, if any
+                for i, p in enumerate(content):
+                    if p.get("type") != "image":
+                        if parts is not None:
+                            parts.append(p)
+                        continue
+                    if parts is None:
+                        parts = content[:i]
+                    url = cached(p["image"], profile) if cached is not None else None
+                    if url is None:
                         url = await self._image_url(p["image"], profile)
-                        if is_shareable(url):
-                            shared.append(url)
-                            value = SLOT
-                        else:
-                            value = url.decode("utf-8", "replace")
-                        parts.append({"type": "image_url", "image_url": {"url": value}})
+                    if is_shareable(url):
+                        shared.append(url)
+                        value = SLOT
                     else:
-                        parts.append(p)
-                m = {**m, "content": parts}
+                        value = url.decode("utf-8", "replace")
+                    parts.append({"type": "image_url", "image_url": {"url": value}})
+                if parts is not None:
+                    m = {**m, "content": parts}
             out.append(m)
         return out
 
