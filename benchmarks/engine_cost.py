@@ -7,7 +7,7 @@
 request path. This script times the layers of one request in isolation, with the same objects a
 sweep builds (the jsonl suite, the calculator tool, a real ``ModelClient`` over a real
 ``OpenAICompatProvider`` with the blob store and image encoder), and only the HTTP exchange
-replaced by the parsed body the sim would answer with:
+replaced by the parsed body the sim would answer with, on uvloop as in a sweep:
 
 * ``body``: ``build_body`` + what aiohttp is handed (the history walked, images resolved to their
   shared URL bytes, one ``orjson.dumps``, the splice), then ``parse_response`` of the answer;
@@ -24,7 +24,6 @@ for both sides) comes on top of both. Medians of ``--repeats`` passes, in micros
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import uvloop
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -86,7 +86,7 @@ def _median_us(fn: Callable[[], Awaitable[int]], repeats: int) -> float:
     out = []
     for _ in range(repeats):
         t0 = time.process_time()
-        units = asyncio.run(fn())
+        units = uvloop.run(fn())
         out.append((time.process_time() - t0) / units * 1e6)
     return statistics.median(out)
 
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                     out.append(await run_agent(task, 0, f"job{i}", env))
             return out
 
-        sample = asyncio.run(trajectories())
+        sample = uvloop.run(trajectories())
         requests = [ChatRequest(messages=t.messages[:cut], tools=[tools["calculator"].spec()], seed=0,
                                 image_profile="original")
                     for t in sample for cut in [i for i, m in enumerate(t.messages) if m["role"] == "assistant"]]
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                                     trajectory=t))
             return calls
 
-        image_url = asyncio.run(encoder.image_url(tasks[0].turns[0].images[0], "original",
+        image_url = uvloop.run(encoder.image_url(tasks[0].turns[0].images[0], "original",
                                                   local=a.local_media)).decode()
         spec = tools["calculator"].spec()
         canned = [_answer(i) for i in range(a.k)] + [_answer(None)]
