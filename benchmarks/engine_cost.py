@@ -24,6 +24,8 @@ for both sides) comes on top of both. Medians of ``--repeats`` passes, in micros
 from __future__ import annotations
 
 import argparse
+import asyncio
+import gc
 import json
 import statistics
 import sys
@@ -122,16 +124,19 @@ def main(argv: list[str] | None = None) -> int:
         def new_client() -> ModelClient:
             return ModelClient("bench", OfflineProvider(a.k, image_resolver=resolver), concurrency=a.n)
 
-        async def trajectories() -> list[Trajectory]:
+        async def trajectories(keep: bool) -> list[Trajectory]:
             client = new_client()
             env = AgentEnv(client=client, suite=suite, setting=setting, tools=tools, blobs=blobs)
             out = []
             for i, task in enumerate(tasks):
                 with count_retries():
-                    out.append(await run_agent(task, 0, f"job{i}", env))
+                    traj = await run_agent(task, 0, f"job{i}", env)
+                if keep:
+                    out.append(traj)
+                await asyncio.sleep(0)  # let the loop turn, as it does between a sweep's requests
             return out
 
-        sample = uvloop.run(trajectories())
+        sample = uvloop.run(trajectories(keep=True))
         requests = [ChatRequest(messages=t.messages[:cut], tools=[tools["calculator"].spec()], seed=0,
                                 image_profile="original")
                     for t in sample for cut in [i for i, m in enumerate(t.messages) if m["role"] == "assistant"]]
@@ -150,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             return calls
 
         async def agent_pass() -> int:
-            await trajectories()
+            await trajectories(keep=False)  # a sweep writes each trajectory and lets it go
             return calls
 
         async def record_pass() -> int:
@@ -184,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                  ).decode()})
             return calls
 
+        gc.freeze()  # what `fasteval run` does after start-up (fasteval/cli.py)
+        gc.set_threshold(50_000, 50, 100)
         for name, fn in (("body", body_pass), ("client", client_pass), ("agent", agent_pass),
                          ("record", record_pass), ("raw", raw_pass)):
             figures[name] = _median_us(fn, a.repeats)
