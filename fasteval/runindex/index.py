@@ -119,6 +119,8 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
 
 
 _SQL_TYPES = frozenset({str, int, float, type(None)})
+# Total orders, each served by an index (job_id ends every index of a WITHOUT ROWID table).
+_ORDER = {"offset": "byte_offset", "key": "model, suite, setting, task_id, seed, job_id"}
 
 
 def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
@@ -182,6 +184,10 @@ _SCHEMA = (
     "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
     "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
     "task_type TEXT, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
+    # Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not
+    # a re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
+    "CREATE INDEX IF NOT EXISTS jobs_offset ON jobs(byte_offset)",
+    "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(model, suite, setting, task_id, seed)",
 )
 
 
@@ -219,6 +225,20 @@ class RunIndex:
     def set_busy_timeout(self, seconds: float) -> None:
         """How long a write waits for another process's lock (the sweep's writer waits little)."""
         self._db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def database_file(self, scratch: Path) -> Path:
+        """The index as a database file another connection can ATTACH (merge plans in SQL).
+
+        Its own file, or, for an index held in memory (a read-only folder), a copy at ``scratch``.
+        """
+        if self.path is not None:
+            return self.path
+        dest = sqlite3.connect(str(scratch))
+        try:
+            self._db.backup(dest)
+        finally:
+            dest.close()
+        return scratch
 
     def _meta(self) -> dict[str, str]:
         return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
@@ -405,7 +425,7 @@ class RunIndex:
         model, suite, setting, task_id, seed. ``limit``/``skip`` page (the viewer's /jobs).
         """
         where, params = self._where(filters)
-        sort = "byte_offset" if order == "offset" else "model, suite, setting, task_id, seed"
+        sort = _ORDER[order]
         sql = f"SELECT {', '.join(_COLS)} FROM jobs{where} ORDER BY {sort}"
         if limit is not None or skip:
             sql += " LIMIT ? OFFSET ?"
@@ -422,7 +442,7 @@ class RunIndex:
             if col not in _COLS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
         where, params = self._where(filters)
-        sort = "byte_offset" if order == "offset" else "model, suite, setting, task_id, seed"
+        sort = _ORDER[order]
         yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
     def count(self, **filters: Any) -> int:
