@@ -26,6 +26,7 @@ from typing import Any
 
 from fasteval.runindex.index import (
     _HASH_BYTES,
+    _INDEXES,
     INDEX,
     RECORDS,
     SCHEMA_VERSION,
@@ -82,9 +83,7 @@ def write_merged(out_dir: Path, indexes: Sequence[RunIndex], choose: Chooser) ->
         db.execute("PRAGMA temp_store = MEMORY")
         db.execute("CREATE TEMP TABLE skip(src INTEGER, job_id TEXT, PRIMARY KEY (src, job_id)) WITHOUT ROWID")
         # The secondary indexes are built once at the end (one sort each), not row by row.
-        secondary = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'jobs' "
-                               "AND sql IS NOT NULL").fetchall()
-        for name, _ in secondary:
+        for name in _INDEXES:
             db.execute(f"DROP INDEX {name}")
         try:
             total = _insert_all(db, sources)
@@ -92,7 +91,7 @@ def write_merged(out_dir: Path, indexes: Sequence[RunIndex], choose: Chooser) ->
             db.execute("DELETE FROM jobs")
             _choose_duplicates(db, sources, choose)
             total = _insert_all(db, sources)
-        for _, sql in secondary:
+        for sql in _INDEXES.values():
             db.execute(sql)
         _copy_records(out_dir / RECORDS, indexes, sources)
         _write_meta(db, out_dir / RECORDS, total)
