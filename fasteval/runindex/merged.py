@@ -17,6 +17,7 @@ choose one (or refuse).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -180,19 +181,17 @@ def _choose_duplicates(db: sqlite3.Connection, sources: list[_Source], choose: C
     db.execute("CREATE INDEX temp.cand_job ON cand(job_id)")
     dups = db.execute("SELECT job_id, src, ok, byte_offset, byte_length FROM temp.cand WHERE job_id IN "
                       "(SELECT job_id FROM temp.cand GROUP BY job_id HAVING count(*) > 1) ORDER BY job_id, src")
-    losers: list[tuple[int, str]] = []
-    group: list[Candidate] = []
-    job = None
-    for job_id, src_i, ok, offset, length in [*dups, (None, 0, 0, 0, 0)]:
-        if job_id != job and group:
-            keep = choose(str(job), group)
-            losers += [(c.source, str(job)) for c in group if c.source != keep]
-            group = []
-        job = job_id
-        group.append(Candidate(src_i, bool(ok), offset, length))
-    db.executemany("INSERT INTO temp.skip VALUES(?, ?)", losers)
-    for src_i, _ in losers:
-        sources[src_i].skipped += 1
+
+    def losers() -> Iterator[tuple[int, str]]:  # streamed: merging a run with itself is all duplicates
+        for job_id, rows in itertools.groupby(dups, key=lambda r: str(r[0])):
+            group = [Candidate(src_i, bool(ok), offset, length) for _, src_i, ok, offset, length in rows]
+            keep = choose(job_id, group)
+            for c in group:
+                if c.source != keep:
+                    sources[c.source].skipped += 1
+                    yield c.source, job_id
+
+    db.executemany("INSERT INTO temp.skip VALUES(?, ?)", losers())
 
 
 def _copy_records(path: Path, indexes: Sequence[RunIndex], sources: list[_Source]) -> None:

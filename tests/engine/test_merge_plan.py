@@ -134,3 +134,19 @@ def test_a_source_indexed_in_memory_merges_like_one_on_disk(tmp_path: Path) -> N
     with open_index(out) as index:
         assert not index.rebuilt and index.count() == n
         assert index_rows(index) == full_scan_rows(out)
+
+
+def test_a_run_merged_with_itself_and_an_empty_shard_is_the_run(tmp_path: Path) -> None:
+    rng = random.Random(9)
+    (src,) = _random_sources(tmp_path, rng, 1)
+    empty = tmp_path / "empty"
+    manifest(empty, [])
+    res = merge_runs(tmp_path / "merged", [src, empty, src])  # every job a duplicate of itself
+    lines = (tmp_path / "merged" / RECORDS).read_bytes().splitlines(keepends=True)
+    assert lines == merged_reference([src]) and res["records"] == len(lines)
+    with open_index(tmp_path / "merged") as index:
+        assert not index.rebuilt and index_rows(index) == full_scan_rows(tmp_path / "merged")
+    merge_runs(tmp_path / "nothing", [empty])
+    assert (tmp_path / "nothing" / RECORDS).read_bytes() == b""
+    with open_index(tmp_path / "nothing") as index:
+        assert not index.rebuilt and index.count() == 0
