@@ -35,6 +35,7 @@ SCHEMA_VERSION = "2"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
+_STATS_MIN_ROWS = 1000
 
 # Column order of the jobs table (and of the tuples ``row_of_*`` return).
 COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
@@ -320,11 +321,31 @@ class RunIndex:
                 n = self._index_chunk()
                 added += n
                 if n < _CHUNK_LINES:
-                    return added
+                    break
         finally:
             if from_scratch:
                 for sql in _INDEXES.values():
                     self._db.execute(sql)
+        self._keep_statistics()
+        return added
+
+    def _keep_statistics(self) -> None:
+        """Planner statistics for the secondary indexes, renewed each time the run doubles.
+
+        Without them SQLite takes the key index for a report's (model, suite, setting) even when
+        that group is the whole run (a lookup per row instead of one scan); with them it knows.
+        ANALYZE reads each index once (~0.07 s per 100,000 jobs).
+        """
+        n = int(self._db.execute("SELECT value FROM meta WHERE key = 'n_jobs'").fetchone()[0])
+        if n < _STATS_MIN_ROWS:
+            return
+        try:
+            row = self._db.execute("SELECT stat FROM sqlite_stat1 WHERE idx = 'jobs_key'").fetchone()
+        except sqlite3.OperationalError:
+            row = None  # never analysed
+        if row is None or n >= 2 * int(str(row[0]).split()[0]):
+            with contextlib.suppress(sqlite3.OperationalError):  # locked by a writer: next time
+                self._db.execute("ANALYZE jobs")
 
     def _close_fd(self) -> None:
         # Reopen the records file on each refresh: it may have been replaced (merge, rebuild).
@@ -468,7 +489,9 @@ class RunIndex:
         where, params = self._where(filters)
         cols = ", ".join([*by, "status"])
         out: dict[tuple[Any, ...], dict[str, int]] = {}
-        for *key, status, n in self._db.execute(f"SELECT {cols}, count(*) FROM jobs{where} GROUP BY {cols}",
+        # Counting is a pass over the table: one scan beats an index walk with a lookup per row.
+        table = "jobs" if "job_id" in filters else "jobs NOT INDEXED"
+        for *key, status, n in self._db.execute(f"SELECT {cols}, count(*) FROM {table}{where} GROUP BY {cols}",
                                                 params):
             out.setdefault(tuple(key), {})[status] = n
         return out

@@ -28,6 +28,7 @@ from typing import Any
 from fasteval.runindex.index import (
     _HASH_BYTES,
     _INDEXES,
+    _STATS_MIN_ROWS,
     INDEX,
     RECORDS,
     SCHEMA_VERSION,
@@ -94,6 +95,8 @@ def write_merged(out_dir: Path, indexes: Sequence[RunIndex], choose: Chooser) ->
             total = _insert_all(db, sources)
         for sql in _INDEXES.values():
             db.execute(sql)
+        if total >= _STATS_MIN_ROWS:
+            db.execute("ANALYZE jobs")  # as RunIndex keeps them: a merged run is read at once
         _copy_records(out_dir / RECORDS, indexes, sources)
         _write_meta(db, out_dir / RECORDS, total)
     finally:
