@@ -49,3 +49,21 @@ def test_an_index_from_before_the_secondary_indexes_gains_them_on_open(tmp_path:
     with open_index(run) as index:
         names = {n for (n,) in index._db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"jobs_offset", "jobs_key"} <= names and not index.rebuilt
+
+
+def test_statistics_steer_whole_run_reads_off_the_key_index(tmp_path: Path) -> None:
+    """One (model, suite, setting) holding the whole run is read by one pass, not a lookup per row."""
+    rng = random.Random(13)
+    run = tmp_path / "run"
+    jobs = [j for j in random_jobs(rng, n_tasks=600) if (j.model, j.suite) == ("m-a", "jsonl")]
+    manifest(run, jobs)
+    asyncio.run(write(run, [make_record(rng, j, size=20) for j in jobs * 2], None))
+    with open_index(run) as index:
+        assert index.count() == len(jobs) >= 1000
+        stats = dict(index._db.execute("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = 'jobs'").fetchall())
+        assert int(stats["jobs_key"].split()[0]) == len(jobs)
+        plan = " ".join(str(r) for r in index._db.execute(
+            "EXPLAIN QUERY PLAN SELECT score FROM jobs WHERE model = 'm-a' AND suite = 'jsonl' AND setting = 'default' "
+            "ORDER BY byte_offset"))
+        assert "jobs_key" not in plan, plan
+        assert index.counts(by=("model",)) == {("m-a",): dict(index.counts()[()])}
