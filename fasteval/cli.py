@@ -21,7 +21,6 @@ from rich.console import Console
 from rich.table import Table
 
 from fasteval import __version__
-from fasteval.config import ConfigError, SweepConfig, load_config
 from fasteval.diskfaults import RunDirUnwritable, RunLogHandler, shown
 from fasteval.exitcodes import (
     EXIT_INCOMPLETE,
@@ -40,7 +39,8 @@ from fasteval.redact import (
 )
 from fasteval.report import report, status
 
-if TYPE_CHECKING:  # the engine loads only for commands that run it: status and report stay fast
+if TYPE_CHECKING:  # the engine (and the config, which imports aiohttp) loads only for commands that run it
+    from fasteval.config import ConfigError, SweepConfig
     from fasteval.sweep import RunOptions, Selectors, SweepResult
 
 
@@ -123,6 +123,7 @@ class _TerminalFilter(logging.Filter):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from fasteval.config import ConfigError, load_config
     from fasteval.models import ModelConfigError
     from fasteval.sweep import ConfigChanged, RunOptions, SweepIncomplete, parse_shard, run_sweep
 
@@ -430,7 +431,7 @@ def cmd_score_file(a: argparse.Namespace) -> int:
 
 
 def cmd_rescore(a: argparse.Namespace) -> int:
-    from fasteval.config import config_from_manifest
+    from fasteval.config import ConfigError, config_from_manifest, load_config
     from fasteval.records import read_manifest
     from fasteval.rescore import rescore
 
@@ -467,8 +468,8 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser(optional: bool = True) -> argparse.ArgumentParser:
-    """The command line; ``optional=False`` leaves out the COMMAND_MODULES groups (``run`` needs none)."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; given the ``command`` being run, only what it needs is imported."""
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
     ap.add_argument("--version", action="version", version=f"fasteval {__version__}")
@@ -535,8 +536,8 @@ def build_parser(optional: bool = True) -> argparse.ArgumentParser:
     df.add_argument("--dest", help="folder (default: where the shipped configs read it, data/<benchmark>)")
     df.add_argument("--revision")
     df.set_defaults(func=cmd_data_fetch)
-    if optional:
-        _add_optional_commands(sub)
+    if command is None or command not in sub.choices:
+        _add_optional_commands(sub)  # their imports cost every built-in command ~0.2 s otherwise
     return ap
 
 
@@ -557,9 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for h in logging.getLogger().handlers:
         h.addFilter(RedactingFilter())
-    args = list(sys.argv[1:] if argv is None else argv)
-    # A sweep does not import the optional command groups: tens of ms of CPU and wall on every run.
-    a = build_parser(optional=args[:1] != ["run"]).parse_args(args)
+    args = sys.argv[1:] if argv is None else list(argv)
+    a = build_parser(next((x for x in args if not x.startswith("-")), None)).parse_args(args)
     # A SIGTERM before the sweep installs its own handlers (a Slurm warning that arrives while the
     # suites load) stops as cleanly as Ctrl-C: nothing is written yet, and the rerun resumes.
     previous = None
