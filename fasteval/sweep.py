@@ -28,7 +28,6 @@ from typing import Any
 import fasteval.limiters  # noqa: F401  (registers the limiters service)
 import fasteval.suites
 import fasteval.tools  # noqa: F401  (registers the built-in tools)
-from fasteval import __version__
 from fasteval.agent import AgentEnv, run_agent
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
@@ -238,6 +237,8 @@ def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun
 def _versions() -> dict[str, str]:
     import aiohttp
     import pyvips
+
+    from fasteval import __version__
     return {"fasteval": __version__, "python": platform.python_version(), "aiohttp": aiohttp.__version__,
             "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
 
@@ -267,6 +268,10 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
     }
+    if old is not None and old.get("config_hash") == manifest["config_hash"]:
+        # What the sweep derives from this same config stays until it is written again: a kill in
+        # between must not leave status without the plan's totals.
+        manifest.update({k: old[k] for k in ("plan", "texts", "image_resize") if k in old})
     write_manifest(opts.run_dir, manifest)
 
 
