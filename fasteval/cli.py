@@ -20,7 +20,6 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval import __version__
 from fasteval.diskfaults import RunDirUnwritable, RunLogHandler, shown
 from fasteval.exitcodes import (
     EXIT_INCOMPLETE,
@@ -42,6 +41,21 @@ from fasteval.report import report, status
 if TYPE_CHECKING:  # the engine (and the config, which imports aiohttp) loads only for commands that run it
     from fasteval.config import ConfigError, SweepConfig
     from fasteval.sweep import RunOptions, Selectors, SweepResult
+
+
+class _VersionAction(argparse.Action):
+    """``--version``, reading the installed version only when asked (importlib.metadata: ~60 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0,
+                         help="show the program's version number and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        import fasteval
+
+        print(f"fasteval {fasteval.__version__}")
+        parser.exit()
 
 
 def _print_json(obj: Any) -> None:
@@ -472,7 +486,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; given the ``command`` being run, only what it needs is imported."""
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
-    ap.add_argument("--version", action="version", version=f"fasteval {__version__}")
+    ap.add_argument("--version", action=_VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run (or resume) a sweep")
     r.add_argument("config")
