@@ -7,6 +7,8 @@ mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks
 
 from __future__ import annotations
 
+import itertools
+import operator
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -85,40 +87,46 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
     return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
 
 
-SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "tool_calls",
-                   "latency_s", *TOKEN_FIELDS)
+GROUP_COLUMNS = ("model", "suite", "setting")
+SUMMARY_COLUMNS = (*GROUP_COLUMNS, "status", "score", "seed", "task_id", "termination", "error_kind", "task_type",
+                   "tool_calls", "latency_s", *TOKEN_FIELDS)
 
 
 def summarise(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
     """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group.
 
-    ``rows`` are index tuples of SUMMARY_COLUMNS (``RunIndex.select``): no record is read.
+    ``rows`` are one group's index tuples of SUMMARY_COLUMNS in file order (``RunIndex.select``):
+    no record is read. File order matters: float sums (per seed, per task, latency) add in the
+    order the records were written, so the figures do not depend on how the index stores rows.
     """
     by_seed: dict[int, list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
     by_type: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
-    tokens: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
-    n_ok = n_err = 0
-    tool_calls = n_rows = 0
+    n_ok = n_err = tool_calls = n_rows = prompt = completion = cache_read = cache_write = 0
     latency = 0.0
-    for status_, score, seed, task_id, termination, error_kind, task_type, calls, latency_s, *usage in rows:
+    # One tight loop: the index stores ints for calls and tokens, a float for latency.
+    for (_, _, _, status_, score, seed, task_id, termination, error_kind, task_type, calls, latency_s,
+         p_tok, c_tok, r_tok, w_tok) in rows:
         terminations[str(termination)] += 1
         tool_calls += calls
         latency += latency_s
         n_rows += 1
-        for key, value in zip(TOKEN_FIELDS, usage, strict=True):
-            tokens[key] += int(value or 0)
+        prompt += p_tok
+        completion += c_tok
+        cache_read += r_tok
+        cache_write += w_tok
         if status_ == "ok" and score is not None:
             n_ok += 1
-            by_seed[int(seed)].append(score)
-            by_task[str(task_id)].append(score)
+            by_seed[seed].append(score)
+            by_task[task_id].append(score)
             if task_type is not None:
                 by_type[task_type].append(score)
         else:
             n_err += 1
             errors[str(error_kind)] += 1
+    tokens = dict(zip(TOKEN_FIELDS, (prompt, completion, cache_read, cache_write), strict=True))
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
@@ -175,9 +183,10 @@ def report(run_dir: Path) -> dict[str, Any]:
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index:
-        groups = sorted(index.counts(by=("model", "suite", "setting")))
-        for model, suite, setting in groups:
-            items = index.select(SUMMARY_COLUMNS, model=model, suite=suite, setting=setting)
+        # One scan of the index, sorted by group then file order: a per-group read through the
+        # key index would cost a primary-key lookup per row, and a scan per group, many scans.
+        every = index.select(SUMMARY_COLUMNS, order="group")
+        for (model, suite, setting), items in itertools.groupby(every, key=operator.itemgetter(0, 1, 2)):
             row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
             price = prices.get(model)
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
