@@ -7,8 +7,6 @@ mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks
 
 from __future__ import annotations
 
-import itertools
-import operator
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable
@@ -87,8 +85,7 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
     return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
 
 
-GROUP_COLUMNS = ("model", "suite", "setting")
-SUMMARY_COLUMNS = (*GROUP_COLUMNS, "status", "score", "seed", "task_id", "termination", "error_kind", "task_type",
+SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type",
                    "tool_calls", "latency_s", *TOKEN_FIELDS)
 
 
@@ -107,7 +104,7 @@ def summarise(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
     n_ok = n_err = tool_calls = n_rows = prompt = completion = cache_read = cache_write = 0
     latency = 0.0
     # One tight loop: the index stores ints for calls and tokens, a float for latency.
-    for (_, _, _, status_, score, seed, task_id, termination, error_kind, task_type, calls, latency_s,
+    for (status_, score, seed, task_id, termination, error_kind, task_type, calls, latency_s,
          p_tok, c_tok, r_tok, w_tok) in rows:
         terminations[str(termination)] += 1
         tool_calls += calls
@@ -183,10 +180,13 @@ def report(run_dir: Path) -> dict[str, Any]:
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index:
-        # One scan of the index, sorted by group then file order: a per-group read through the
-        # key index would cost a primary-key lookup per row, and a scan per group, many scans.
-        every = index.select(SUMMARY_COLUMNS, order="group")
-        for (model, suite, setting), items in itertools.groupby(every, key=operator.itemgetter(0, 1, 2)):
+        sizes = index.group_sizes()
+        total = sum(sizes.values())
+        for model, suite, setting in sorted(sizes):
+            # A group of many jobs is read by one scan of the table (a walk of the key index costs
+            # a lookup per row); a small one through the index (a scan per group would add up).
+            items = index.select(SUMMARY_COLUMNS, scan=sizes[model, suite, setting] * 8 >= total, model=model,
+                                 suite=suite, setting=setting)
             row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
             price = prices.get(model)
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None

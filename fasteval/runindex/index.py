@@ -121,10 +121,7 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
 
 _SQL_TYPES = frozenset({str, int, float, type(None)})
 # Total orders, each served by an index (job_id ends every index of a WITHOUT ROWID table).
-_ORDER = {"offset": "byte_offset", "key": "model, suite, setting, task_id, seed, job_id",
-          # Whole-table reads (report): one scan and one sort; the unary plus keeps the planner off
-          # the key index, whose walk costs a primary-key lookup per row (10x the scan).
-          "group": "+model, +suite, +setting, +byte_offset"}
+_ORDER = {"offset": "byte_offset", "key": "model, suite, setting, task_id, seed, job_id"}
 
 
 def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
@@ -435,8 +432,9 @@ class RunIndex:
     # ---- reading ---------------------------------------------------------------------------
 
     @staticmethod
-    def _where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    def _where(filters: dict[str, Any], scan: bool = False) -> tuple[str, list[Any]]:
         clauses, params = [], []
+        col = "+{}" if scan else "{}"  # a unary plus keeps the planner off the column's indexes
         for key, value in filters.items():
             if key not in _FILTERS:
                 raise TypeError(f"unknown index filter {key!r}; known: {sorted(_FILTERS)}")
@@ -444,14 +442,14 @@ class RunIndex:
                 continue
             if isinstance(value, list | tuple | set | frozenset):
                 values = list(value)
-                clauses.append(f"{key} IN ({', '.join('?' * len(values))})")
+                clauses.append(f"{col.format(key)} IN ({', '.join('?' * len(values))})")
                 params.extend(values)
             else:
-                clauses.append(f"{key} = ?")
+                clauses.append(f"{col.format(key)} = ?")
                 params.append(value)
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
-    def rows(self, *, order: Literal["offset", "key", "group"] = "offset", limit: int | None = None, skip: int = 0,
+    def rows(self, *, order: Literal["offset", "key"] = "offset", limit: int | None = None, skip: int = 0,
              **filters: Any) -> Iterator[JobRow]:
         """Per-job rows matching ``filters`` (column = value, or a list of values).
 
@@ -469,20 +467,29 @@ class RunIndex:
                          {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
                           "cache_write_tokens": r[16]}, r[17], r[18], r[19], r[21], r[22])
 
-    def select(self, columns: Sequence[str], *, order: Literal["offset", "key", "group"] = "offset",
+    def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset", scan: bool = False,
                **filters: Any) -> Iterator[tuple[Any, ...]]:
-        """Plain tuples of some of COLUMNS (cheaper than ``rows`` when a reader needs a few)."""
+        """Plain tuples of some of COLUMNS (cheaper than ``rows`` when a reader needs a few).
+
+        ``scan=True`` reads the whole table and sorts the matches, for a large share of the jobs:
+        a walk of an index costs a primary-key lookup per row, ten times a row of a plain scan.
+        """
         for col in columns:
             if col not in _COLS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
-        where, params = self._where(filters)
-        sort = _ORDER[order]
+        where, params = self._where(filters, scan)
+        sort = ", ".join(f"+{c.strip()}" for c in _ORDER[order].split(",")) if scan else _ORDER[order]
         yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
     def count(self, **filters: Any) -> int:
         where, params = self._where(filters)
         n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
         return n
+
+    def group_sizes(self) -> dict[tuple[str, str, str], int]:
+        """Jobs per model × suite × setting, counted off the key index alone (no row is read)."""
+        sql = "SELECT model, suite, setting, count(*) FROM jobs GROUP BY model, suite, setting"
+        return {(m, s, st): n for m, s, st, n in self._db.execute(sql)}
 
     def counts(self, by: Sequence[str] = (), **filters: Any) -> dict[tuple[Any, ...], dict[str, int]]:
         """Jobs per group of ``by`` columns (e.g. ``("model", "error_kind")``): {key: {status: n}}."""
