@@ -11,11 +11,14 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fasteval.pricing import cost_usd, model_prices
 from fasteval.records import read_manifest
 from fasteval.runindex import RunIndex, open_index
+
+if TYPE_CHECKING:  # the suites load only when a run has tables of its own
+    from fasteval.suites.base import Suite
 
 _DIMS = ("model", "suite", "setting", "seed")
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -162,12 +165,34 @@ def aggregate_input(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _suite_tables(index: RunIndex, model: str, suite: str, setting: str) -> dict[str, Any] | None:
+def _has_tables(cls: object) -> TypeGuard[type[Suite]]:
+    from fasteval.suites.base import Suite
+
+    return (isinstance(cls, type) and issubclass(cls, Suite)
+            and cls.aggregate.__func__ is not Suite.aggregate.__func__)  # type: ignore[attr-defined]
+
+
+def suites_with_tables(names: Iterable[str]) -> list[str]:
+    """Which of these suites print their own tables (override ``Suite.aggregate``).
+
+    The sweep writes this into the manifest (``suite_tables``), so that a report of a run whose
+    suites have none never imports the suites (their tools, images and config: ~0.15 s).
+    """
+    import fasteval.suites  # noqa: F401  (registers the suites)
+    from fasteval.suites.base import SUITES
+
+    return sorted(name for name in set(names) if _has_tables(SUITES.get(name)))
+
+
+def _suite_tables(index: RunIndex, model: str, suite: str, setting: str,
+                  declared: list[str] | None) -> dict[str, Any] | None:
+    if declared is not None and suite not in declared:
+        return None  # the manifest says this suite has no tables of its own
     import fasteval.suites  # noqa: F401  (registers the suites whose tables we may print)
-    from fasteval.suites.base import SUITES, Suite
+    from fasteval.suites.base import SUITES
 
     cls = SUITES.get(suite)
-    if not (isinstance(cls, type) and issubclass(cls, Suite)) or cls.aggregate.__func__ is Suite.aggregate.__func__:  # type: ignore[attr-defined]
+    if not _has_tables(cls):
         return None
     items = [aggregate_input(rec) for rec in index.iter_records(model=model, suite=suite, setting=setting)]
     return cls.aggregate(items)
@@ -192,7 +217,7 @@ def report(run_dir: Path) -> dict[str, Any]:
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
             if row["cost_usd"] is not None:
                 total_cost = (total_cost or 0.0) + row["cost_usd"]
-            extra = _suite_tables(index, model, suite, setting)
+            extra = _suite_tables(index, model, suite, setting, manifest.get("suite_tables"))
             if extra:
                 row["suite_metrics"] = extra
             rows.append(row)

@@ -245,6 +245,8 @@ def _versions() -> dict[str, str]:
 
 def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
     """Create or check the run folder's manifest; refuse a changed config unless forced."""
+    from fasteval.report import suites_with_tables
+
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     old = read_manifest(opts.run_dir)
     now = datetime.now(UTC).isoformat()
@@ -267,6 +269,7 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
+        "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
     }
     if old is not None and old.get("config_hash") == manifest["config_hash"]:
         # What the sweep derives from this same config stays until it is written again: a kill in
