@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -88,35 +88,28 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
     return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
 
 
-SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type",
-                   "tool_calls", "latency_s", *TOKEN_FIELDS)
+SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "latency_s")
+SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS)
 
 
-def summarise(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
+def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str, Any]:
     """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group.
 
-    ``rows`` are one group's index tuples of SUMMARY_COLUMNS in file order (``RunIndex.select``):
-    no record is read. File order matters: float sums (per seed, per task, latency) add in the
-    order the records were written, so the figures do not depend on how the index stores rows.
+    ``rows`` are one group's index tuples of SUMMARY_COLUMNS in file order (``RunIndex.select``)
+    and ``sums`` its count and integer sums of SUMMED_COLUMNS (``RunIndex.sums``): no record is
+    read. File order matters: float sums (per seed, per task, latency) add in the order the
+    records were written, so the figures do not depend on how the index stores rows.
     """
     by_seed: dict[int, list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
     by_type: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
-    n_ok = n_err = tool_calls = n_rows = prompt = completion = cache_read = cache_write = 0
+    n_ok = n_err = 0
     latency = 0.0
-    # One tight loop: the index stores ints for calls and tokens, a float for latency.
-    for (status_, score, seed, task_id, termination, error_kind, task_type, calls, latency_s,
-         p_tok, c_tok, r_tok, w_tok) in rows:
+    for status_, score, seed, task_id, termination, error_kind, task_type, latency_s in rows:
         terminations[str(termination)] += 1
-        tool_calls += calls
         latency += latency_s
-        n_rows += 1
-        prompt += p_tok
-        completion += c_tok
-        cache_read += r_tok
-        cache_write += w_tok
         if status_ == "ok" and score is not None:
             n_ok += 1
             by_seed[seed].append(score)
@@ -126,7 +119,8 @@ def summarise(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
         else:
             n_err += 1
             errors[str(error_kind)] += 1
-    tokens = dict(zip(TOKEN_FIELDS, (prompt, completion, cache_read, cache_write), strict=True))
+    n_rows, tool_calls, *token_sums = sums
+    tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=True))
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
@@ -210,9 +204,10 @@ def report(run_dir: Path) -> dict[str, Any]:
         for model, suite, setting in sorted(sizes):
             # A group of many jobs is read by one scan of the table (a walk of the key index costs
             # a lookup per row); a small one through the index (a scan per group would add up).
-            items = index.select(SUMMARY_COLUMNS, scan=sizes[model, suite, setting] * 8 >= total, model=model,
-                                 suite=suite, setting=setting)
-            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
+            scan = sizes[model, suite, setting] * 8 >= total
+            summary = summarise(index.select(SUMMARY_COLUMNS, scan=scan, model=model, suite=suite, setting=setting),
+                                index.sums(SUMMED_COLUMNS, scan=scan, model=model, suite=suite, setting=setting))
+            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summary}
             price = prices.get(model)
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
             if row["cost_usd"] is not None:

@@ -481,6 +481,15 @@ class RunIndex:
         sort = ", ".join(f"+{c.strip()}" for c in _ORDER[order].split(",")) if scan else _ORDER[order]
         yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
+    def sums(self, columns: Sequence[str], *, scan: bool = False, **filters: Any) -> tuple[int, ...]:
+        """The matching jobs' count, then the sum of each integer column (tokens, tool calls)."""
+        for col in columns:
+            if col not in _COLS:
+                raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
+        where, params = self._where(filters, scan)
+        sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
+        return tuple(self._db.execute(sql, params).fetchone())
+
     def count(self, **filters: Any) -> int:
         where, params = self._where(filters)
         n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
