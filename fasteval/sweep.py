@@ -239,6 +239,7 @@ def _versions() -> dict[str, str]:
     import pyvips
 
     from fasteval import __version__
+
     return {"fasteval": __version__, "python": platform.python_version(), "aiohttp": aiohttp.__version__,
             "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
 
