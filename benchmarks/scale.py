@@ -18,7 +18,9 @@ Measured, each in a fresh subprocess, for the code
 of this tree ("after") and of ``--baseline-ref`` exported with ``git archive`` ("before"):
 ``fasteval run`` again (resume, nothing left to do), ``status --format json``,
 ``report --format json``, ``merge`` of the shards into a new folder; and, after only,
-``index rebuild``. Wall time includes interpreter start and imports (what a user waits for);
+``index rebuild``. Wall time includes interpreter start and imports (what a user waits for),
+with each tree's bytecode compiled first, as an installed package has it (otherwise every child
+would compile every module again: ~0.4 s on this machine, more than some commands take);
 ``command_s`` is the command alone and ``cpu_s`` the child's user+sys CPU (the figure least
 disturbed by a busy machine). Peak RSS is the child's own VmHWM. Medians over ``--repeats``. The per-job cost of the largest-record case is
 reported against the first case's (command time per job; target: within 1.5x).
@@ -186,6 +188,12 @@ async def build_runs(folder: Path, n: int, kb: float, shards: int, templates: li
             "record_kb": round(size / max(1, count) / 1024, 2)}
 
 
+def compile_tree(code: Path) -> None:
+    """Write the tree's bytecode (compileall writes it even under PYTHONDONTWRITEBYTECODE)."""
+    packages = [str(code / p) for p in ("fasteval", "providers", "sandbox", "cache") if (code / p).is_dir()]
+    subprocess.run([PY, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
+
+
 def baseline_tree(ref: str, work: Path) -> Path:
     dest = work / f"baseline-{ref.replace('/', '_')}"
     dest.mkdir()
@@ -207,6 +215,7 @@ def run_case(work: Path, n: int, kb: float, shards: int, trees: dict[str, Path],
     sources = [str(folder / f"shard{i}") for i in range(shards)]
     out: dict[str, Any] = {"n": n, "kb": kb, "build": built}
     for side, code in trees.items():
+        compile_tree(code)
         figures: dict[str, list[dict[str, Any]]] = {}
         for _ in range(repeats):
             for name, args in (("resume", ["run", cfg, "--run-dir", str(run), "--no-progress"]),

@@ -12,22 +12,30 @@ Heavy modules are imported on first use, so ``import fasteval`` stays cheap.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _dist_version
 from typing import TYPE_CHECKING, Any
-
-try:
-    __version__ = _dist_version("fasteval")
-except PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from fasteval.api import RunSummary, load_records, run
 
+    __version__: str
+
 __all__ = ["RunSummary", "__version__", "load_records", "run"]
 
 
+def _read_version() -> str:
+    """The installed distribution's version (importlib.metadata costs ~60 ms: read on first use)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("fasteval")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0.1.0"
+
+
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        value = globals()["__version__"] = _read_version()
+        return value
     if name in ("run", "load_records", "RunSummary"):
         from fasteval import api
 

@@ -3,9 +3,11 @@
 Two records of one job that disagree (different status, score or answer) are refused with the
 job named: silently picking one would hide a non-deterministic or mixed-config sweep.
 
-Merging streams: each source's run index says which line is each job's latest record, the
-output is written in (model, suite, setting, task, seed) order by a k-way merge of the sources'
-sorted rows, and each chosen line is copied byte for byte. Only a small tuple per job is held.
+Merging costs what copying the bytes costs: each source's run index says which line is each
+job's latest record, the merged ``records.jsonl`` is those lines, source after source in file
+order, copied in contiguous byte ranges by the kernel, and the merged index is computed from
+the sources' indexes in SQL (``fasteval.runindex.merged``). No line is parsed, except the
+records of a job that several sources hold, which are compared.
 
 A merge is atomic: everything is built in a hidden folder beside the target
 (``.<name>.merge-<pid>``) and renamed into place at the end. A merge killed half-way leaves only
@@ -15,16 +17,17 @@ that folder, which the next merge into the same target removes once its process 
 from __future__ import annotations
 
 import contextlib
-import heapq
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from fasteval.blobs import pid_alive
-from fasteval.records import RECORDS, read_manifest, write_manifest
-from fasteval.runindex import COLUMNS, RunIndex, open_index
+from fasteval.records import read_manifest, write_manifest
+from fasteval.runindex import RunIndex, RunIndexError, open_index
+from fasteval.runindex.merged import Candidate, Chooser, write_merged
 
 _COMPARED = ("status", "score", "answer", "model", "suite", "setting", "task_id", "seed")
 _TMP_TAG = ".merge-"
@@ -42,41 +45,29 @@ def _clean_stale(out: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def _choose(indexes: list[RunIndex], sources: list[Path]) -> dict[str, int]:
-    """Each job's chosen line, packed as ``offset << 9 | ok << 8 | source`` (one int per job).
+def _chooser(indexes: list[RunIndex], sources: list[Path]) -> Chooser:
+    """A job in several sources keeps the first source's ok record, else the first source's record;
+    two ok records that disagree refuse the merge."""
+    def record(c: Candidate) -> dict[str, Any]:
+        rec = orjson.loads(indexes[c.source].read_line(c.offset, c.length))
+        if not isinstance(rec, dict):
+            raise RunIndexError(f"{sources[c.source]}: byte {c.offset} is not a record; run `fasteval index rebuild`")
+        return rec
 
-    Refuses two ok records of one job that disagree.
-    """
-    if len(indexes) > 256:
-        raise MergeConflict(f"merge at most 256 run folders at once (got {len(indexes)}); merge in steps")
-    chosen: dict[str, int] = {}
-    for i, index in enumerate(indexes):
-        for job_id, status, offset in index.select(("job_id", "status", "byte_offset")):
-            ok = status == "ok"
-            prev = chosen.get(job_id)
-            if prev is not None:
-                if not ok:
-                    continue
-                if prev & 256:
-                    # Rare (overlapping shards): compare the two full records.
-                    a = indexes[prev & 255].read_record(job_id) or {}
-                    b = index.read_record(job_id) or {}
-                    diff = [k for k in _COMPARED if a.get(k) != b.get(k)]
-                    if diff:
-                        raise MergeConflict(f"job {job_id} appears twice with different {', '.join(diff)} "
-                                            f"(in {sources[i]}); refusing to pick one")
-                    continue
-            chosen[job_id] = offset << 9 | ok << 8 | i
-    return chosen
+    def choose(job_id: str, candidates: list[Candidate]) -> int:
+        oks = [c for c in candidates if c.ok]
+        if not oks:
+            return candidates[0].source
+        first = record(oks[0])
+        for c in oks[1:]:
+            other = record(c)
+            diff = [k for k in _COMPARED if first.get(k) != other.get(k)]
+            if diff:
+                raise MergeConflict(f"job {job_id} appears twice with different {', '.join(diff)} "
+                                    f"(in {sources[c.source]}); refusing to pick one")
+        return oks[0].source
 
-
-def _sorted_rows(indexes: list[RunIndex]) -> Iterator[tuple[int, tuple[Any, ...]]]:
-    """Every source's rows as (source, index row), merged in (model, suite, setting, task, seed) order."""
-    def tagged(i: int, index: RunIndex) -> Iterator[tuple[int, tuple[Any, ...]]]:
-        for row in index.select(COLUMNS, order="key"):
-            yield i, row
-
-    return heapq.merge(*(tagged(i, ix) for i, ix in enumerate(indexes)), key=lambda t: t[1][1:6])
+    return choose
 
 
 def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
@@ -97,10 +88,9 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
     indexes = [open_index(src) for src in sources]
     tmp = out.parent / f".{out.name}{_TMP_TAG}{os.getpid()}"
     try:
-        chosen = _choose(indexes, sources)  # conflicts surface before anything is written
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
-        written = _write_records(tmp, indexes, chosen)
+        written = write_merged(tmp, indexes, _chooser(indexes, sources))
         for index in indexes:
             index.close()
         blobs = _link_blobs(tmp, sources)
@@ -116,34 +106,6 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
             index.close()
     _fsync_dir(out.parent)
     return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
-
-
-def _write_records(tmp: Path, indexes: list[RunIndex], chosen: dict[str, int]) -> int:
-    """Copy each chosen line in key order, indexing the new file as it grows (no re-read)."""
-    written = pos = 0
-    with open_index(tmp) as out_index, (tmp / RECORDS).open("wb") as f:
-        batch: list[tuple[Any, ...]] = []
-        first: bytes | None = None
-        line = b""
-        for i, row in _sorted_rows(indexes):
-            offset, length = row[-2], row[-1]
-            if chosen.get(row[0], -1) & ~256 != (offset << 9 | i):
-                continue
-            line = indexes[i].read_line(offset, length)
-            f.write(line)
-            batch.append((*row[:-2], pos, length))
-            first = line if pos == 0 else first
-            pos += length
-            written += 1
-            if len(batch) >= 5000:
-                f.flush()  # the index never points past what the file holds
-                out_index.append(batch, pos, pos - len(line), line, first_line=first)
-                batch, first = [], None
-        f.flush()
-        if batch:
-            out_index.append(batch, pos, pos - len(line), line, first_line=first)
-        os.fsync(f.fileno())
-    return written
 
 
 def _link_blobs(dst_run: Path, sources: list[Path]) -> int:

@@ -126,7 +126,7 @@ def _apply_capabilities(name: str, provider: Provider, spec: dict[str, Any]) -> 
 
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
-                   spec: dict[str, Any] | None = None) -> ImageUrlResolver:
+                   spec: dict[str, Any] | None = None) -> ImageUrls:
     """Image URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
 
     A model entry's ``max_image_bytes`` / ``max_image_pixels`` downsize images that would
@@ -143,14 +143,33 @@ def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int |
         max_pixels = spec.get("max_image_pixels", max_pixels)
         local = bool(spec.get("local_media", False))
         processor = model_processor(spec)
-    async def resolve(ref: str, profile: str) -> bytes:
+    return ImageUrls(encoder, max_bytes, max_pixels, processor, local)
+
+
+class ImageUrls:
+    """One model's image URLs (an ImageUrlResolver): awaited when an image must be encoded,
+    ``cached`` without a coroutine when it already was (every later round of every trajectory)."""
+
+    __slots__ = ("encoder", "local", "max_bytes", "max_pixels", "processor")
+
+    def __init__(self, encoder: Any, max_bytes: int | None, max_pixels: int | None,
+                 processor: ProcessorResize | None, local: bool) -> None:
+        self.encoder = encoder
+        self.max_bytes, self.max_pixels, self.processor, self.local = max_bytes, max_pixels, processor, local
+
+    async def __call__(self, ref: str, profile: str) -> bytes:
         try:
-            url: bytes = await encoder.image_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels,
-                                                 processor=processor, local=local)
+            url: bytes = await self.encoder.image_url(ref, profile, max_bytes=self.max_bytes, max_pixels=self.max_pixels,
+                                                      processor=self.processor, local=self.local)
         except (ValueError, KeyError, OSError) as e:
             raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
         return url
-    return resolve
+
+    def cached(self, ref: str, profile: str) -> bytes | None:
+        url: bytes | None = self.encoder.cached_image_url(ref, profile, max_bytes=self.max_bytes,
+                                                          max_pixels=self.max_pixels, processor=self.processor,
+                                                          local=self.local)
+        return url
 
 
 def _as_text(resolver: ImageUrlResolver | None) -> ImageResolver | None:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from fasteval.pricing import cost_usd, model_prices
 from fasteval.records import read_manifest
 from fasteval.runindex import RunIndex, open_index
+
+if TYPE_CHECKING:  # the suites load only when a run has tables of its own
+    from fasteval.suites.base import Suite
 
 _DIMS = ("model", "suite", "setting", "seed")
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -85,40 +88,39 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
     return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
 
 
-SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "tool_calls",
-                   "latency_s", *TOKEN_FIELDS)
+SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "latency_s")
+SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS)
 
 
-def summarise(rows: Iterable[tuple[Any, ...]]) -> dict[str, Any]:
+def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str, Any]:
     """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group.
 
-    ``rows`` are index tuples of SUMMARY_COLUMNS (``RunIndex.select``): no record is read.
+    ``rows`` are one group's index tuples of SUMMARY_COLUMNS in file order (``RunIndex.select``)
+    and ``sums`` its count and integer sums of SUMMED_COLUMNS (``RunIndex.sums``): no record is
+    read. File order matters: float sums (per seed, per task, latency) add in the order the
+    records were written, so the figures do not depend on how the index stores rows.
     """
     by_seed: dict[int, list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
     by_type: dict[str, list[float]] = defaultdict(list)
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
-    tokens: dict[str, int] = dict.fromkeys(TOKEN_FIELDS, 0)
     n_ok = n_err = 0
-    tool_calls = n_rows = 0
     latency = 0.0
-    for status_, score, seed, task_id, termination, error_kind, task_type, calls, latency_s, *usage in rows:
+    for status_, score, seed, task_id, termination, error_kind, task_type, latency_s in rows:
         terminations[str(termination)] += 1
-        tool_calls += calls
         latency += latency_s
-        n_rows += 1
-        for key, value in zip(TOKEN_FIELDS, usage, strict=True):
-            tokens[key] += int(value or 0)
         if status_ == "ok" and score is not None:
             n_ok += 1
-            by_seed[int(seed)].append(score)
-            by_task[str(task_id)].append(score)
+            by_seed[seed].append(score)
+            by_task[task_id].append(score)
             if task_type is not None:
                 by_type[task_type].append(score)
         else:
             n_err += 1
             errors[str(error_kind)] += 1
+    n_rows, tool_calls, *token_sums = sums
+    tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=True))
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
@@ -157,12 +159,34 @@ def aggregate_input(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _suite_tables(index: RunIndex, model: str, suite: str, setting: str) -> dict[str, Any] | None:
+def _has_tables(cls: object) -> TypeGuard[type[Suite]]:
+    from fasteval.suites.base import Suite
+
+    return (isinstance(cls, type) and issubclass(cls, Suite)
+            and cls.aggregate.__func__ is not Suite.aggregate.__func__)  # type: ignore[attr-defined]
+
+
+def suites_with_tables(names: Iterable[str]) -> list[str]:
+    """Which of these suites print their own tables (override ``Suite.aggregate``).
+
+    The sweep writes this into the manifest (``suite_tables``), so that a report of a run whose
+    suites have none never imports the suites (their tools, images and config: ~0.15 s).
+    """
+    import fasteval.suites  # noqa: F401  (registers the suites)
+    from fasteval.suites.base import SUITES
+
+    return sorted(name for name in set(names) if _has_tables(SUITES.get(name)))
+
+
+def _suite_tables(index: RunIndex, model: str, suite: str, setting: str,
+                  declared: list[str] | None) -> dict[str, Any] | None:
+    if declared is not None and suite not in declared:
+        return None  # the manifest says this suite has no tables of its own
     import fasteval.suites  # noqa: F401  (registers the suites whose tables we may print)
-    from fasteval.suites.base import SUITES, Suite
+    from fasteval.suites.base import SUITES
 
     cls = SUITES.get(suite)
-    if not (isinstance(cls, type) and issubclass(cls, Suite)) or cls.aggregate.__func__ is Suite.aggregate.__func__:  # type: ignore[attr-defined]
+    if not _has_tables(cls):
         return None
     items = [aggregate_input(rec) for rec in index.iter_records(model=model, suite=suite, setting=setting)]
     return cls.aggregate(items)
@@ -175,15 +199,20 @@ def report(run_dir: Path) -> dict[str, Any]:
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index:
-        groups = sorted(index.counts(by=("model", "suite", "setting")))
-        for model, suite, setting in groups:
-            items = index.select(SUMMARY_COLUMNS, model=model, suite=suite, setting=setting)
-            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summarise(items)}
+        sizes = index.group_sizes()
+        total = sum(sizes.values())
+        for model, suite, setting in sorted(sizes):
+            # A group of many jobs is read by one scan of the table (a walk of the key index costs
+            # a lookup per row); a small one through the index (a scan per group would add up).
+            scan = sizes[model, suite, setting] * 8 >= total
+            summary = summarise(index.select(SUMMARY_COLUMNS, scan=scan, model=model, suite=suite, setting=setting),
+                                index.sums(SUMMED_COLUMNS, scan=scan, model=model, suite=suite, setting=setting))
+            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summary}
             price = prices.get(model)
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
             if row["cost_usd"] is not None:
                 total_cost = (total_cost or 0.0) + row["cost_usd"]
-            extra = _suite_tables(index, model, suite, setting)
+            extra = _suite_tables(index, model, suite, setting, manifest.get("suite_tables"))
             if extra:
                 row["suite_metrics"] = extra
             rows.append(row)

@@ -19,7 +19,7 @@ import sqlite3
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +28,6 @@ from typing import Any
 import fasteval.limiters  # noqa: F401  (registers the limiters service)
 import fasteval.suites
 import fasteval.tools  # noqa: F401  (registers the built-in tools)
-from fasteval import __version__
 from fasteval.agent import AgentEnv, run_agent
 from fasteval.blobs import BlobStore
 from fasteval.config import SweepConfig, config_diff
@@ -46,7 +45,7 @@ from fasteval.serving import Serving, checkpoint_identities
 from fasteval.shared_services import response_cache
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
-from fasteval.types import Job, Record, Task, Trajectory, Usage
+from fasteval.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from providers.base import ProviderError
 from providers.breaker import BreakerPolicy, EndpointDown
 from providers.client import ModelClient, count_retries
@@ -186,16 +185,42 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
 
 
 def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-         selectors: Selectors | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+         selectors: Selectors | None = None, done: Container[str] = frozenset(),
+         on_done: Callable[[], None] | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
 
     Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
+    Jobs whose id is in ``done`` (the resume set) are left out, each with a call of ``on_done``:
+    resuming a finished sweep builds no Job at all.
     """
     sel = selectors or Selectors()
     all_models = [m["name"] for m in cfg.models]
     slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
-    models = [m for m in all_models if not sel.models or m in sel.models]
-    seeds = [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
+    models, seeds = _plan_axes(cfg, sel)
+    need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
+    for run, setting, item, tid in _plan_items(runs, sel):
+        suite = run.suite.name
+        for seed in seeds:
+            for model in models:
+                if need_id:
+                    job_id = job_id_of(model, suite, setting.name, tid, seed)
+                    if shard is not None and not in_shard(job_id, shard, slot.get(model)):
+                        continue
+                    if job_id in done:
+                        if on_done is not None:
+                            on_done()
+                        continue
+                yield Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed), run, setting, item
+
+
+def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
+    """The plan's models and seeds, as the selectors narrow them."""
+    models = [m["name"] for m in cfg.models if not sel.models or m["name"] in sel.models]
+    return models, [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
+
+
+def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun, Setting, Task | LoadError, str]]:
+    """Each (suite, setting, task) of the plan with its task id; every model and seed runs each."""
     for run in runs:
         if sel.suites and run.suite.name not in sel.suites:
             continue
@@ -206,23 +231,23 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, 
             for item in items:
                 if isinstance(item, Task) and not run.suite.applies_to(item, setting):
                     continue
-                tid = item.task_id if isinstance(item, LoadError) else item.id
-                for seed in seeds:
-                    for model in models:
-                        job = Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed)
-                        if shard is None or in_shard(job.job_id, shard, slot.get(model)):  # unsharded: no hash
-                            yield job, run, setting, item
+                yield run, setting, item, item.task_id if isinstance(item, LoadError) else item.id
 
 
 def _versions() -> dict[str, str]:
     import aiohttp
     import pyvips
+
+    from fasteval import __version__
+
     return {"fasteval": __version__, "python": platform.python_version(), "aiohttp": aiohttp.__version__,
             "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
 
 
 def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
     """Create or check the run folder's manifest; refuse a changed config unless forced."""
+    from fasteval.report import suites_with_tables
+
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     old = read_manifest(opts.run_dir)
     now = datetime.now(UTC).isoformat()
@@ -245,7 +270,12 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
+        "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
     }
+    if old is not None and old.get("config_hash") == manifest["config_hash"]:
+        # What the sweep derives from this same config stays until it is written again: a kill in
+        # between must not leave status without the plan's totals.
+        manifest.update({k: old[k] for k in ("plan", "texts", "image_resize") if k in old})
     write_manifest(opts.run_dir, manifest)
 
 
@@ -341,9 +371,9 @@ class Sweep:
             jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
-            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors):
-                if job.job_id not in finished:
-                    self.serving.expect(job.model)
+            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
+                                     done=finished):
+                self.serving.expect(job.model)
         sim: SimServer | None = None
         sims = self._sim_models()
         if sims:
@@ -473,12 +503,13 @@ class Sweep:
             # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
             # other endpoints' jobs could use; they run (or are left unrun) at the end.
             deferred: list[tuple[Job, SuiteRun, Setting, Task | LoadError]] = []
+
+            def resumed() -> None:
+                self.counters.skipped += 1
+                self.counters.total -= 1
+
             for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
-                                                self.opts.selectors):
-                if job.job_id in finished:
-                    self.counters.skipped += 1
-                    self.counters.total -= 1
-                    continue
+                                                self.opts.selectors, done=finished, on_done=resumed):
                 breaker = self.clients[job.model].breaker
                 if breaker is not None and breaker.is_open:
                     deferred.append((job, run, setting, item))
@@ -635,9 +666,20 @@ def _one_line(text: str, limit: int = 300) -> str:
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
     # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
-    # is walked once more to launch, so this pass must stay cheap at a million jobs.
-    combos: Counter[tuple[str, str, str, int]] = Counter(
-        (job.model, job.suite, job.setting, job.seed) for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
+    # is walked once more to launch, so this pass must stay cheap at a million jobs. Unsharded,
+    # every model and seed runs every planned task: counting tasks is enough (no job is built).
+    combos: Counter[tuple[str, str, str, int]] = Counter()
+    if shard is None:
+        sel = selectors or Selectors()
+        models, seeds = _plan_axes(cfg, sel)
+        per = Counter((run.suite.name, setting.name) for run, setting, _, _ in _plan_items(runs, sel))
+        for (suite, setting), n in per.items():
+            for seed in seeds:
+                for model in models:
+                    combos[(model, suite, setting, seed)] += n
+    else:
+        combos.update((job.model, job.suite, job.setting, job.seed)
+                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
     for combo, n in combos.items():
         for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):

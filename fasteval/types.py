@@ -57,8 +57,12 @@ class Job:
     @property
     def job_id(self) -> str:
         """Stable across processes and machines, so resume and shards agree."""
-        key = "\x1f".join([self.model, self.suite, self.setting, self.task_id, str(self.seed)])
-        return hashlib.sha256(key.encode()).hexdigest()[:20]
+        return job_id_of(self.model, self.suite, self.setting, self.task_id, self.seed)
+
+
+def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int) -> str:
+    """``Job(...).job_id`` without building the Job (resume walks every planned job)."""
+    return hashlib.sha256(f"{model}\x1f{suite}\x1f{setting}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:20]
 
 
 @dataclass(slots=True)

@@ -104,8 +104,14 @@ class Provider(ABC):
         return Capabilities()
 
     def capabilities(self) -> Capabilities:
+        # Asked several times per round: made once per overrides mapping (replaced, never mutated).
+        cached: tuple[dict[str, bool], Capabilities] | None = self.__dict__.get("_capabilities")
+        if cached is not None and cached[0] is self.capability_overrides:
+            return cached[1]
         caps = self.default_capabilities()
-        return replace(caps, **self.capability_overrides) if self.capability_overrides else caps
+        caps = replace(caps, **self.capability_overrides) if self.capability_overrides else caps
+        self.__dict__["_capabilities"] = (self.capability_overrides, caps)
+        return caps
 
     def tool_message_images(self) -> bool:
         """Can a ``tool`` message carry image parts? If not, images go in a following user message."""

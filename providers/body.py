@@ -25,6 +25,10 @@ SLOT = f"\x00fasteval-image-{secrets.token_hex(8)}\x00"
 _SLOT_JSON = orjson.dumps(SLOT)
 SHARE_ABOVE = 16 * 1024
 """Image URLs longer than this are shared bytes in the body; shorter ones are serialised inline."""
+JOIN_BELOW = 256 * 1024
+"""Bodies up to this size go out as one bytes object (one copy, one send, as a plain client does):
+each piece written is a send on the socket, and for a small body the extra sends cost more than
+the copy. Larger bodies stream their pieces, so the shared image bytes are never copied."""
 
 
 def is_shareable(url: bytes) -> bool:
@@ -47,6 +51,16 @@ def splice(body: bytes, urls: list[bytes]) -> list[bytes] | None:
         pieces.append(url)
         pieces.append(b'"' + segments[i + 1] + (b'"' if i < last else b""))
     return pieces
+
+
+def body_data(pieces: list[bytes]) -> tuple[bytes | PiecesPayload, int]:
+    """What to hand aiohttp for ``pieces``, and the body's size: one bytes object when small."""
+    if len(pieces) == 1:
+        return pieces[0], len(pieces[0])
+    size = sum(map(len, pieces))
+    if size <= JOIN_BELOW:
+        return b"".join(pieces), size
+    return PiecesPayload(pieces, size), size
 
 
 class PiecesPayload(payload.Payload):

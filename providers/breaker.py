@@ -20,8 +20,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-import aiohttp
-
 from providers.base import ProviderError
 
 log = logging.getLogger("fasteval.breaker")
@@ -52,6 +50,8 @@ class EndpointUnreachable(ProviderError):
 
 def connection_error(exc: BaseException, where: str) -> EndpointUnreachable:
     """One readable line for a connection failure (the raw exception goes to run.log)."""
+    import aiohttp  # here: suites and reports import this module without ever connecting
+
     log.info("connection to %s failed: %r", where, exc)
     if isinstance(exc, aiohttp.ClientConnectorError):
         addr = f"{exc.host}:{exc.port}"

@@ -18,7 +18,7 @@ import orjson
 
 from fasteval.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
-from providers.body import SLOT, ByteBudget, PiecesPayload, is_shareable, splice
+from providers.body import SLOT, ByteBudget, body_data, is_shareable, splice
 from providers.breaker import connection_error
 from providers.http_json import Timeouts, retry_after_header
 from providers.retry import classify_status
@@ -26,6 +26,9 @@ from providers.retry import classify_status
 ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
 """Maps (ImageRef, encoding profile) to the image's URL as ASCII bytes that need no JSON
 escaping: a data URL or a ``file://`` URL (encoding happens off the event loop, cached)."""
+
+CachedImageUrl = Callable[[str, str], "bytes | None"]
+"""An ImageUrlResolver's optional ``cached`` method: the URL without a coroutine when it is ready."""
 
 ImageResolver = Callable[[str, str], Awaitable[str]]
 """The same as text, always a data URL: what the native (Anthropic, Gemini) providers take."""
@@ -104,22 +107,29 @@ class OpenAICompatProvider(Provider):
     async def _wire_messages(self, messages: list[Message], profile: str, shared: list[bytes]) -> list[Message]:
         """Messages in wire format; large image URLs become placeholders, their bytes go to ``shared``."""
         out: list[Message] = []
+        cached: CachedImageUrl | None = getattr(self.image_resolver, "cached", None)
         for m in messages:
             content = m.get("content")
-            if isinstance(content, list) and any(p.get("type") == "image" for p in content):
-                parts: list[dict[str, Any]] = []
-                for p in content:
-                    if p.get("type") == "image":
+            if isinstance(content, list):
+                parts: list[dict[str, Any]] | None = None  # made at the first image part, if any
+                for i, p in enumerate(content):
+                    if p.get("type") != "image":
+                        if parts is not None:
+                            parts.append(p)
+                        continue
+                    if parts is None:
+                        parts = content[:i]
+                    url = cached(p["image"], profile) if cached is not None else None
+                    if url is None:
                         url = await self._image_url(p["image"], profile)
-                        if is_shareable(url):
-                            shared.append(url)
-                            value = SLOT
-                        else:
-                            value = url.decode("utf-8", "replace")
-                        parts.append({"type": "image_url", "image_url": {"url": value}})
+                    if is_shareable(url):
+                        shared.append(url)
+                        value = SLOT
                     else:
-                        parts.append(p)
-                m = {**m, "content": parts}
+                        value = url.decode("utf-8", "replace")
+                    parts.append({"type": "image_url", "image_url": {"url": value}})
+                if parts is not None:
+                    m = {**m, "content": parts}
             out.append(m)
         return out
 
@@ -148,9 +158,7 @@ class OpenAICompatProvider(Provider):
         return pieces
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        pieces = await self.build_body(request)
-        size = sum(len(p) for p in pieces)
-        data: bytes | PiecesPayload = pieces[0] if len(pieces) == 1 else PiecesPayload(pieces, size)
+        data, size = body_data(await self.build_body(request))
         session = self._get_session() if self._own_session or self._session is None else self._session
         extra: dict[str, Any] = {} if self._own_session else {"headers": self._headers(), "timeout": self._timeout}
         budget = self.body_budget

@@ -117,6 +117,21 @@ class ImageEncoder:
         url = await self.image_url(ref, profile, max_bytes=max_bytes, max_pixels=max_pixels)
         return url.decode("ascii")
 
+    def cached_image_url(self, ref: ImageRef, profile: str, *, max_bytes: int | None = None,
+                         max_pixels: int | None = None, processor: ProcessorResize | None = None,
+                         local: bool = False) -> bytes | None:
+        """The URL ``image_url`` would return, if it is cached; None otherwise (nothing is computed).
+
+        Every round re-sends every image of the history: a hit answered without a coroutine is
+        most of what an image costs a request once it has been encoded.
+        """
+        key: UrlKey = (ref, profile, max_bytes, max_pixels, processor, local)
+        url = self._urls.get(key)
+        if url is not None:
+            self._urls.move_to_end(key)
+            self.stats.hits += 1
+        return url
+
     async def image_url(
         self,
         ref: ImageRef,

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 import pyvips
 
@@ -102,6 +101,8 @@ def read_conversation(body: dict[str, Any]) -> View:
 
 def image_level(url: str) -> float:
     """Median grey level of an image: how sim 'reads' a uniform patch."""
+    import numpy as np  # here: most sim requests carry no image to read
+
     # file:// URLs were checked against the allowed root before any policy runs.
     raw = image_bytes(url, Path("/"))
     img = pyvips.Image.new_from_buffer(raw, "")

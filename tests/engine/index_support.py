@@ -91,3 +91,35 @@ def index_rows(index: RunIndex) -> dict[str, tuple[Any, ...]]:
                 r.usage["completion_tokens"], r.usage["cache_read_tokens"], r.usage["cache_write_tokens"], r.latency_s, r.retries, r.task_type, int(r.status == "ok"),
                 r.offset, r.length)
     return {r.job_id: tup(r) for r in index.rows()}
+
+
+def merged_reference(sources: list[Path]) -> list[bytes]:
+    """What ``merge`` must write, by a full scan: each job's record from the first source holding
+    an ok one (else the first source holding it), sources in order, each in its file order."""
+    latest: list[dict[str, tuple[int, bytes, bool]]] = []
+    for src in sources:
+        mine: dict[str, tuple[int, bytes, bool]] = {}
+        with (src / RECORDS).open("rb") as f:
+            for n, line in enumerate(f):
+                if not line.endswith(b"\n"):
+                    break
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if not (isinstance(rec, dict) and "job_id" in rec):
+                    continue
+                ok = rec.get("status") == "ok"
+                prev = mine.get(rec["job_id"])
+                if prev is None or not prev[2] or ok:
+                    mine[rec["job_id"]] = (n, line, ok)
+        latest.append(mine)
+    winner: dict[str, int] = {}
+    for i, mine in enumerate(latest):
+        for job_id, (_, _, ok) in mine.items():
+            if job_id not in winner or (ok and not latest[winner[job_id]][job_id][2]):
+                winner[job_id] = i
+    out: list[bytes] = []
+    for i, mine in enumerate(latest):
+        out += [line for _, line, _ in sorted(v for j, v in mine.items() if winner[j] == i)]
+    return out

@@ -14,10 +14,18 @@ import orjson
 import pytest
 
 from fasteval.merge import MergeConflict, merge_runs
-from fasteval.records import RECORDS, latest_by_job
+from fasteval.records import RECORDS
 from fasteval.report import status
 from fasteval.runindex import open_index
-from tests.engine.index_support import full_scan_rows, index_rows, make_record, manifest, random_jobs, write
+from tests.engine.index_support import (
+    full_scan_rows,
+    index_rows,
+    make_record,
+    manifest,
+    merged_reference,
+    random_jobs,
+    write,
+)
 
 FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
 
@@ -43,11 +51,7 @@ def _shards(tmp_path: Path, n: int, *, n_tasks: int, size: int) -> list[Path]:
 
 
 def _expected(sources: list[Path]) -> list[bytes]:
-    chosen: dict[str, dict[str, object]] = {}
-    for src in sources:
-        chosen.update(latest_by_job([src / RECORDS]))
-    key = sorted(chosen.values(), key=lambda r: (r["model"], r["suite"], r["setting"], r["task_id"], r["seed"]))
-    return [orjson.dumps(r) + b"\n" for r in key]
+    return merged_reference(sources)
 
 
 def test_merge_killed_at_random_moments_leaves_no_target_and_a_rerun_completes_it(tmp_path: Path) -> None:

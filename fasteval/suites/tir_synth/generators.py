@@ -12,10 +12,12 @@ import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import pyvips
+
+if TYPE_CHECKING:  # numpy loads where an image is drawn: importing the suites (a report) needs none
+    import numpy as np
 
 LETTERS = "ABCD"
 
@@ -38,6 +40,7 @@ class Synth:
 
 def png(pixels: np.ndarray) -> bytes:
     """PNG bytes of an HxW (grey) or HxWx3 (RGB) uint8 array."""
+    import numpy as np
     arr = np.ascontiguousarray(pixels, dtype=np.uint8)
     bands = 1 if arr.ndim == 2 else arr.shape[2]
     img = pyvips.Image.new_from_memory(arr.tobytes(), arr.shape[1], arr.shape[0], bands, "uchar")
@@ -45,6 +48,7 @@ def png(pixels: np.ndarray) -> bytes:
 
 
 def _nrng(rng: random.Random) -> np.random.Generator:
+    import numpy as np
     return np.random.default_rng(rng.randrange(2**32))
 
 
@@ -58,6 +62,7 @@ def _choices(rng: random.Random, correct: str, pool: list[str]) -> tuple[str, st
 
 def low_light(rng: random.Random) -> Synth:
     """Count faint bright spots in a nearly black photo (TIR-Bench 'contrast')."""
+    import numpy as np
     nrng = _nrng(rng)
     h, w = 240, 320
     bg = rng.randint(2, 6)
@@ -78,6 +83,7 @@ def low_light(rng: random.Random) -> Synth:
 
 def visual_search(rng: random.Random) -> Synth:
     """Find the grid cell holding a tiny red marker in a large noisy image."""
+    import numpy as np
     nrng = _nrng(rng)
     h, w = 1200, 1600
     g = rng.choice([4, 5, 6])
@@ -97,6 +103,7 @@ def visual_search(rng: random.Random) -> Synth:
 
 def spot_difference(rng: random.Random) -> Synth:
     """Two images of a grid of coloured tiles that differ in a few tiles; name those tiles."""
+    import numpy as np
     nrng = _nrng(rng)
     rows, cols, side = rng.choice([(3, 4), (4, 4), (4, 5)]) + (60,)
     tiles = nrng.integers(30, 226, size=(rows, cols, 3))
@@ -123,6 +130,7 @@ def spot_difference(rng: random.Random) -> Synth:
 
 def jigsaw(rng: random.Random) -> Synth:
     """An n×n shuffle of a two-gradient image; the answer is the original piece at each position."""
+    import numpy as np
     nrng = _nrng(rng)
     n = rng.choice([2, 3])
     size = 360
@@ -149,6 +157,7 @@ def jigsaw(rng: random.Random) -> Synth:
 
 def _carve(rng: random.Random, h: int, w: int) -> np.ndarray:
     """A perfect maze on (2h+1)x(2w+1) blocks by randomized depth-first search; True = corridor."""
+    import numpy as np
     grid = np.zeros((2 * h + 1, 2 * w + 1), dtype=bool)
     stack = [(0, 0)]
     seen = {(0, 0)}
@@ -185,6 +194,7 @@ def shortest_moves(grid: np.ndarray, start: tuple[int, int], goal: tuple[int, in
 
 def maze(rng: random.Random) -> Synth:
     """A block maze; the answer is the number of moves of the shortest path from green to red."""
+    import numpy as np
     h, w, block = rng.randint(4, 8), rng.randint(4, 8), 16
     grid = _carve(rng, h, w)
     start, goal = (1, 1), (2 * h - 1, 2 * w - 1)
@@ -203,6 +213,7 @@ def maze(rng: random.Random) -> Synth:
 
 def proportion(rng: random.Random) -> Synth:
     """Share of the image covered by one filled shape, as a multiple-choice percentage."""
+    import numpy as np
     h, w = 300, 400
     yy, xx = np.mgrid[0:h, 0:w]
     cx, cy = rng.randint(120, 280), rng.randint(90, 210)
@@ -223,6 +234,7 @@ def proportion(rng: random.Random) -> Synth:
 
 def colour(rng: random.Random) -> Synth:
     """Which named colour covers the largest area (stripes of four colours)."""
+    import numpy as np
     names = rng.sample(sorted(PALETTE), 4)
     w = 400
     while True:
@@ -244,6 +256,7 @@ def colour(rng: random.Random) -> Synth:
 
 def rotation(rng: random.Random) -> Synth:
     """A marked image turned by a multiple of 90°; the answer is the clockwise turn that restores it."""
+    import numpy as np
     size = 240
     texture = _nrng(rng).integers(-30, 31, size=(size // 12, size // 12)).repeat(12, 0).repeat(12, 1)
     grey = np.clip(np.linspace(60, 190, size)[:, None] + texture, 0, 255).astype(np.uint8)

@@ -20,14 +20,15 @@ import codecs
 import importlib.util
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
-
-import aiohttp
 
 from fasteval.config import ConfigError
 from fasteval.services import Closer, register_service
 from fasteval.tools.retrieval.transport import RetrySettings, UpstreamError, classify_status, with_retries
+
+if TYPE_CHECKING:  # imported where used: the suites import this module, and a report needs no HTTP
+    import aiohttp
 
 Extractor = Literal["chrome", "all_text", "main"]
 EXTRACTORS: tuple[Extractor, ...] = ("chrome", "all_text", "main")
@@ -122,6 +123,7 @@ async def fetch_page(session: aiohttp.ClientSession, url: str, limits: FetchLimi
     url = check_url(url)
     if urlsplit(url).path.lower().endswith(SKIP_EXTENSIONS):
         raise PageSkipped(f"skipped {url}: the URL names a document or image file, not a web page")
+    import aiohttp
 
     async def attempt() -> RawPage:
         try:

@@ -13,9 +13,8 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import aiohttp
 import orjson
 
 from cache import Cache, CacheValue
@@ -23,6 +22,9 @@ from fasteval.limiters import current_limit
 from fasteval.tools.base import ToolContext
 from providers.retry import UPSTREAM_RETRYABLE, RetryPolicy, retry_call
 from providers.retry import classify_status as http_kind
+
+if TYPE_CHECKING:  # imported where used: the suites import this module, and a report needs no HTTP
+    import aiohttp
 
 UpstreamKind = Literal["rate_limit", "transient", "timeout", "rejected", "auth", "bad_response"]
 RETRYABLE: frozenset[str] = UPSTREAM_RETRYABLE
@@ -121,6 +123,8 @@ async def request_json(session: aiohttp.ClientSession, method: str, url: str, *,
                        json_body: dict[str, Any] | None = None, headers: dict[str, str] | None = None,
                        max_bytes: int = 8 * 1024 * 1024) -> Any:
     """One JSON API call with retries; raises UpstreamError (messages not yet redacted)."""
+    import aiohttp
+
     async def attempt() -> Any:
         try:
             async with session.request(method, url, params=params, json=json_body, headers=headers,
@@ -144,6 +148,8 @@ async def request_json(session: aiohttp.ClientSession, method: str, url: str, *,
 @asynccontextmanager
 async def http_session(ctx: ToolContext) -> AsyncIterator[aiohttp.ClientSession]:
     """The sweep's shared session, or a short-lived one when a tool runs outside a sweep."""
+    import aiohttp
+
     shared = ctx.services.get("http")
     if isinstance(shared, aiohttp.ClientSession) and not shared.closed:
         yield shared
