@@ -17,7 +17,8 @@ the client under test. Two sides, each in its own subprocess with a fresh sim:
 Per side: trajectories/s (N / wall time of the run, setup included), efficiency = achieved /
 ideal with ideal = C / ((K+1)·L), CPU ms per trajectory (whole process, user+sys, imports
 included; the steady-state figure without interpreter start-up and imports is printed too),
-and peak RSS (ru_maxrss). Both come from ``os.wait4`` on that child alone, and the sim's own CPU
+and peak RSS (the child's own VmHWM: its ru_maxrss would include the benchmark process's memory
+at fork time). CPU comes from ``os.wait4`` on that child alone, and the sim's own CPU
 is reported alongside, since on a small machine the sim competes for the same cores. Sides
 alternate within each repeat; figures are medians over repeats.
 """
@@ -55,7 +56,7 @@ r2 = resource.getrusage(resource.RUSAGE_SELF)
 cpu = lambda r: r.ru_utime + r.ru_stime
 with open(sys.argv[1], "w") as f:
     json.dump({"code": code, "wall_s": t2 - t1, "import_s": t1 - t0, "cpu_s": cpu(r2),
-               "cpu_startup_s": cpu(r1), "maxrss_kb": r2.ru_maxrss}, f)
+               "cpu_startup_s": cpu(r1), "maxrss_kb": next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))}, f)
 """
 
 
