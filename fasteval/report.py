@@ -198,7 +198,7 @@ def report(run_dir: Path) -> dict[str, Any]:
     prices = model_prices(manifest.get("config") or {})
     total_cost: float | None = None
     rows = []
-    with open_index(run_dir) as index:
+    with open_index(run_dir) as index, index.snapshot():
         sizes = index.group_sizes()
         total = sum(sizes.values())
         for model, suite, setting in sorted(sizes):

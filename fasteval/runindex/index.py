@@ -490,6 +490,20 @@ class RunIndex:
         sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
         return tuple(self._db.execute(sql, params).fetchone())
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[RunIndex]:
+        """Several reads that must agree (a report's sizes, sums and rows) see one state of the index.
+
+        A sweep may append while a report reads; without this each statement is its own
+        transaction and a group's sums could count a job its rows do not have. A read transaction
+        in WAL mode pins one snapshot and does not block the writer.
+        """
+        self._db.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self._db.execute("COMMIT")
+
     def count(self, **filters: Any) -> int:
         where, params = self._where(filters)
         n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
