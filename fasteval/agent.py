@@ -179,11 +179,15 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
             rounds += 1
             traj.rounds += 1
             usage.add(resp.usage)
-            if resp.finish_reason == "length" and not resp.tool_calls and not resp.content:
-                traj.termination = "context_overflow"
-                traj.termination_reason = "the model hit its output length limit with no answer"
-                traj.answers.append(None)
-                return traj
+            if resp.finish_reason == "length" and not resp.tool_calls:
+                # cut by the output-token limit: its own termination on every wire, never `answered`; the
+                # partial text is kept and scored as a reference harness would, whitespace counts as nothing
+                traj.messages.append(_assistant_message(resp, []))
+                traj.termination = "max_tokens"
+                traj.termination_reason = f"turn {turn_index} hit the output token limit"
+                text = resp.content if resp.content and resp.content.strip() else None
+                answer = suite.extract_answer(text, setting) if text else None
+                break
             if resp.finish_reason == "refusal" and not resp.tool_calls:
                 # the model declined (a provider safety stop): its reply is scored as given, not retried
                 traj.messages.append(_assistant_message(resp, []))

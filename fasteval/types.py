@@ -14,7 +14,7 @@ from typing import Any, Literal
 ImageRef = str
 """sha256 hex digest of an image's encoded bytes; the key into a BlobStore."""
 
-Termination = Literal["answered", "max_rounds", "error", "context_overflow", "refusal"]
+Termination = Literal["answered", "max_rounds", "max_tokens", "error", "context_overflow", "refusal"]
 JobStatus = Literal["ok", "error"]
 ToolStatus = Literal["ok", "error"]
 
