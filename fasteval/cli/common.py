@@ -30,3 +30,16 @@ def fmt(x: float | None, pct: bool = True) -> str:
     if x is None:
         return "-"
     return f"{100 * x:.1f}" if pct else f"{x:.3f}"
+
+
+PRIVATE_UMASK = 0o077
+
+
+def private_run_files(shared: bool) -> None:
+    """Run folders hold prompts, answers, error bodies and server logs: 0700 folders and 0600 files
+    by default (the umask, so SQLite's and the servers' own files follow too); ``shared`` keeps the
+    user's umask (``--shared-run-dir``, for a group that reads the folder)."""
+    import os
+
+    if not shared:
+        os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)

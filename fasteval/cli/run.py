@@ -14,7 +14,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error
+from fasteval.cli.common import console, print_config_error, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -151,6 +151,7 @@ def cmd_run(a: argparse.Namespace) -> int:
                 print(f"  {redact_text(line)}", file=sys.stderr)  # an upstream may echo the key back
             return EXIT_USAGE
     existed = run_dir.exists()
+    private_run_files(a.shared_run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         handler = RunLogHandler(run_dir / "run.log")
@@ -224,6 +225,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
     r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
+    r.add_argument("--shared-run-dir", action="store_true",
+                   help="create the run folder with your umask (readable by others) instead of 0700 with 0600 files")
     r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
     r.add_argument("--suite", action="append", help="only this suite (repeatable)")

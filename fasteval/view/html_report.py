@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fasteval.core.errors import UnsafeRunFolder
+from fasteval.runfolder.blobs import read_blob
 from fasteval.view.data import RunSet, sniff_image_type
 from fasteval.view.pages import layout, summary_body
 from fasteval.view.trajectory import job_body
@@ -36,8 +38,8 @@ class ImageEmbedder:
 
     def __call__(self, ref: str) -> str | None:
         try:
-            data = (self.blobs / ref[:2] / ref).read_bytes()
-        except (FileNotFoundError, ValueError):
+            data = read_blob(self.blobs, ref)  # a hash, and a file of the store, never a link out of it
+        except (OSError, ValueError, UnsafeRunFolder):
             self.left_out += 1
             return None
         if len(data) > MAX_IMAGE_BYTES:
