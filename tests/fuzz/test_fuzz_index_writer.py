@@ -20,9 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fasteval.core.types import Record
-from fasteval.runfolder.index import COLUMNS, INT_MAX, INT_MIN, open_index, rebuild_index
+from fasteval.runfolder.index import COLUMNS, open_index, rebuild_index
 from fasteval.runfolder.records import RecordWriter
 
+INT_MAX, INT_MIN = 2**63 - 1, -(2**63)  # what an SQLite INTEGER holds
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 

@@ -20,9 +20,10 @@ import orjson
 import yaml
 from aiohttp import web
 
-from fasteval.runfolder.index import INT_MAX, open_index, rebuild_index
+from fasteval.runfolder.index import open_index, rebuild_index
 
 HUGE = 2**63
+INT_MAX = 2**63 - 1  # what an SQLite INTEGER holds
 
 
 class HugeUsageUpstream:
