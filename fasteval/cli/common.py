@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -35,11 +38,17 @@ def fmt(x: float | None, pct: bool = True) -> str:
 PRIVATE_UMASK = 0o077
 
 
-def private_run_files(shared: bool) -> None:
+@contextlib.contextmanager
+def private_run_files(shared: bool) -> Iterator[None]:
     """Run folders hold prompts, answers, error bodies and server logs: 0700 folders and 0600 files
-    by default (the umask, so SQLite's and the servers' own files follow too); ``shared`` keeps the
-    user's umask (``--shared-run-dir``, for a group that reads the folder)."""
-    import os
-
-    if not shared:
-        os.umask(os.umask(PRIVATE_UMASK) | PRIVATE_UMASK)
+    while the command runs (the umask, so SQLite's and the servers' own files follow too; restored
+    after). ``shared`` keeps the user's umask (``--shared-run-dir``, for a group that reads it)."""
+    if shared:
+        yield
+        return
+    old = os.umask(PRIVATE_UMASK)
+    os.umask(old | PRIVATE_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(old)

@@ -100,6 +100,12 @@ class _TerminalFilter(logging.Filter):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
+    with private_run_files(a.shared_run_dir):
+        return _run(a)
+
+
+def _run(a: argparse.Namespace) -> int:
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.clients import ModelConfigError
@@ -151,7 +157,6 @@ def cmd_run(a: argparse.Namespace) -> int:
                 print(f"  {redact_text(line)}", file=sys.stderr)  # an upstream may echo the key back
             return EXIT_USAGE
     existed = run_dir.exists()
-    private_run_files(a.shared_run_dir)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         handler = RunLogHandler(run_dir / "run.log")
