@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from providers.sim.wire import Rejected
 from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
 
 VERSIONS = frozenset({"2023-06-01", "2023-01-01"})
@@ -28,14 +29,6 @@ _BLOCKS = {"user": frozenset({"text", "image", "tool_result", "document"}),
            "assistant": frozenset({"text", "tool_use", "thinking", "redacted_thinking"})}
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SECRET = b"fasteval-sim-thinking"
-
-
-class Rejected(Exception):
-    """A request the real API would refuse: HTTP status, error type and message."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
 
 
 def error_body(status: int, kind: str, message: str) -> bytes:

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from providers.sim import native_wire
 from providers.sim.media import check_local_media
+from providers.sim.native_wire import AnthropicWire, GeminiWire
 from providers.sim.policies import POLICIES
 from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
 from providers.sim.spec import SimModel
@@ -55,8 +55,10 @@ class SimServer:
         self._runner: web.AppRunner | None = None
         self._counter = 0
         self.api_keys: dict[str, str] = {}
-        """Per dialect ("anthropic", "gemini"): the only key accepted; any non-empty key when unset."""
-        self.prompt_cache = native_wire.new_caches()
+        """Per dialect ("anthropic", "gemini", "openai"): the only key accepted; any non-empty key when unset."""
+        # The native dialects see this server only as a SimCore (providers.sim.wire).
+        self.anthropic_wire = AnthropicWire(self)
+        self.gemini_wire = GeminiWire(self)
 
     @property
     def base_url(self) -> str:
@@ -150,29 +152,29 @@ class SimServer:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = orjson.loads(await request.read())
-        return await self._answer(body, request)
+        return await self.answer(body, request)
 
     async def handle_anthropic(self, request: web.Request) -> web.StreamResponse:
-        """Anthropic's Messages API over the same models, faults and policies (native_wire.py)."""
+        """Anthropic's Messages API over the same models, faults and policies (providers.sim.native_wire)."""
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            return await native_wire.anthropic(self, request)
+            return await self.anthropic_wire.handle(request)
         finally:
             self.in_flight -= 1
 
     async def handle_gemini(self, request: web.Request) -> web.StreamResponse:
-        """Gemini's generateContent over the same models, faults and policies (native_wire.py)."""
+        """Gemini's generateContent over the same models, faults and policies (providers.sim.native_wire)."""
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            return await native_wire.gemini(self, request)
+            return await self.gemini_wire.handle(request)
         finally:
             self.in_flight -= 1
 
-    async def _answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
+    async def answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
         """Faults, latency and the policy's reply for an OpenAI-form body (every dialect ends here)."""
         model = self.models.get(str(body.get("model")))
         if model is None:

@@ -25,6 +25,7 @@ SIM_OPTIONS: dict[str, Opt] = {
     "wire": Opt("str", "the API the sim speaks to this model", choices=("openai", "anthropic", "gemini")),
     "thinking_budget": Opt("int", "wire anthropic/gemini: passed to the native client"),
     "prompt_caching": Opt("bool", "wire anthropic: passed to the native client"),
+    "call_ids": Opt("bool", "wire gemini: functionCall parts carry an id that must come back (default true)"),
 }
 """What a sim model entry may say besides the options every endpoint has."""
 
