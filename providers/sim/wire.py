@@ -18,11 +18,13 @@ from providers.sim.spec import SimModel
 
 
 class Rejected(Exception):
-    """A request the real API would refuse: HTTP status, error type and message (and the field)."""
+    """A request the real API would refuse: HTTP status, error type and message (and the field and
+    error code, for the dialects whose errors carry them)."""
 
-    def __init__(self, status: int, kind: str, message: str, param: str | None = None) -> None:
+    def __init__(self, status: int, kind: str, message: str, param: str | None = None,
+                 code: str | None = None) -> None:
         super().__init__(message)
-        self.status, self.kind, self.message, self.param = status, kind, message, param
+        self.status, self.kind, self.message, self.param, self.code = status, kind, message, param, code
 
 
 class SimCore(Protocol):
