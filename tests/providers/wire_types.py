@@ -14,7 +14,9 @@ exception is written down here, once (docs/providers.md lists them):
 
 - Chat Completions: vLLM's sampling extensions (``top_k``, ``min_p``, ...) are top-level keys the
   OpenAI SDK sends through ``extra_body``; images in a ``tool`` message are a vLLM extension
-  (OpenAI's own API refuses them; our ``tool_result_images`` capability is off for it).
+  (OpenAI's own API refuses them; our ``tool_result_images`` capability is off for it), and so is
+  a ``tool`` message's ``name`` (vLLM's message type has it for every role; chat templates and
+  VisualToolBench's reference send it).
 - Responses API: the SDK marks ``parameters`` and ``strict`` of a function tool required (the
   API takes them omitted, and normalises an omitted ``strict`` into strict mode: we always send
   it) and allows ``input_text`` in an id-less assistant message (the API refuses it; we send
@@ -105,6 +107,8 @@ def _chat_extensions(raw: bytes) -> bytes:
     for key in CHAT_EXTENSIONS & set(body):
         del body[key]
     for m in body.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") == "tool":
+            m.pop("name", None)
         if isinstance(m, dict) and m.get("role") == "tool" and isinstance(m.get("content"), list):
             images = [p for p in m["content"] if isinstance(p, dict) and p.get("type") == "image_url"]
             if images:  # checked as user content parts, which is what vLLM makes of them

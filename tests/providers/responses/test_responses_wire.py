@@ -112,7 +112,7 @@ async def test_usage_counts_reasoning_tokens_once() -> None:
     assert resp.usage.completion_tokens == raw["usage"]["output_tokens"]
     assert resp.usage.prompt_tokens == raw["usage"]["input_tokens"]
 
-    from fasteval.pricing import Price, cost_usd
+    from fasteval.core.pricing import Price, cost_usd
     price = Price(input=0.0, output=1.0)
     assert cost_usd({"completion_tokens": resp.usage.completion_tokens}, price) == resp.usage.completion_tokens / 1e6
 
