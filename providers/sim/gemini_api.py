@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from typing import Any
 
 import orjson
@@ -117,8 +118,9 @@ def _validate_contents(contents: Any, thinking_on: bool) -> None:
                 raise _bad(f"contents[{i}].parts[{j}]: a part holds exactly one of {', '.join(_DATA[:4])}")
             field = fields[0]
             if field == "inlineData":
-                data = p["inlineData"]
-                if data.get("mimeType") not in NATIVE_MEDIA_TYPES or sniff_base64(str(data.get("data", ""))) != data["mimeType"]:
+                data = p["inlineData"] = _proto_names(p["inlineData"])
+                if data.get("mimeType") not in NATIVE_MEDIA_TYPES or \
+                        sniff_base64(standard_base64(str(data.get("data", "")))) != data["mimeType"]:
                     raise _bad("Provided image is not valid.")
             elif field == "functionCall":
                 if role != "model":
@@ -139,6 +141,21 @@ def _validate_contents(contents: Any, thinking_on: bool) -> None:
         calls_at = i
     if contents[-1]["role"] != "user":
         raise _bad("Please ensure that single turn requests end with a user role or the role field is empty.")
+
+
+def _proto_names(obj: Any) -> Any:
+    """Protobuf's JSON parser takes a field's proto name as well as its lowerCamel JSON name (the
+    google-genai SDK sends ``inlineData.mime_type``): the lowerCamel form."""
+    if not isinstance(obj, dict):
+        return obj
+    return {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), k): v for k, v in obj.items()}
+
+
+def standard_base64(data: str) -> str:
+    """Bytes fields take standard or URL-safe base64, padded or not (protobuf's JSON mapping; the
+    google-genai SDK sends URL-safe): the standard, padded form of either."""
+    data = data.replace("-", "+").replace("_", "/")
+    return data + "=" * (-len(data) % 4)
 
 
 def _call_id(obj: dict[str, Any]) -> str | None:
@@ -197,7 +214,7 @@ def to_openai(model: str, body: dict[str, Any]) -> dict[str, Any]:
                 tool_msgs.append({"role": "tool", "tool_call_id": cid,
                                   "content": [{"type": "text", "text": text if isinstance(text, str) else orjson.dumps(text).decode()}]})
             elif "inlineData" in p:
-                url = f"data:{p['inlineData']['mimeType']};base64,{p['inlineData']['data']}"
+                url = f"data:{p['inlineData']['mimeType']};base64,{standard_base64(p['inlineData']['data'])}"
                 part = {"type": "image_url", "image_url": {"url": url}}
                 if tool_msgs:  # images after function responses belong to the last tool result
                     tool_msgs[-1]["content"].append(part)
