@@ -11,6 +11,11 @@ by hand.
 | ``tirbench`` | HF dataset ``Agents-X/TIR-Bench``: ``TIR-Bench.json`` + ``data.zip`` (unzipped to ``data/``) | DEST |
 | ``visualtoolbench`` | HF dataset ``ScaleAI/VisualToolBench``: the ``test`` split parquet | DEST |
 | ``vistahop`` | GitHub ``ahang0712/vistahop``: ``data/subset1.parquet`` (Git LFS); no HF dataset | manual only |
+| ``vstar`` | HF dataset ``craigwu/vstar_bench``: ``direct_attributes/``, ``relative_position/`` | DEST |
+| ``hrbench`` | HF dataset ``DreamMr/HR-Bench``: ``hr_bench_{4k,8k}.tsv`` (or ``.parquet``) | DEST |
+| ``mme-realworld`` | HF dataset ``yifanzhang114/MME-RealWorld``: the JSONs + split image archives (unpacked by hand) | DEST |
+| ``treebench`` | HF dataset ``HaochenWang/TreeBench``: ``TreeBench.tsv`` | DEST/TreeBench.tsv |
+| ``visualprobe-{easy,medium,hard}`` | HF datasets ``Mini-o3/VisualProbe_{Easy,Medium,Hard}``: ``val.json`` + ``data/`` | DEST |
 
 The reference harnesses themselves (their prompts, tool texts and judge templates are read from
 them at run time under ``texts: reference``) are fetched with ``git`` at a pinned commit into
@@ -21,6 +26,8 @@ them at run time under ``texts: reference``) are fetched with ``git`` at a pinne
 | ``tirbench-reference`` | ``agents-x-project/TIR-Bench`` | ``f79c7562`` |
 | ``visualtoolbench-reference`` | ``xi1ngang/VisualToolBench`` | ``d4f200a0`` |
 | ``vistahop-reference`` | ``ahang0712/vistahop`` | ``1d6a961f`` |
+| ``vlmevalkit-reference`` | ``open-compass/VLMEvalKit`` | ``e8e78f05`` |
+| ``mini-o3-reference`` | ``Mini-o3/Mini-o3`` | ``8654dbf4`` |
 """
 
 from __future__ import annotations
@@ -74,10 +81,50 @@ DATASETS: dict[str, DatasetSource] = {
                 "`git lfs pull --include data/subset1.parquet` (about 495 MB), and copy data/subset1.parquet "
                 "(or the runner's JSON/JSONL records with their images) into {dest}"),
         path_hint="{dest}/subset1.parquet"),
+    "vstar": DatasetSource(
+        name="vstar", repo_id="craigwu/vstar_bench", hub="huggingface",
+        allow_patterns=("direct_attributes/*", "relative_position/*", "test_questions.jsonl"),
+        manual=("download the folders direct_attributes/ and relative_position/ (image + JSON pairs) from "
+                "https://huggingface.co/datasets/craigwu/vstar_bench into {dest}"),
+        path_hint="{dest}"),
+    "hrbench": DatasetSource(
+        name="hrbench", repo_id="DreamMr/HR-Bench", hub="huggingface",
+        allow_patterns=("hr_bench_4k.tsv", "hr_bench_8k.tsv"),
+        manual=("download hr_bench_4k.tsv (1.9 GB) and hr_bench_8k.tsv (4.6 GB), or the .parquet files, from "
+                "https://huggingface.co/datasets/DreamMr/HR-Bench into {dest}"),
+        path_hint="{dest}"),
+    "mme-realworld": DatasetSource(
+        name="mme-realworld", repo_id="yifanzhang114/MME-RealWorld", hub="huggingface",
+        allow_patterns=("*.json", "*.zip", "*.z*"),
+        manual=("download MME_RealWorld.json (and MME_RealWorld_CN.json) with the split image archives from "
+                "https://huggingface.co/datasets/yifanzhang114/MME-RealWorld into {dest} and unpack the images "
+                "there (paths in the JSON's Image field are relative to {dest}); Lite: mme_realworld_lite.tsv "
+                "from yifanzhang114/MME-RealWorld-Base64"),
+        path_hint="{dest}"),
+    "treebench": DatasetSource(
+        name="treebench", repo_id="HaochenWang/TreeBench", hub="huggingface", allow_patterns=("TreeBench.tsv",),
+        manual="download TreeBench.tsv from https://huggingface.co/datasets/HaochenWang/TreeBench into {dest}",
+        path_hint="{dest}/TreeBench.tsv"),
+    **{f"visualprobe-{level}": DatasetSource(
+        name=f"visualprobe-{level}", repo_id=f"Mini-o3/VisualProbe_{level.title()}", hub="huggingface",
+        allow_patterns=("val.json", "data/*"),
+        manual=(f"download val.json and data/ from https://huggingface.co/datasets/Mini-o3/VisualProbe_"
+                f"{level.title()} into {{dest}}"),
+        path_hint="{dest}/val.json") for level in ("easy", "medium", "hard")},
+    "visualprobe": DatasetSource(
+        name="visualprobe", repo_id="Mini-o3/VisualProbe_{Easy,Medium,Hard}", hub="three level datasets",
+        allow_patterns=(),
+        manual=("fetch each level: fasteval data fetch visualprobe-easy / visualprobe-medium / visualprobe-hard "
+                "(each lands in data/VisualProbe/VisualProbe_<Level>/)"),
+        path_hint="data/VisualProbe"),
 }
 
 DEFAULT_DEST: dict[str, str] = {"tirbench": "data/TIR-Bench", "visualtoolbench": "data/VisualToolBench",
-                                "vistahop": "data/vistahop"}
+                                "vistahop": "data/vistahop", "vstar": "data/vstar_bench", "hrbench": "data/HR-Bench",
+                                "mme-realworld": "data/MME-RealWorld", "treebench": "data/TreeBench",
+                                "visualprobe": "data/VisualProbe",
+                                **{f"visualprobe-{v}": f"data/VisualProbe/VisualProbe_{v.title()}"
+                                   for v in ("easy", "medium", "hard")}}
 """Where ``fetch`` puts each benchmark without ``--dest``: under the checkout's ``data/``, which is where
 the shipped configs (``configs/*.yaml``, paths relative to their folder: ``../data/...``) read them."""
 
@@ -90,7 +137,9 @@ def default_dest(name: str) -> Path:
 
 
 ALIASES = {"tir-bench": "tirbench", "tir_bench": "tirbench", "vtb": "visualtoolbench",
-           "visual-tool-bench": "visualtoolbench", "vista-hop": "vistahop"}
+           "visual-tool-bench": "visualtoolbench", "vista-hop": "vistahop", "v*": "vstar", "vstar-bench": "vstar",
+           "hr-bench": "hrbench", "mme_realworld": "mme-realworld", "mmerealworld": "mme-realworld",
+           "tree-bench": "treebench", "visual-probe": "visualprobe"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +164,8 @@ REFERENCE_REPOS: dict[str, ReferenceRepo] = {
         ReferenceRepo("visualtoolbench-reference", "xi1ngang/VisualToolBench",
                       "d4f200a0a44790349667bed09334ac88623074b2"),
         ReferenceRepo("vistahop-reference", "ahang0712/vistahop", "1d6a961f3ae11f373da153ebb43ab7176b66b84e"),
+        ReferenceRepo("vlmevalkit-reference", "open-compass/VLMEvalKit", "e8e78f05f3080fe28154f2130321f17951c3be94"),
+        ReferenceRepo("mini-o3-reference", "Mini-o3/Mini-o3", "8654dbf42d2ea98b9d81b6cc7179026dd0598fdf"),
     )
 }
 
