@@ -1,7 +1,18 @@
 """Suites; importing this package registers the built-in ones by name."""
 
-from fasteval.suites import demo, jsonl, tir_synth, tirbench, vistahop, visualtoolbench
-from fasteval.suites import hrbench, mme_realworld, treebench, visualprobe, vstar  # noqa: F401  (register)
+from fasteval.suites import (  # noqa: F401  (register)
+           demo,
+           hrbench,
+           jsonl,
+           mme_realworld,
+           tir_synth,
+           tirbench,
+           treebench,
+           vistahop,
+           visualprobe,
+           visualtoolbench,
+           vstar,
+)
 from fasteval.suites.base import (
            SUITES,
            LoadError,
