@@ -141,6 +141,8 @@ _THINK_END = re.compile(r"</think>", re.I)
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _FINAL_ANSWER = re.compile(
     r"(?i:final\s+answer|answer|option|choice)\s*(?i:is|:)?\s*[:\-]?\s*\**\(?([A-Z])\)?\**(?=[\s.,;:!)*]|$)")
+# A lower-case letter counts only as the very end of the span ("the answer is b."), never "is a dog".
+_FINAL_LOWER = re.compile(r"(?i:answer|option|choice)\s*(?i:is|:)?\s*\**\(?([a-z])\)?\**[.!]?\s*$")
 _LEAD_LETTER = re.compile(r"^\(?([A-Z])\)?(?:[.:)\s]|$)")
 _TRIM = " \t\n\r*`'\".:;!"
 
@@ -150,7 +152,8 @@ def answer_span(text: str) -> tuple[str, str]:
     its reasoning, how it was found). Reasoning in <think> never counts."""
     tags = _ANSWER_TAG.findall(text)
     if tags:
-        return tags[-1], "answer_tag"
+        inner = _BOXED.findall(tags[-1])
+        return (inner[-1], "answer_tag:boxed") if inner else (tags[-1], "answer_tag")
     ends = list(_THINK_END.finditer(text))
     tail = text[ends[-1].end():] if ends else text
     boxed = _BOXED.findall(tail)
@@ -191,6 +194,9 @@ def fixed_choice(text: str | None, options: Mapping[str, str]) -> tuple[str | No
         return letter, where
     finals = [m.group(1).upper() for m in _FINAL_ANSWER.finditer(span)]
     finals = [f for f in finals if f in options]
+    lower = _FINAL_LOWER.search(span)
+    if lower and lower.group(1).upper() in options:
+        finals.append(lower.group(1).upper())
     if finals:
         return finals[-1], f"{where}:answer_is"
     return None, f"{where}:unreadable"
