@@ -1,0 +1,91 @@
+"""Full sweeps of the five suites through ``fasteval run`` with sim models, direct and zoom.
+
+``sim-a`` always answers "A" (the model DeepEyes' V* script scores 100%); ``sim-zoom`` calls
+image_zoom_in_tool once on the original image, then answers. The report carries each suite's
+table with the reference and fixed numbers side by side; a rerun adds nothing and rescoring
+(which must lay each task out with its record's seed again) changes no score.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import releases as rel
+
+_SUPPORT = Path(__file__).resolve().parents[1] / "e2e" / "e2e_support.py"
+_spec = importlib.util.spec_from_file_location("twi_e2e_support", _SUPPORT)
+assert _spec is not None and _spec.loader is not None
+support = importlib.util.module_from_spec(_spec)
+sys.modules["twi_e2e_support"] = support
+_spec.loader.exec_module(support)
+
+SEEDS = 2
+MODELS = [
+    {"name": "sim-a", "provider": "sim", "policy": "scripted", "script": [], "default_reply": "A"},
+    {"name": "sim-zoom", "provider": "sim", "policy": "tools", "tool_uses": 1, "default_reply": "B"},
+]
+JUDGE = {"provider": "sim", "policy": "scripted", "script": [{"match": "Prediction: KL 4471", "reply": "Score: 1"}],
+         "default_reply": "Score: 0"}
+SETTINGS = [{"name": "direct"}, {"name": "zoom"}]
+
+
+def _config(tmp_path: Path) -> Path:
+    rel.write_tsv(tmp_path / "hr" / "hr_bench_4k.tsv", rel.hrbench_rows())
+    suites: list[dict[str, Any]] = [
+        {"name": "vstar", "options": {"path": str(rel.vstar_folder(tmp_path / "vstar"))}},
+        {"name": "hrbench", "options": {"path": str(tmp_path / "hr"), "fidelity": "reference"}},
+        {"name": "mme-realworld", "options": {"path": str(rel.mme_path_form(tmp_path / "mme"))}},
+        {"name": "treebench", "options": {"path": str(rel.treebench_tsv(tmp_path / "TreeBench.tsv"))}},
+        {"name": "visualprobe", "options": {"path": str(rel.visualprobe_release(tmp_path / "vp"))}},
+    ]
+    return support.write_config(tmp_path, {
+        "name": "twi-e2e", "seeds": SEEDS, "models": MODELS, "roles": {"judge": JUDGE},
+        "suites": [{**s, "settings": SETTINGS} for s in suites]})
+
+
+N_TASKS = {"vstar": 3, "hrbench": 8, "mme-realworld": 3, "treebench": 2, "visualprobe": 2}
+
+
+def test_twi_suites_sweep_direct_and_zoom(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config, run_dir = _config(tmp_path), tmp_path / "run"
+    code, _, err = support.cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    total = sum(N_TASKS.values()) * SEEDS * len(MODELS) * len(SETTINGS)
+    assert code == 0, err
+    assert support.run_summary(err) == (total, 0, 0, total)
+    recs = support.latest(run_dir)
+    for r in recs:
+        assert r["status"] == "ok", r["error"]
+        details = r["score_details"]
+        assert set(details["scores"]) == {"reference", "fixed"}
+        if r["suite"] != "visualprobe":
+            assert sorted(details["option_order"]) == list(range(len(details["option_order"])))
+        if r["setting"] == "zoom" and r["model"] == "sim-zoom":
+            call = r["trajectory"]["tool_calls"][0]
+            assert (r["tool_calls"], call["name"], call["status"]) == (1, "image_zoom_in_tool", "ok")
+            assert call["images"] and (run_dir / "blobs" / call["images"][0][:2] / call["images"][0]).is_file()
+        else:
+            assert r["tool_calls"] == 0
+    vstar_a = [r for r in recs if r["suite"] == "vstar" and r["model"] == "sim-a"]
+    assert {r["score_details"]["shuffled"] for r in vstar_a} == {True}  # fixed: shuffled per seed
+    gold_letters = {(r["task_id"], r["seed"]): r["score_details"]["gold"] for r in vstar_a}
+    assert set(gold_letters.values()) != {"A"}
+    hr = [r for r in recs if r["suite"] == "hrbench"]
+    assert {r["score_details"]["shuffled"] for r in hr} == {False} and {r["metadata"]["fidelity"] for r in hr} == {
+        "reference"}
+
+    rows = support.report_rows(capsys, run_dir)
+    table = rows[("sim-a", "vstar", "direct")]["suite_metrics"]
+    assert set(table) >= {"reference", "fixed", "gap", "by_category"}
+    assert table["reference"]["mean"] == table["fixed"]["mean"]  # "A" reads as A by both rules
+    hr_table = rows[("sim-a", "hrbench", "direct")]["suite_metrics"]
+    assert hr_table["reference"]["average"]["all"]["mean"] == pytest.approx(2 / 8)  # two rotations have gold A
+    assert hr_table["reference"]["circular"]["all"]["mean"] == 0.0
+    vp = rows[("sim-a", "visualprobe", "direct")]["suite_metrics"]
+    assert vp["by_category"]["visual_probe_hard"]["fixed"]["mean"] == 0.0
+    tree = rows[("sim-a", "treebench", "direct")]["suite_metrics"]
+    assert set(tree["miou"]) == {"reference", "fixed"}
+    support.resume_and_rescore(capsys, config, run_dir, recs)
