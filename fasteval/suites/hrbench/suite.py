@@ -93,14 +93,20 @@ class HRBench(ChoiceSuite):
         each mean ± std over seeds, with the per-seed tables."""
         per_seed = {f: {s: _tables(rows, f) for s, rows in sorted(_by_seed(records).items())} for f in agg.FIDELITIES}
         out: dict[str, Any] = {"errors": agg.errors(records)}
+        for pick in ("average", "circular"):
+            rows: dict[str, dict[str, Any]] = {}
+            for k in ("all", "single", "cross"):
+                row: dict[str, Any] = {}
+                for f in agg.FIDELITIES:
+                    stats = _over_seeds(per_seed[f], pick, k)
+                    row[f], row[f"{f}_std"] = stats["mean"], stats["std"]
+                rows[k] = row
+            out[pick] = rows
         for f in agg.FIDELITIES:
-            out[f] = {
-                "average": {k: _over_seeds(per_seed[f], "average", k) for k in ("all", "single", "cross")},
-                "circular": {k: _over_seeds(per_seed[f], "circular", k) for k in ("all", "single", "cross")},
-                "per_seed": {str(s): t for s, t in per_seed[f].items()},
-            }
-        ref, fixed = out["reference"]["average"]["all"]["mean"], out["fixed"]["average"]["all"]["mean"]
+            out[f"{f}_average"], out[f"{f}_circular"] = out["average"]["all"][f], out["circular"]["all"][f]
+        ref, fixed = out["reference_average"], out["fixed_average"]
         out["gap"] = None if ref is None or fixed is None else fixed - ref
+        out["per_seed"] = {f: {str(s): t for s, t in per_seed[f].items()} for f in agg.FIDELITIES}
         return out
 
     @classmethod

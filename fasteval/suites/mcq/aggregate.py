@@ -46,22 +46,27 @@ def over_seeds(records: Iterable[Rec], value: Callable[[Rec], float]) -> dict[st
     return {"mean": mean, "std": std, "per_seed": acc, "n": sum(len(v) for v in per_seed.values())}
 
 
-def both(records: Sequence[Rec], key: str = "scores") -> dict[str, Any]:
-    """Reference and fixed side by side, and the gap between their means."""
+def both(records: Sequence[Rec], key: str = "scores", *, per_seed: bool = True) -> dict[str, Any]:
+    """Reference and fixed side by side (mean and std over seeds), the gap between the means,
+    and (``per_seed``) each seed's accuracy."""
     ref = over_seeds(records, lambda r: item_value(r, "reference", key))
     fixed = over_seeds(records, lambda r: item_value(r, "fixed", key))
     gap = None if ref["mean"] is None or fixed["mean"] is None else fixed["mean"] - ref["mean"]
-    return {"reference": ref, "fixed": fixed, "gap": gap}
+    out: dict[str, Any] = {"reference": ref["mean"], "reference_std": ref["std"], "fixed": fixed["mean"],
+                           "fixed_std": fixed["std"], "gap": gap, "n": ref["n"]}
+    if per_seed:
+        out["per_seed"] = {"reference": ref["per_seed"], "fixed": fixed["per_seed"]}
+    return out
 
 
 def grouped(records: Sequence[Rec], key_of: Callable[[Rec], str | None], key: str = "scores") -> dict[str, Any]:
-    """``both`` per group (groups in sorted order; records without a key are left out)."""
+    """``both`` per group, one flat row each (groups sorted; records without a key are left out)."""
     groups: dict[str, list[Rec]] = defaultdict(list)
     for r in records:
         k = key_of(r)
         if k is not None:
             groups[k].append(r)
-    return {k: both(groups[k], key) for k in sorted(groups)}
+    return {k: both(groups[k], key, per_seed=False) for k in sorted(groups)}
 
 
 def meta(r: Rec, name: str) -> str | None:

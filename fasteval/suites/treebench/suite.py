@@ -71,8 +71,8 @@ class TreeBench(ChoiceSuite):
         """Overall and per Task/Subtask accuracy, and mIoU, reference and fixed side by side."""
         with_targets = [r for r in records if (r.get("metadata") or {}).get("n_targets", 1)]
         return {**agg.both(records), "errors": agg.errors(records),
-                "miou": {"reference": agg.both(records, "iou")["reference"],
-                         "fixed": agg.both(with_targets, "iou")["fixed"]},
+                "miou_reference": agg.both(records, "iou")["reference"],
+                "miou_fixed": agg.both(with_targets, "iou")["fixed"],
                 "by_category": agg.grouped(records, lambda r: agg.meta(r, "category"))}
 
     @classmethod

@@ -114,10 +114,11 @@ async def test_hrbench_cycle_average_beside_circular(tmp_path: Path, blobs: Blob
                         "metadata": {k: v for k, v in t.metadata.items() if isinstance(v, str)}})
     table = type(suite).aggregate(records)
     assert table is not None
-    assert table["reference"]["average"]["all"]["mean"] == pytest.approx(7 / 8)
-    assert table["reference"]["average"]["single"]["mean"] == pytest.approx(3 / 4)
-    assert table["reference"]["circular"]["all"]["mean"] == pytest.approx(1 / 2)
-    assert table["reference"]["circular"]["cross"]["mean"] == pytest.approx(1.0)
+    assert table["reference_average"] == table["average"]["all"]["reference"] == pytest.approx(7 / 8)
+    assert table["average"]["single"]["reference"] == pytest.approx(3 / 4)
+    assert table["reference_circular"] == pytest.approx(1 / 2)
+    assert table["circular"]["cross"]["reference"] == pytest.approx(1.0)
+    assert table["per_seed"]["reference"]["0"]["by_cycle"]["cycle1"]["all"] == pytest.approx(1 / 2)
 
 
 def test_hrbench_tsv_and_missing_file(tmp_path: Path, blobs: BlobStore) -> None:
