@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
 
 SERVE_OPTIONS: dict[str, Opt] = {
     "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True),

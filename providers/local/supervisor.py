@@ -29,7 +29,7 @@ import orjson
 from providers.breaker import EndpointDown
 from providers.local.spec import ServeSpec, hints_for
 
-log = logging.getLogger("fasteval.serving")
+log = logging.getLogger("fasteval.engine.serving")
 LOG_TAIL_LINES = 40
 _HEALTH_FAILURES_BEFORE_RESTART = 3
 

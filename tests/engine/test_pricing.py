@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fasteval.config import load_config
-from fasteval.pricing import PRICES, Price, cost_usd, lookup, price_for
-from fasteval.report import report
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.core.pricing import PRICES, Price, cost_usd, lookup, price_for
+from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.view.report import report
 
 
 def test_longest_prefix_wins_and_unknown_models_have_no_price() -> None:

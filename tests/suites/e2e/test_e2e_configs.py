@@ -16,13 +16,11 @@ import pytest
 import yaml
 from e2e_support import cli, latest, load_fixture_module, report_rows, run_summary
 
-import fasteval.suites  # noqa: F401  (registers the suites)
-import fasteval.tools  # noqa: F401  (registers the tools)
-from fasteval.blobs import BlobStore
-from fasteval.config import SweepConfig, load_config
-from fasteval.models import OPENAI_LIKE
+from fasteval.config.load import SweepConfig, load_config
+from fasteval.engine.clients import OPENAI_LIKE
+from fasteval.engine.sweep import build_settings
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import SUITES, Setting, make_suite
-from fasteval.sweep import build_settings
 from fasteval.tools.base import TOOLS
 from providers.local import ServeSpec
 from providers.sim import POLICIES
