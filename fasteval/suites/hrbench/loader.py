@@ -14,10 +14,10 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.mcq.tables import LETTERS, ImageColumn, RowError, iter_rows, letter_options, text_field
-from fasteval.types import Task, Turn
 
 VERSIONS = ("4k", "8k")
 FILES = {v: (f"hr_bench_{v}.tsv", f"hr_bench_{v}.parquet") for v in VERSIONS}

@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Task
 from fasteval.suites.base import LoadError, ScoreContext, register_suite
 from fasteval.suites.hrbench.loader import VERSIONS, load_hrbench, question_group
 from fasteval.suites.hrbench.metrics import circular, cycle_average
@@ -23,7 +24,6 @@ from fasteval.suites.mcq.matching import MatcherVersion, can_infer, fixed_choice
 from fasteval.suites.mcq.prediction_file import index_key, read_predictions
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
 from fasteval.suites.mcq.tables import letter_options
-from fasteval.types import Task
 
 SCORERS = ("vlmevalkit",)
 

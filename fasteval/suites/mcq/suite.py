@@ -15,15 +15,15 @@ from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fasteval.blobs import BlobStore
-from fasteval.options import Opt, OptionSchema
+from fasteval.core.options import Opt, OptionSchema
+from fasteval.core.types import Message, Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Score, ScoreContext, Setting, Suite
 from fasteval.suites.mcq.judge import EXACT_MATCHING, judge_texts
 from fasteval.suites.mcq.matching import MATCHER_VERSIONS, MatcherVersion, fixed_choice
 from fasteval.suites.mcq.prompt import choice_prompt
 from fasteval.suites.mcq.shuffle import gold_letter, option_order, shown
 from fasteval.suites.reference_texts import TextBook
-from fasteval.types import Message, Task, Trajectory
 
 FIDELITIES = ("reference", "fixed")
 ZOOM_TOOL = "image_zoom_in_tool"

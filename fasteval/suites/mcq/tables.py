@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from fasteval.blobs import BlobStore
-from fasteval.types import ImageRef
+from fasteval.core.types import ImageRef
+from fasteval.runfolder.blobs import BlobStore
 
 TABLE_SUFFIXES = (".tsv", ".parquet", ".json", ".jsonl")
 PARQUET_BATCH_ROWS = 4

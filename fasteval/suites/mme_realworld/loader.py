@@ -19,7 +19,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.mcq.tables import (
     LETTERS,
@@ -31,7 +32,6 @@ from fasteval.suites.mcq.tables import (
     text_field,
 )
 from fasteval.suites.row_checks import PathOutsideRoot, confine
-from fasteval.types import Task, Turn
 
 VARIANTS = ("full", "lite", "cn")
 PATH_FORM_FILES = {"full": "MME_RealWorld.json", "cn": "MME_RealWorld_CN.json"}

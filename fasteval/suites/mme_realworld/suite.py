@@ -12,7 +12,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Task
 from fasteval.suites.base import LoadError, ScoreContext, register_suite
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
@@ -20,7 +21,6 @@ from fasteval.suites.mme_realworld.loader import VARIANTS, load_mme_realworld
 from fasteval.suites.mme_realworld.reference_file import score_reference_file
 from fasteval.suites.mme_realworld.scoring import SCORERS, reference_verdict
 from fasteval.suites.row_checks import ALLOW_OPTION, image_roots
-from fasteval.types import Task
 
 
 def _task_key(r: Mapping[str, Any]) -> str | None:

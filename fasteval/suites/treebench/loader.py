@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
 from fasteval.images.decode import ImageError, probe
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.mcq.tables import LETTERS, ImageColumn, RowError, iter_rows, letter_options, text_field
-from fasteval.types import Task, Turn
 
 DATASET_FILE = "TreeBench.tsv"
 

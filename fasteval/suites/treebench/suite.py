@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Task, Trajectory
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, register_suite
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
@@ -20,7 +21,6 @@ from fasteval.suites.treebench.boxes import CONVENTIONS, Box, fixed_iou
 from fasteval.suites.treebench.loader import load_treebench
 from fasteval.suites.treebench.reference_file import score_reference_file
 from fasteval.suites.treebench.scoring import BOX_INSTRUCTION, EMPTY_CRASH, reference_iou, reference_letter
-from fasteval.types import Task, Trajectory
 
 SCORERS = ("vlmevalkit", "treevgr")
 def _targets(task: Task) -> list[Box]:

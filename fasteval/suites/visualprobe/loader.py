@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.mcq.tables import RowError, iter_rows, text_field
 from fasteval.suites.row_checks import PathOutsideRoot, confine
-from fasteval.types import Task, Turn
 
 LEVELS = ("easy", "medium", "hard", "all")
 LEVEL_FOLDERS = ("VisualProbe_Easy", "VisualProbe_Medium", "VisualProbe_Hard")

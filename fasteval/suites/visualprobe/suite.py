@@ -16,14 +16,14 @@ from typing import Any
 
 import orjson
 
-from fasteval.blobs import BlobStore
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Message, Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.suite import DEFAULT_MAX_TOKENS, FIDELITIES, ZOOM_TOOL
 from fasteval.suites.visualprobe.judge import fixed_answer, judge_answer, judge_texts, reference_answer
 from fasteval.suites.visualprobe.loader import LEVELS, load_visualprobe
-from fasteval.types import Message, Task, Trajectory
 
 ZOOM_ROUNDS = 12
 DIRECT_INSTRUCTION = "Give your final answer inside <answer></answer>."

@@ -15,11 +15,11 @@ from typing import Any
 
 import orjson
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.mcq.tables import LETTERS, ImageColumn, RowError, iter_rows, letter_options, text_field
 from fasteval.suites.row_checks import PathOutsideRoot, confine
-from fasteval.types import Task, Turn
 
 CATEGORIES = ("direct_attributes", "relative_position")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")

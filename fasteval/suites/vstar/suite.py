@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.types import Task
 from fasteval.suites.base import LoadError, ScoreContext, register_suite
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.judge import vlmevalkit_option
@@ -19,7 +20,6 @@ from fasteval.suites.mcq.matching import lmms_eval_letter
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
 from fasteval.suites.vstar.loader import load_vstar
 from fasteval.suites.vstar.reference_file import score_reference_file
-from fasteval.types import Task
 
 SCORERS = ("vlmevalkit", "lmms-eval")
 

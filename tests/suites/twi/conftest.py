@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.blobs import BlobStore
+from fasteval.runfolder.blobs import BlobStore
 
 _HERE = str(Path(__file__).parent)
 if _HERE not in sys.path:

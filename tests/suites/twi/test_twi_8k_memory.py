@@ -20,7 +20,7 @@ import yaml
 DECODED_MB = 7680 * 4320 * 3 / 2**20
 _PROBE = r"""
 import json, sys
-from fasteval.cli import main
+from fasteval.cli.main import main
 code = main(["run", sys.argv[1], "--run-dir", sys.argv[2], "--no-progress"])
 hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]
 print(json.dumps({"code": code, "peak_rss_mb": int(hwm) / 1024}))

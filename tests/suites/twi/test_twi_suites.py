@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import releases as rel
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, make_suite
-from fasteval.types import Task, Trajectory
 
 
 def tasks_of(suite: Suite) -> list[Task]:
