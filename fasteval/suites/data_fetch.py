@@ -15,7 +15,7 @@ by hand.
 | ``hrbench`` | HF dataset ``DreamMr/HR-Bench``: ``hr_bench_{4k,8k}.tsv`` (or ``.parquet``) | DEST |
 | ``mme-realworld`` | HF dataset ``yifanzhang114/MME-RealWorld``: the JSONs + split image archives (unpacked by hand) | DEST |
 | ``treebench`` | HF dataset ``HaochenWang/TreeBench``: ``TreeBench.tsv`` | DEST/TreeBench.tsv |
-| ``visualprobe-{easy,medium,hard}`` | HF datasets ``Mini-o3/VisualProbe_{Easy,Medium,Hard}``: ``val.json`` + ``data/`` | DEST |
+| ``visualprobe`` | HF datasets ``Mini-o3/VisualProbe_{Easy,Medium,Hard}``: ``val.json`` + ``data/``, each into ``DEST/VisualProbe_<Level>`` | DEST |
 
 The reference harnesses themselves (their prompts, tool texts and judge templates are read from
 them at run time under ``texts: reference``) are fetched with ``git`` at a pinned commit into
@@ -57,6 +57,9 @@ class DatasetSource:
     """How to lay the files out by hand; ``{dest}`` is the destination folder."""
     path_hint: str
     """What to write as the suite's ``path`` option; ``{dest}`` is the destination folder."""
+    parts: tuple[tuple[str, str], ...] = ()
+    """(repo id, subfolder) pairs for a benchmark published as several datasets, each fetched into
+    ``DEST/subfolder`` (VisualProbe: one dataset per level)."""
 
 
 DATASETS: dict[str, DatasetSource] = {
@@ -105,26 +108,19 @@ DATASETS: dict[str, DatasetSource] = {
         name="treebench", repo_id="HaochenWang/TreeBench", hub="huggingface", allow_patterns=("TreeBench.tsv",),
         manual="download TreeBench.tsv from https://huggingface.co/datasets/HaochenWang/TreeBench into {dest}",
         path_hint="{dest}/TreeBench.tsv"),
-    **{f"visualprobe-{level}": DatasetSource(
-        name=f"visualprobe-{level}", repo_id=f"Mini-o3/VisualProbe_{level.title()}", hub="huggingface",
-        allow_patterns=("val.json", "data/*"),
-        manual=(f"download val.json and data/ from https://huggingface.co/datasets/Mini-o3/VisualProbe_"
-                f"{level.title()} into {{dest}}"),
-        path_hint="{dest}/val.json") for level in ("easy", "medium", "hard")},
     "visualprobe": DatasetSource(
-        name="visualprobe", repo_id="Mini-o3/VisualProbe_{Easy,Medium,Hard}", hub="three level datasets",
-        allow_patterns=(),
-        manual=("fetch each level: fasteval data fetch visualprobe-easy / visualprobe-medium / visualprobe-hard "
-                "(each lands in data/VisualProbe/VisualProbe_<Level>/)"),
-        path_hint="data/VisualProbe"),
+        name="visualprobe", repo_id="Mini-o3/VisualProbe_{Easy,Medium,Hard}", hub="huggingface",
+        allow_patterns=("val.json", "data/*"),
+        manual=("download val.json and data/ of each of https://huggingface.co/datasets/Mini-o3/VisualProbe_Easy, "
+                "_Medium and _Hard into {dest}/VisualProbe_Easy, {dest}/VisualProbe_Medium, {dest}/VisualProbe_Hard"),
+        path_hint="{dest}",
+        parts=tuple((f"Mini-o3/VisualProbe_{level}", f"VisualProbe_{level}") for level in ("Easy", "Medium", "Hard"))),
 }
 
 DEFAULT_DEST: dict[str, str] = {"tirbench": "data/TIR-Bench", "visualtoolbench": "data/VisualToolBench",
                                 "vistahop": "data/vistahop", "vstar": "data/vstar_bench", "hrbench": "data/HR-Bench",
                                 "mme-realworld": "data/MME-RealWorld", "treebench": "data/TreeBench",
-                                "visualprobe": "data/VisualProbe",
-                                **{f"visualprobe-{v}": f"data/VisualProbe/VisualProbe_{v.title()}"
-                                   for v in ("easy", "medium", "hard")}}
+                                "visualprobe": "data/VisualProbe"}
 """Where ``fetch`` puts each benchmark without ``--dest``: under the checkout's ``data/``, which is where
 the shipped configs (``configs/*.yaml``, paths relative to their folder: ``../data/...``) read them."""
 
@@ -239,8 +235,9 @@ def fetch(name: str, dest: Path | None = None, *, revision: str | None = None) -
                          f"suite's path option to {src.path_hint.format(dest=dest)}")
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        download(repo_id=src.repo_id, repo_type="dataset", revision=revision, local_dir=str(dest),
-                 allow_patterns=list(src.allow_patterns))
+        for repo_id, sub in src.parts or ((src.repo_id, ""),):
+            download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=str(dest / sub),
+                     allow_patterns=list(src.allow_patterns))
     except Exception as e:  # network, auth (gated dataset), missing revision: all end the same way
         raise FetchError(f"{src.name}: downloading the dataset {src.repo_id} failed ({type(e).__name__}: {e}). "
                          f"By hand: {manual}") from e
