@@ -9,12 +9,14 @@ table with the reference and fixed numbers side by side; a rerun adds nothing an
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import releases as rel
+from reference_repos import FIXTURE_COMMIT
 
 _SUPPORT = Path(__file__).resolve().parents[1] / "e2e" / "e2e_support.py"
 _spec = importlib.util.spec_from_file_location("twi_e2e_support", _SUPPORT)
@@ -89,3 +91,37 @@ def test_twi_suites_sweep_direct_and_zoom(tmp_path: Path, capsys: pytest.Capture
     tree = rows[("sim-a", "treebench", "direct")]["suite_metrics"]
     assert tree["miou_reference"] == 0.0 and tree["miou_fixed"] == 0.0
     support.resume_and_rescore(capsys, config, run_dir, recs)
+
+
+def test_reference_judges_read_their_texts_from_the_checkout(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """VLMEvalKit's judge fallback and Mini-o3's judge, texts from the (synthetic) checkouts."""
+    model = {"name": "sim-vague", "provider": "sim", "policy": "scripted", "default_reply": "It looks dark to me",
+             "script": [{"match": "license plate", "reply": "<think>reading</think><answer>KL 4471</answer>"}]}
+    judge = {"provider": "sim", "policy": "scripted", "default_reply": "Z",
+             "script": [{"match": "SYNTH-MCQ-JUDGE", "reply": "A"}, {"match": "SYNTH-PROBE", "reply": "Score: 10"}]}
+    config = support.write_config(tmp_path, {
+        "name": "twi-judges", "seeds": 1, "models": [model], "roles": {"judge": judge},
+        "suites": [{"name": "vstar", "options": {"path": str(rel.vstar_folder(tmp_path / "vstar")),
+                                                 "fidelity": "reference", "judge": "judge"},
+                    "settings": [{"name": "direct"}]},
+                   {"name": "visualprobe", "options": {"path": str(rel.visualprobe_release(tmp_path / "vp")),
+                                                       "fidelity": "reference"},
+                    "settings": [{"name": "direct"}]}]})
+    run_dir = tmp_path / "run"
+    code, _, err = support.cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 0, err
+    recs = {(r["suite"], r["task_id"]): r for r in support.latest(run_dir)}
+    for tid in ("direct_attributes/sa_1000", "relative_position/sa_2000"):
+        d = recs[("vstar", tid)]["score_details"]
+        assert d["reference"]["matched"] == "judge" and d["reference"]["judge_replies"] == ["A"]
+        assert d["scores"] == {"reference": 1.0, "fixed": 0.0} and recs[("vstar", tid)]["score"] == 1.0
+    plate = recs[("visualprobe", "visual_probe_hard/123")]["score_details"]
+    assert plate["scores"] == {"reference": 1.0, "fixed": None}  # "Score: 10" is 1 for Mini-o3, unreadable for us
+    assert len(plate["fixed_judge_replies"]) == 5
+    flag = recs[("visualprobe", "visual_probe_hard/124")]
+    assert flag["score"] == 0.0 and "reference_judge_replies" not in flag["score_details"]  # no <answer>: no call
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    texts = json.dumps(manifest["texts"])
+    assert "multiple_choice.py" in texts and "general_qa_tool.py" in texts and FIXTURE_COMMIT in texts
+    support.resume_and_rescore(capsys, config, run_dir, list(support.latest(run_dir)))
