@@ -11,6 +11,7 @@ chosen ``scorer`` and by our fixed rule — and the setting's fidelity picks the
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -26,6 +27,7 @@ from fasteval.suites.mcq.shuffle import gold_letter, option_order, shown
 from fasteval.suites.reference_texts import TextBook
 
 FIDELITIES = ("reference", "fixed")
+_FIRST_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 ZOOM_TOOL = "image_zoom_in_tool"
 DEFAULT_MAX_TOKENS = 10240
 """DeepEyes' V* budget; big enough for thinking models (lmms-eval's 16 cuts every one off)."""
@@ -56,6 +58,8 @@ def common_options(name: str, scorers: tuple[str, ...]) -> OptionSchema:
         "reference_repo": Opt("path", "checkout of the reference harness holding the judge texts",
                               fetch="vlmevalkit-reference"),
         "allow_image_root": Opt("path", "another folder images may be read from"),
+        "strip_answer_tag": Opt("bool", "reference: score the first <answer> of the final reply, as DeepEyesV2's "
+                                "agent harness writes its prediction (default: the raw reply, as VLMEvalKit reads it)"),
     }
 
 
@@ -92,6 +96,7 @@ class ChoiceSuite(Suite):
             raise ValueError(f"{self.name}: matcher must be one of {MATCHER_VERSIONS}, got {matcher!r}")
         self.matcher: MatcherVersion = matcher  # type: ignore[assignment]
         self.max_tokens = int(options.get("max_tokens", DEFAULT_MAX_TOKENS))
+        self.strip_answer_tag = bool(options.get("strip_answer_tag", False))
         self.judge_book: TextBook | None = (judge_texts(options, self.fidelity)
                                             if self.judge_role != EXACT_MATCHING else None)
 
@@ -125,7 +130,7 @@ class ChoiceSuite(Suite):
 
     def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
         return choice_prompt(task.turns[0].text, options, zoom=bool(self.tools(task, setting)),
-                             hint=str(task.metadata.get("hint") or ""))
+                             hint=str(task.metadata.get("hint") or ""), tagged=setting.fidelity == "fixed")
 
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
         """The image first, then the question and options in this seed's order."""
@@ -149,7 +154,11 @@ class ChoiceSuite(Suite):
         gold = gold_letter(int(task.metadata["answer_index"]), order)
         response = trajectory.answers[0] if trajectory.answers else None
         draw_key = f"{task.id}|{trajectory.seed}"
-        ref = await self.reference_score(task, response, options, gold, ctx, draw_key)
+        prediction = response
+        if self.strip_answer_tag and response is not None:
+            tag = _FIRST_ANSWER.search(response)
+            prediction = tag.group(1).strip() if tag else response
+        ref = await self.reference_score(task, prediction, options, gold, ctx, draw_key)
         fixed = self.fixed_score(task, response, options, gold)
         details: dict[str, Any] = {
             "fidelity": setting.fidelity, "scorer": self.scorer, "option_order": order, "gold": gold,

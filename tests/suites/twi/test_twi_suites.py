@@ -209,3 +209,16 @@ def test_visualprobe_loads_levels_and_image_paths(tmp_path: Path, blobs: BlobSto
     assert [t.id for t in tasks] == ["visual_probe_hard/123", "visual_probe_hard/124"]
     assert tasks[0].turns[0].text.startswith("What is the license plate") and "<image>" not in tasks[0].turns[0].text
     assert tasks_of(make_suite("visualprobe", {"path": str(root), "level": "easy"}, blobs)) == []
+
+
+async def test_reference_prompt_asks_for_no_tag_and_strip_answer_tag_reads_deepeyesv2_predictions(
+        tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.vstar_folder(tmp_path / "vstar"))
+    raw = make_suite("vstar", {"path": path, "fidelity": "reference"}, blobs)
+    task = tasks_of(raw)[0]
+    assert "<answer>" not in shown_text(raw, task, 0, setting(raw, "reference"))
+    assert "<answer>" in shown_text(raw, task, 0, setting(raw, "fixed"))
+    reply = "<think>dark</think><answer>A</answer>"
+    assert (await score(raw, task, reply, 0, setting(raw, "reference"))).value == 0.0
+    stripped = make_suite("vstar", {"path": path, "fidelity": "reference", "strip_answer_tag": True}, blobs)
+    assert (await score(stripped, task, reply, 0, setting(stripped, "reference"))).value == 1.0
