@@ -22,13 +22,16 @@ from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Score, ScoreContext, Setting, Suite
 from fasteval.suites.mcq.judge import EXACT_MATCHING, judge_texts
 from fasteval.suites.mcq.matching import MATCHER_VERSIONS, MatcherVersion, fixed_choice
-from fasteval.suites.mcq.prompt import choice_prompt
+from fasteval.suites.mcq.prompt import Mode, choice_prompt
 from fasteval.suites.mcq.shuffle import gold_letter, option_order, shown
 from fasteval.suites.reference_texts import TextBook
 
 FIDELITIES = ("reference", "fixed")
 _FIRST_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 ZOOM_TOOL = "image_zoom_in_tool"
+CODE_TOOL = "python_image_processing"
+CODE_TOOL_OPTIONS = {CODE_TOOL: {"fidelity": "fixed", "stateful": True}}
+"""Thyme writes and runs image-processing code; its interpreter keeps state within a trajectory."""
 DEFAULT_MAX_TOKENS = 10240
 """DeepEyes' V* budget; big enough for thinking models (lmms-eval's 16 cuts every one off)."""
 
@@ -111,7 +114,9 @@ class ChoiceSuite(Suite):
 
     def default_settings(self) -> list[Setting]:
         return [Setting(name="direct", tools=[], max_rounds=1, fidelity=self.fidelity),
-                Setting(name="zoom", tools=[ZOOM_TOOL], max_rounds=self.zoom_rounds, fidelity=self.fidelity)]
+                Setting(name="zoom", tools=[ZOOM_TOOL], max_rounds=self.zoom_rounds, fidelity=self.fidelity),
+                Setting(name="code", tools=[CODE_TOOL], max_rounds=self.zoom_rounds, fidelity=self.fidelity,
+                        options={"tool_options": CODE_TOOL_OPTIONS})]
 
     def request_params(self, setting: Setting, model: str) -> dict[str, Any]:
         return {"max_tokens": self.max_tokens}
@@ -129,7 +134,9 @@ class ChoiceSuite(Suite):
         return option_order(task.id, seed, n, pin_last=self.pin_last)
 
     def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
-        return choice_prompt(task.turns[0].text, options, zoom=bool(self.tools(task, setting)),
+        tools = self.tools(task, setting)
+        mode: Mode = "zoom" if ZOOM_TOOL in tools else "code" if CODE_TOOL in tools else "direct"
+        return choice_prompt(task.turns[0].text, options, mode=mode,
                              hint=str(task.metadata.get("hint") or ""), tagged=setting.fidelity == "fixed")
 
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:

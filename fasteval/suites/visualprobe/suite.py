@@ -21,13 +21,15 @@ from fasteval.core.types import Message, Task, Trajectory
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.mcq import aggregate as agg
-from fasteval.suites.mcq.suite import DEFAULT_MAX_TOKENS, FIDELITIES, ZOOM_TOOL
+from fasteval.suites.mcq.suite import CODE_TOOL, CODE_TOOL_OPTIONS, DEFAULT_MAX_TOKENS, FIDELITIES, ZOOM_TOOL
 from fasteval.suites.visualprobe.judge import fixed_answer, judge_answer, judge_texts, reference_answer
 from fasteval.suites.visualprobe.loader import LEVELS, load_visualprobe
 
 ZOOM_ROUNDS = 12
 DIRECT_INSTRUCTION = "Give your final answer inside <answer></answer>."
 ZOOM_INSTRUCTION = ("You may call image_zoom_in_tool to look closer at a region of the original image. "
+                    "Think first, then give your final answer inside <answer></answer>.")
+CODE_INSTRUCTION = ("You may run Python code on the image with python_image_processing (crop, enlarge, enhance). "
                     "Think first, then give your final answer inside <answer></answer>.")
 
 
@@ -87,13 +89,16 @@ class VisualProbe(Suite):
 
     def default_settings(self) -> list[Setting]:
         return [Setting(name="direct", tools=[], max_rounds=1, fidelity=self.fidelity),
-                Setting(name="zoom", tools=[ZOOM_TOOL], max_rounds=ZOOM_ROUNDS, fidelity=self.fidelity)]
+                Setting(name="zoom", tools=[ZOOM_TOOL], max_rounds=ZOOM_ROUNDS, fidelity=self.fidelity),
+                Setting(name="code", tools=[CODE_TOOL], max_rounds=ZOOM_ROUNDS, fidelity=self.fidelity,
+                        options={"tool_options": CODE_TOOL_OPTIONS})]
 
     def request_params(self, setting: Setting, model: str) -> dict[str, Any]:
         return {"max_tokens": self.max_tokens, "temperature": self.temperature}
 
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
-        instruction = ZOOM_INSTRUCTION if self.tools(task, setting) else DIRECT_INSTRUCTION
+        tools = self.tools(task, setting)
+        instruction = ZOOM_INSTRUCTION if ZOOM_TOOL in tools else CODE_INSTRUCTION if tools else DIRECT_INSTRUCTION
         content: list[dict[str, Any]] = [{"type": "image", "image": ref} for ref in task.turns[0].images]
         content.append({"type": "text", "text": f"{task.turns[0].text}\n{instruction}"})
         return {"role": "user", "content": content}

@@ -125,3 +125,21 @@ def test_reference_judges_read_their_texts_from_the_checkout(tmp_path: Path,
     texts = json.dumps(manifest["texts"])
     assert "multiple_choice.py" in texts and "general_qa_tool.py" in texts and FIXTURE_COMMIT in texts
     support.resume_and_rescore(capsys, config, run_dir, list(support.latest(run_dir)))
+
+
+def test_code_setting_runs_python_on_the_image_in_the_sandbox(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The ``code`` setting (Thyme writes image-processing code): one sandbox call, then an answer."""
+    config = support.write_config(tmp_path, {
+        "name": "twi-code", "seeds": 1, "models": [MODELS[1]],
+        "suites": [{"name": "vstar", "options": {"path": str(rel.vstar_folder(tmp_path / "vstar"))},
+                    "settings": [{"name": "code"}]}],
+        "run": {"sandbox": {"workers": 1}}})
+    run_dir = tmp_path / "run"
+    code, _, err = support.cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 0, err
+    for r in support.latest(run_dir):
+        call = r["trajectory"]["tool_calls"][0]
+        assert (r["status"], call["name"], call["status"]) == ("ok", "python_image_processing", "ok"), call
+        opening = next(m for m in r["trajectory"]["messages"] if m["role"] == "user")
+        assert "python_image_processing" in opening["content"][-1]["text"]
