@@ -5,10 +5,15 @@
   first option is the correct one. Task ids are ``<category>/<stem>``.
 - TSV form (VLMEvalKit ``VStarBench.tsv``): ``index``, base64 ``image``, ``question``, ``A``..,
   ``answer`` (letter), ``category``. Task ids are the ``index``.
+- JSONL form (``test_questions.jsonl`` of the same HF repo, read by lmms-eval): ``question_id``,
+  ``image`` (path under the file's folder), ``text`` (question then ``(A) …`` options), ``category``,
+  ``label`` (gold letter; options there are already shuffled). Options are parsed as lmms-eval does,
+  each cut at its first line break (so a trailing instruction is not swallowed into the last one).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,10 +92,45 @@ def _load_tsv(path: Path, blobs: BlobStore) -> Iterator[Task | LoadError]:
             yield LoadError(task_id, f"row {n} (index {task_id}): {e}")
 
 
+_OPTION = re.compile(r"\(([A-D])\)\s*([^()]+?)(?=\s*\([A-D]\)|$)", re.S)
+
+
+def _load_jsonl(path: Path, blobs: BlobStore) -> Iterator[Task | LoadError]:
+    root = path.parent
+    for n, row in enumerate(iter_rows(path)):
+        task_id = text_field(row, "question_id", required=False) or f"row-{n}"
+        try:
+            if "__bad__" in row:
+                raise RowError(str(row["__bad__"]))
+            text = text_field(row, "text")
+            found = _OPTION.findall(text)
+            if not found or [k for k, _ in found] != list(LETTERS[: len(found)]):
+                raise RowError(f"field 'text' holds no (A) (B) ... options: {text!r:.80}")
+            options = [v.strip().splitlines()[0].strip() for _, v in found]
+            label = text_field(row, "label").strip().upper()
+            if label not in LETTERS[: len(options)]:
+                raise RowError(f"field 'label' must be one of the option letters, got {label!r:.20}")
+            rel = text_field(row, "image")
+            try:
+                data = confine(root / rel, (root.resolve(),)).read_bytes()
+            except PathOutsideRoot as e:
+                raise RowError(str(e)) from None
+            except OSError as e:
+                raise RowError(f"cannot read image {rel!r} ({e.strerror or e})") from None
+            question = text[: text.index("(A)")].strip()
+            yield _task(task_id, question, options, LETTERS.index(label), text_field(row, "category"),
+                        blobs.put(data), image_file=rel)
+        except RowError as e:
+            yield LoadError(task_id, f"line {n + 1} (question_id {task_id}): {e}")
+
+
 def load_vstar(path: str | Path, blobs: BlobStore, *, limit: int | None = None) -> Iterator[Task | LoadError]:
     """Tasks in a stable order (folder: category then file name; TSV: file order)."""
     p = Path(path).expanduser()
-    items = _load_folder(p, blobs) if p.is_dir() else _load_tsv(p, blobs)
+    if p.is_dir():
+        items = _load_folder(p, blobs)
+    else:
+        items = _load_jsonl(p, blobs) if p.suffix.lower() == ".jsonl" else _load_tsv(p, blobs)
     for n, item in enumerate(items):
         if limit is not None and n >= limit:
             return

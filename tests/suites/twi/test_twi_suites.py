@@ -222,3 +222,18 @@ async def test_reference_prompt_asks_for_no_tag_and_strip_answer_tag_reads_deepe
     assert (await score(raw, task, reply, 0, setting(raw, "reference"))).value == 0.0
     stripped = make_suite("vstar", {"path": path, "fidelity": "reference", "strip_answer_tag": True}, blobs)
     assert (await score(stripped, task, reply, 0, setting(stripped, "reference"))).value == 1.0
+
+
+def test_vstar_test_questions_jsonl_form(tmp_path: Path, blobs: BlobStore) -> None:
+    root = rel.vstar_folder(tmp_path / "vstar")
+    lines = [{"question_id": 0, "image": "direct_attributes/sa_1000.jpg", "category": "direct_attributes",
+              "label": "B", "text": "What is the color of the glove?\n(A) purple\n(B) black\n(C) white\n(D) red\n"
+                                    "Answer with the option's letter from the given choices directly."},
+             {"question_id": 1, "image": "../outside.jpg", "category": "direct_attributes", "label": "A",
+              "text": "Q?\n(A) x\n(B) y"}]
+    (root / "test_questions.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    items = list(make_suite("vstar", {"path": str(root / "test_questions.jsonl")}, blobs).load())
+    task, bad = items
+    assert isinstance(task, Task) and isinstance(bad, LoadError)
+    assert task.metadata["options"] == ["purple", "black", "white", "red"] and task.metadata["answer_index"] == 1
+    assert task.turns[0].text == "What is the color of the glove?"
