@@ -219,3 +219,46 @@ The format should be "Score: 0 or 1\"""
 ''')
     _git(root)
     return root
+
+
+def write_deepeyes(root: Path) -> Path:
+    """DeepEyes' V* judge texts (``eval/judge_result.py``): template, seven examples, test block."""
+    ev = root / "eval"
+    ev.mkdir(parents=True, exist_ok=True)
+    examples = "".join(f'''    example_{i} = """
+SYNTH-EYES example {i}
+Judgement: {i % 2}
+"""
+''' for i in range(1, 8))
+    (ev / "judge_result.py").write_text(NEVER_RUN + '''def get_chat_template():
+    chat_template = """
+SYNTH-EYES-JUDGE decide 1 or 0.\\n\\n
+"""
+    return chat_template
+
+
+def get_gpt4_score_ICE():
+''' + examples + '''    return [example_1, example_2, example_3, example_4, example_5, example_6, example_7]
+
+
+def get_prompt(predict_str, ground_truth, question):
+    test_prompt = f"""
+[Q]: {question}
+[Std]: {ground_truth}
+[Pred] : {predict_str}
+Judgement:"""
+    return test_prompt
+
+
+def process(line):
+    chat_response = client.chat.completions.create(
+        model=eval_model_name,
+        messages=[
+            {"role": "system", "content": "SYNTH-EYES system."},
+            {"role": "user", "content": full_prompt},
+        ],
+        temperature=0.0,
+    )
+''')
+    _git(root)
+    return root

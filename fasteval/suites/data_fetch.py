@@ -28,6 +28,7 @@ them at run time under ``texts: reference``) are fetched with ``git`` at a pinne
 | ``vistahop-reference`` | ``ahang0712/vistahop`` | ``1d6a961f`` |
 | ``vlmevalkit-reference`` | ``open-compass/VLMEvalKit`` | ``e8e78f05`` |
 | ``mini-o3-reference`` | ``Mini-o3/Mini-o3`` | ``8654dbf4`` |
+| ``deepeyes-reference`` | ``Visual-Agent/DeepEyes`` | ``6c5e7967`` |
 """
 
 from __future__ import annotations
@@ -162,6 +163,7 @@ REFERENCE_REPOS: dict[str, ReferenceRepo] = {
         ReferenceRepo("vistahop-reference", "ahang0712/vistahop", "1d6a961f3ae11f373da153ebb43ab7176b66b84e"),
         ReferenceRepo("vlmevalkit-reference", "open-compass/VLMEvalKit", "e8e78f05f3080fe28154f2130321f17951c3be94"),
         ReferenceRepo("mini-o3-reference", "Mini-o3/Mini-o3", "8654dbf42d2ea98b9d81b6cc7179026dd0598fdf"),
+        ReferenceRepo("deepeyes-reference", "Visual-Agent/DeepEyes", "6c5e79671dbff958a6f9d44848ba2ca87854f0b0"),
     )
 }
 

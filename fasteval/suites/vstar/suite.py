@@ -13,15 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.core.types import Task
-from fasteval.suites.base import LoadError, ScoreContext, register_suite
+from fasteval.runfolder.blobs import BlobStore
+from fasteval.suites.base import LoadError, ScoreContext, Setting, register_suite
 from fasteval.suites.mcq import aggregate as agg
-from fasteval.suites.mcq.judge import vlmevalkit_option
+from fasteval.suites.mcq.judge import EXACT_MATCHING, vlmevalkit_option
 from fasteval.suites.mcq.matching import lmms_eval_letter
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
+from fasteval.suites.vstar.deepeyes import deepeyes_score, deepeyes_texts
 from fasteval.suites.vstar.loader import load_vstar
 from fasteval.suites.vstar.reference_file import score_reference_file
 
-SCORERS = ("vlmevalkit", "lmms-eval")
+SCORERS = ("vlmevalkit", "lmms-eval", "deepeyes")
 
 
 @register_suite
@@ -32,12 +34,32 @@ class VStar(ChoiceSuite):
     scorers = SCORERS
     options_schema = common_options("vstar", SCORERS)
 
+    def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        deepeyes = options.get("scorer") == "deepeyes"
+        role = str(options.get("judge") or "judge")
+        # DeepEyes' judge is its own (texts from its checkout), not VLMEvalKit's fallback.
+        super().__init__({**options, "judge": EXACT_MATCHING} if deepeyes else options, blobs)
+        self.deepeyes_book = deepeyes_texts(options, self.fidelity) if deepeyes else None
+        if deepeyes:
+            self.judge_role = role
+
+    def text_manifest(self) -> dict[str, Any] | None:
+        return self.deepeyes_book.manifest() if self.deepeyes_book else super().text_manifest()
+
+    def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
+        return self.deepeyes_book.listing() if self.deepeyes_book else super().text_listing(setting)
+
     def load(self) -> Iterator[Task | LoadError]:
         return load_vstar(self.path, self.blobs, limit=self.limit)
 
     async def reference_score(self, task: Task, response: str | None, options: dict[str, str], gold: str,
                               ctx: ScoreContext, draw_key: str) -> Scored:
         text = "" if response is None else response
+        if self.deepeyes_book is not None:
+            value, found, error = await deepeyes_score(text, options, gold, task.turns[0].text,
+                                                       judge=ctx.services.get(self.judge_role),
+                                                       texts=self.deepeyes_book)
+            return Scored(value, found, error)
         if self.scorer == "lmms-eval":
             letter = lmms_eval_letter(text)
             return Scored(1.0 if letter == gold else 0.0, {"letter": letter})

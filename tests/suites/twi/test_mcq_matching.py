@@ -84,3 +84,14 @@ def test_option_order_is_deterministic_per_seed_and_moves_the_gold() -> None:
     pinned = option_order("task-1", 3, 5, pin_last=True)
     assert pinned[-1] == 4 and sorted(pinned) == [0, 1, 2, 3, 4]
     assert shown(["x", "y"], [1, 0]) == {"A": "y", "B": "x"}
+
+
+def test_deepeyes_rules() -> None:
+    from fasteval.suites.vstar.deepeyes import pred_ans, read_judgement, rule_check
+
+    assert pred_ans("<think>x</think><answer>\\boxed{A}</answer>") == "A"
+    assert rule_check("A", "A", "A. red") == 1.0 and rule_check("B", "A", "A. red") == 0.0
+    assert rule_check("A.", "A", "A. red") == 1.0 and rule_check("B.", "A", "A. red") == 0.0
+    assert rule_check("so A. red it is", "A", "A. red") == 1.0 and rule_check("red", "A", "A. red") is None
+    assert read_judgement("Judgement: 1") == 1.0 and read_judgement("reasoning... Judgement: 0") == 0.0
+    assert read_judgement("1") == 1.0 and read_judgement("yes") == 0.0

@@ -143,3 +143,28 @@ def test_code_setting_runs_python_on_the_image_in_the_sandbox(tmp_path: Path,
         assert (r["status"], call["name"], call["status"]) == ("ok", "python_image_processing", "ok"), call
         opening = next(m for m in r["trajectory"]["messages"] if m["role"] == "user")
         assert "python_image_processing" in opening["content"][-1]["text"]
+
+
+def test_deepeyes_vstar_scorer_rules_then_its_judge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``scorer: deepeyes``: the rule checks, then DeepEyes' judge texts from the checkout."""
+    model = {"name": "sim-eyes", "provider": "sim", "policy": "scripted", "default_reply": "\\boxed{B}",
+             "script": [{"match": "glove", "reply": "<think>dark</think><answer>A</answer>"},
+                        {"match": "material", "reply": "<answer>it is made of glass</answer>"}]}
+    judge = {"provider": "sim", "policy": "scripted", "default_reply": "0",
+             "script": [{"match": "SYNTH-EYES-JUDGE", "reply": "Judgement: 1"}]}
+    config = support.write_config(tmp_path, {
+        "name": "twi-deepeyes", "seeds": 1, "models": [model], "roles": {"judge": judge},
+        "suites": [{"name": "vstar", "options": {"path": str(rel.vstar_folder(tmp_path / "vstar")),
+                                                 "fidelity": "reference", "scorer": "deepeyes"},
+                    "settings": [{"name": "direct"}]}]})
+    run_dir = tmp_path / "run"
+    code, _, err = support.cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 0, err
+    recs = {r["task_id"]: r for r in support.latest(run_dir)}
+    glove, cup, dog = (recs[k] for k in ("direct_attributes/sa_1000", "direct_attributes/sa_1001",
+                                         "relative_position/sa_2000"))
+    assert (glove["score"], glove["score_details"]["reference"]["matched"]) == (1.0, "rule")
+    assert (cup["score"], cup["score_details"]["reference"]["matched"]) == (1.0, "judge")
+    assert dog["score"] == 0.0 and dog["score_details"]["reference"]["pred_ans"] == "B"
+    texts = json.dumps(json.loads((run_dir / "manifest.json").read_text())["texts"])
+    assert "judge_result.py" in texts
