@@ -90,7 +90,7 @@ class HRBench(ChoiceSuite):
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
         """Per fidelity: the official cycle average (all / single / cross) and circular accuracy,
-        each mean ± std over seeds, with the per-seed tables."""
+        each mean ± std over seeds; each seed's average, and each cycle's accuracy (mean over seeds)."""
         per_seed = {f: {s: _tables(rows, f) for s, rows in sorted(_by_seed(records).items())} for f in agg.FIDELITIES}
         out: dict[str, Any] = {"errors": agg.errors(records)}
         for pick in ("average", "circular"):
@@ -106,7 +106,12 @@ class HRBench(ChoiceSuite):
             out[f"{f}_average"], out[f"{f}_circular"] = out["average"]["all"][f], out["circular"]["all"][f]
         ref, fixed = out["reference_average"], out["fixed_average"]
         out["gap"] = None if ref is None or fixed is None else fixed - ref
-        out["per_seed"] = {f: {str(s): t for s, t in per_seed[f].items()} for f in agg.FIDELITIES}
+        out["per_seed"] = {f: {str(s): t["average"].get("all") for s, t in per_seed[f].items()}
+                           for f in agg.FIDELITIES}
+        cycles = sorted({c for f in agg.FIDELITIES for t in per_seed[f].values() for c in t["by_cycle"]})
+        out["by_cycle"] = {c: {f: agg.mean_std([t["by_cycle"].get(c, {}).get("all", 0.0)
+                                                 for t in per_seed[f].values()])[0] for f in agg.FIDELITIES}
+                           for c in cycles}
         return out
 
     @classmethod
