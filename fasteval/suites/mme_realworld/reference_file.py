@@ -21,6 +21,11 @@ from fasteval.suites.mme_realworld.loader import _choices, fine_category
 from fasteval.suites.mme_realworld.scoring import EMPTY_CRASH, official_letter, vlmevalkit_letter
 
 
+# The official script's results dict is built from these two fixed lists; any other value is a KeyError.
+TASKS = ("Perception", "Reasoning")
+SUBTASKS = ("Monitoring", "Autonomous_Driving", "OCR with Complex Context", "Diagram and Table", "Remote Sensing")
+
+
 def _mean(v: list[float]) -> float:
     return sum(v) / len(v)
 
@@ -59,6 +64,9 @@ def score_reference_file(path: Path, fidelity: str, options: dict[str, Any]) -> 
             choices = _choices(item.get("Answer choices"))
             opts = {LETTERS[i]: c[4:] for i, c in enumerate(choices)}
             gold = str(item.get("Ground truth", "")).strip()
+            if fidelity == "reference" and (item.get("Task") not in TASKS or item.get("Subtask") not in SUBTASKS):
+                raise ValueError(f"{path}: item {n}: Task {item.get('Task')!r} / Subtask {item.get('Subtask')!r} is "
+                                 "outside the official script's lists (it raises KeyError there)")
             letter = official_letter(output, opts) if fidelity == "reference" else fixed_choice(output, opts)[0]
             rows.append((str(item.get("Question_id", n)), 1.0 if letter == gold else 0.0, str(item.get("Task")),
                          str(item.get("Subtask")), fine_category(str(item.get("Category", ""))), letter))

@@ -84,6 +84,12 @@ def test_mme_official_and_vlmevalkit_files(tmp_path: Path, capsys: pytest.Captur
     assert out["by_subcategory"]["Perception/Monitoring/vehicle/attribute"] == 1.0
     code, fixed, _ = score_file(capsys, "mme-realworld", path, "fixed")
     assert list(fixed["items"].values()) == [1.0, 0.0, 1.0]
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps([{**items[0], "Subtask": "Charts"}]))
+    code, _, err = score_file(capsys, "mme-realworld", odd)
+    assert code == 2 and "KeyError" in err
+    code, ours, _ = score_file(capsys, "mme-realworld", odd, "fixed")
+    assert code == 0 and ours["by_category"] == {"Perception/Charts": 1.0}
 
     rows = [{"index": n, "question": i["Text"], **{k: c[4:] for k, c in zip("ABCDE", i["Answer choices"],
                                                                           strict=True)},
