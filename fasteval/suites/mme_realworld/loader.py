@@ -45,7 +45,7 @@ def fine_category(category: str) -> str:
     return key.split("/")[0] + "/attribute" if "attribute" in key else key
 
 
-def _choices(value: Any) -> list[str]:
+def parse_choices(value: Any) -> list[str]:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
@@ -88,7 +88,7 @@ def _path_form(rows: Iterator[dict[str, Any]], image_root: Path, roots: tuple[Pa
                 raise RowError(f"cannot read image {rel!r} ({e.strerror or e})") from None
             if not data:
                 raise RowError(f"image {rel!r} is empty")
-            options = [c[4:] for c in _choices(row.get("Answer choices"))]
+            options = [c[4:] for c in parse_choices(row.get("Answer choices"))]
             yield _task(task_id, text_field(row, "Text"), options, text_field(row, "Ground truth"),
                         text_field(row, "Task"), text_field(row, "Subtask"), text_field(row, "Category"),
                         blobs.put(data))
@@ -104,7 +104,7 @@ def _coded_form(rows: Iterator[dict[str, Any]], blobs: BlobStore) -> Iterator[Ta
             if "__bad__" in row:
                 raise RowError(str(row["__bad__"]))
             raw = row.get("multi-choice options")
-            options = letter_options(row) if "A" in row else [c[4:] for c in _choices(raw)]
+            options = letter_options(row) if "A" in row else [c[4:] for c in parse_choices(raw)]
             parts = text_field(row, "category").split("/")
             if len(parts) < 2:
                 raise RowError(f"field 'category' must be 'Task/Subtask', got {row.get('category')!r:.60}")

@@ -17,9 +17,8 @@ from typing import Any
 from fasteval.suites.mcq.matching import fixed_choice
 from fasteval.suites.mcq.prediction_file import index_key, read_predictions
 from fasteval.suites.mcq.tables import LETTERS, iter_rows, letter_options
-from fasteval.suites.mme_realworld.loader import _choices, fine_category
+from fasteval.suites.mme_realworld.loader import fine_category, parse_choices
 from fasteval.suites.mme_realworld.scoring import EMPTY_CRASH, official_letter, vlmevalkit_letter
-
 
 # The official script's results dict is built from these two fixed lists; any other value is a KeyError.
 TASKS = ("Perception", "Reasoning")
@@ -61,7 +60,7 @@ def score_reference_file(path: Path, fidelity: str, options: dict[str, Any]) -> 
             output = item.get("Output", item.get("output"))
             if not isinstance(output, str):
                 raise ValueError(f"{path}: item {n} has no 'Output' text")
-            choices = _choices(item.get("Answer choices"))
+            choices = parse_choices(item.get("Answer choices"))
             opts = {LETTERS[i]: c[4:] for i, c in enumerate(choices)}
             gold = str(item.get("Ground truth", "")).strip()
             if fidelity == "reference" and (item.get("Task") not in TASKS or item.get("Subtask") not in SUBTASKS):
