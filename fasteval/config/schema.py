@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
+from fasteval.core.yaml_bounds import node_lines
 from providers.registry import providers
 
 KeyPath = tuple[str | int, ...]
@@ -128,27 +129,12 @@ class Source:
 
 
 def line_map(text: str) -> dict[KeyPath, int]:
-    """The 1-based line of every mapping key and list item of a YAML document."""
-    out: dict[KeyPath, int] = {}
+    """The 1-based line of every mapping key and list item of a YAML document (aliases walked once)."""
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:
-        return out
-
-    def walk(node: yaml.Node, path: KeyPath) -> None:
-        out.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
-                out[(*path, key)] = k.start_mark.line + 1
-                walk(v, (*path, key))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return out
+        return {}
+    return node_lines(root)
 
 
 def fmt_path(path: KeyPath) -> str:

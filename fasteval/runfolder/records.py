@@ -9,6 +9,7 @@ appending, so finished records are never rewritten.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -333,12 +334,17 @@ class RecordWriter:
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     tmp = run_dir / (MANIFEST + ".tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, MANIFEST)
+    with os.fdopen(fd, "wb") as f:
+        f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     os.replace(tmp, run_dir / MANIFEST)
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     p = run_dir / MANIFEST
+    refuse_symlink(p, MANIFEST)  # a linked manifest would hand rescore and resume another config
     if not p.exists():
         return None
     data: dict[str, Any] = orjson.loads(p.read_bytes())

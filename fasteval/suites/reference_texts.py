@@ -35,6 +35,7 @@ from typing import Any, Literal
 import yaml
 
 from fasteval.core.errors import ConfigError
+from fasteval.core.yaml_bounds import load_bounded
 
 TextRole = Literal["system_prompt", "tool_spec", "judge_prompt", "extractor_prompt", "demo", "tool_error"]
 TextKind = Literal["plain", "format", "data"]
@@ -297,8 +298,8 @@ def python_value(path: Path, symbol: str) -> Any:
 
 
 def yaml_value(path: Path, symbol: str) -> Any:
-    """The value at ``symbol`` (key path) in a YAML file, read with ``yaml.safe_load``."""
-    value: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The value at ``symbol`` (key path) in a YAML file, read safely and bounded (no alias bombs)."""
+    value: Any = load_bounded(path.read_text(encoding="utf-8"))[0]
     for step in parse_symbol(symbol):
         if step.kind == "index":
             if not isinstance(value, list) or step.index >= len(value):

@@ -250,3 +250,13 @@ def test_serve_state_files_keep_registered_secrets_out(tmp_path: Path) -> None:
         clear_secrets()
     text = (tmp_path / "servers" / "m-0.json").read_text()
     assert "serve-secret-81f3c2a9" not in text and "X-Token" in text
+
+
+def test_a_planted_manifest_temp_link_is_replaced_not_written_through(run: Path, tmp_path: Path) -> None:
+    target = tmp_path / "bashrc"
+    target.write_text("someone's file\n")
+    (run / "manifest.json.tmp").symlink_to(target)
+    r = cli("run", str(run.parent / "sweep.yaml"), "--run-dir", str(run), "--no-progress", "--no-preflight")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert target.read_text() == "someone's file\n"
+    assert not (run / "manifest.json").is_symlink() and orjson.loads((run / "manifest.json").read_bytes())

@@ -191,3 +191,12 @@ def test_a_format_width_from_a_reference_file_is_bounded(tmp_path: Path, source:
     (tmp_path / "prompts.py").write_text('P = "Q: {q:>8} {{literal}}"\n')
     assert load_text_book("tirbench", [spec], "reference", tmp_path, "fetch").get("p").render({"q": "x"}) \
         == "Q:        x {literal}"
+
+
+def test_a_reference_yaml_of_aliases_of_aliases_is_refused_unexpanded(tmp_path: Path) -> None:
+    levels = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 7)]
+    (tmp_path / "prompts.yaml").write_text("\n".join(levels) + "\nprompts: {judge: *l6}\n")
+    spec = TextSpec("j", "judge", "prompts.yaml", "prompts.judge", {}, kind="data")
+    with pytest.raises(ReferenceTextError, match="expands to more than"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
