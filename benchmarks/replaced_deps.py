@@ -333,6 +333,13 @@ async def bench_retry(n_calls: int) -> dict[str, float]:
         out[f"{name}_success_overhead_us"] = await _per_call_us(run, lambda: _ok, n_calls) - out["bare_await_us"]
         out[f"{name}_3_retries_us"] = await _per_call_us(
             run, lambda: _scripted(["transient", "timeout", "bad_response"]), n_calls // 4)
+    # tenacity with no options at all: how much of its cost is its own machinery, not our glue.
+    @tenacity.retry()
+    async def bare(attempt: Attempt) -> int:
+        return await attempt()
+
+    out["tenacity_no_options_success_overhead_us"] = (await _per_call_us(bare, lambda: _ok, n_calls)
+                                                      - out["bare_await_us"])
     return out
 
 
@@ -460,6 +467,8 @@ def _print(out: dict[str, Any]) -> None:
     for name in RUNNERS:
         print(f"  {name:<9} success-path overhead    {rf[f'{name}_success_overhead_us']:8.2f} µs/call"
               f"   a call that retries 3x: {rf[f'{name}_3_retries_us']:8.1f} µs")
+    print(f"  tenacity @retry() with no options  {rf['tenacity_no_options_success_overhead_us']:8.2f} µs/call "
+          "(its own machinery, before any glue)")
     print(f"  ratio tenacity/ours: success overhead "
           f"{rf['tenacity_success_overhead_us'] / rf['ours_success_overhead_us']:.1f}x, "
           f"3 retries {rf['tenacity_3_retries_us'] / rf['ours_3_retries_us']:.1f}x")
