@@ -162,6 +162,11 @@ def test_the_index_writer_keeps_rows_it_cannot_hold_as_bad_lines_and_never_raise
         assert rows["b"].task_id == "7" and rows["b"].model is None
         assert rows["a"].task_type == "{'nested': [1, 2]}"
         assert idx.sums(["prompt_tokens", "rounds"]) == (2, INT_MAX, INT_MAX)
+    (run_dir / "manifest.json").write_bytes(orjson.dumps({"config_hash": "x", "plan": {}}))
+    from fasteval.view.report import status
+
+    st = status(run_dir)  # the bad line is reported, the rest counted
+    assert st["bad_lines"] == 1 and st["done"] == 2
     db = sqlite3.connect(run_dir / "index.sqlite")
     assert db.execute("SELECT typeof(prompt_tokens) FROM jobs WHERE job_id = 'a'").fetchone() == ("integer",)
     db.close()
