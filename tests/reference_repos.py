@@ -202,6 +202,21 @@ def build_prompt_cn(question, options, prediction):
     )
     return tmpl.format(question, options, prediction)
 ''')
+    (root / "vlmeval" / "dataset" / "image_mcq.py").write_text(NEVER_RUN + '''class ImageMCQDataset:
+    def build_prompt(self, line):
+        question = line['question']
+        options_prompt = 'SYNTH-Options:\\n'
+        for key, item in options.items():
+            options_prompt += f'{key}) {item}\\n'
+        prompt = ''
+        if hint is not None:
+            prompt += f'SYNTH-Hint: {hint}\\n'
+        prompt += f'SYNTH-Question: {question}\\n'
+        if len(options):
+            prompt += options_prompt
+            prompt += 'SYNTH-MCQ pick one option. \\n'
+        return prompt
+''')
     _git(root)
     return root
 

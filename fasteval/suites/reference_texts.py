@@ -11,7 +11,8 @@ A *symbol* addresses one value inside a file, as dot-separated steps:
 
 - ``name``: a class, function or assignment target in the current scope (module, class or
   function body, nested blocks included); ``name@2`` is its third assignment in source order.
-  In a dict literal, ``name`` is a key.
+  In a dict literal, ``name`` is a key. ``name+@2`` is its third augmented assignment
+  (``name += <value>``), for texts a function builds piece by piece.
 - ``{key=value}``: the first dict literal below the current node (source order) whose
   ``key`` holds the string ``value``; in YAML, the first mapping in the current list.
 - ``[i]``: element ``i`` of a list.
@@ -133,7 +134,8 @@ def sha256_text(value: Any) -> str:
 # Symbol paths
 # ---------------------------------------------------------------------------------------------
 
-_STEP = re.compile(r"\{(?P<key>[^=}]+)=(?P<val>[^}]*)\}|\[(?P<idx>\d+)\]|(?P<name>[A-Za-z_][\w-]*)(?:@(?P<nth>\d+))?")
+_STEP = re.compile(r"\{(?P<key>[^=}]+)=(?P<val>[^}]*)\}|\[(?P<idx>\d+)\]|"
+                   r"(?P<name>[A-Za-z_][\w-]*)(?:@(?P<nth>\d+)|\+@(?P<aug>\d+))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,8 @@ class Step:
     key: str = ""
     value: str = ""
     index: int = 0
+    aug: bool = False
+    """``name+@N``: count ``name += ...`` statements instead of assignments."""
 
 
 def parse_symbol(symbol: str) -> list[Step]:
@@ -158,7 +162,9 @@ def parse_symbol(symbol: str) -> list[Step]:
         if m is None:
             raise ValueError(f"bad symbol {symbol!r} at {pos}")
         if m.group("name") is not None:
-            steps.append(Step("name", name=m.group("name"), nth=int(m.group("nth") or 0)))
+            aug = m.group("aug") is not None
+            steps.append(Step("name", name=m.group("name"), nth=int((m.group("aug") if aug else m.group("nth")) or 0),
+                              aug=aug))
         elif m.group("idx") is not None:
             steps.append(Step("index", index=int(m.group("idx"))))
         else:
@@ -209,7 +215,11 @@ def _py_step(node: ast.AST, step: Step) -> ast.AST:
     found = 0
     for sub in _scope_walk(node):
         target: ast.AST | None = None
-        if isinstance(sub, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and sub.name == step.name:
+        if step.aug:
+            if (isinstance(sub, ast.AugAssign) and isinstance(sub.op, ast.Add) and isinstance(sub.target, ast.Name)
+                    and sub.target.id == step.name):
+                target = sub.value
+        elif isinstance(sub, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and sub.name == step.name:
             target = sub
         elif isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == step.name for t in sub.targets):
             target = sub.value
@@ -219,7 +229,8 @@ def _py_step(node: ast.AST, step: Step) -> ast.AST:
             if found == step.nth:
                 return target
             found += 1
-    raise LookupError(f"no definition or assignment #{step.nth} of {step.name!r}")
+    what = "augmented assignment" if step.aug else "definition or assignment"
+    raise LookupError(f"no {what} #{step.nth} of {step.name!r}")
 
 
 def _source_order(node: ast.AST) -> list[ast.AST]:

@@ -32,6 +32,7 @@ class VStar(ChoiceSuite):
 
     name = "vstar"
     scorers = SCORERS
+    vlmevalkit_layout = True
     options_schema = common_options("vstar", SCORERS)
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:

@@ -238,3 +238,20 @@ def test_vstar_test_questions_jsonl_form(tmp_path: Path, blobs: BlobStore) -> No
     assert isinstance(task, Task) and isinstance(bad, LoadError)
     assert task.metadata["options"] == ["purple", "black", "white", "red"] and task.metadata["answer_index"] == 1
     assert task.turns[0].text == "What is the color of the glove?"
+
+
+def test_reference_prompt_is_vlmevalkits_layout_read_from_the_checkout(tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.vstar_folder(tmp_path / "vstar"))
+    suite = make_suite("vstar", {"path": path, "fidelity": "reference"}, blobs)
+    task = tasks_of(suite)[0]
+    text = shown_text(suite, task, 0, setting(suite, "reference"))
+    # the fixture's image_mcq.py builds the prompt with +=: question, options "A) …", instruction
+    assert text == ("SYNTH-Question: What is the color of the glove?\nSYNTH-Options:\nA) black\nB) purple\n"
+                    "C) white\nD) red\nSYNTH-MCQ pick one option. \n")
+    manifest = suite.text_manifest()
+    assert manifest is not None and {t["symbol"] for t in manifest["texts"]} >= {
+        "ImageMCQDataset.build_prompt.prompt+@1", "ImageMCQDataset.build_prompt.options_prompt+@0"}
+    own = make_suite("vstar", {"path": path, "fidelity": "reference", "texts": "own"}, blobs)
+    assert shown_text(own, task, 0, setting(own, "reference")).startswith("Question: What is the color")
+    lmms = make_suite("vstar", {"path": path, "fidelity": "reference", "scorer": "lmms-eval"}, blobs)
+    assert lmms.text_manifest() is None  # lmms-eval's layout is not VLMEvalKit's
