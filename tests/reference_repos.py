@@ -216,6 +216,21 @@ def build_prompt_cn(question, options, prediction):
             prompt += options_prompt
             prompt += 'SYNTH-MCQ pick one option. \\n'
         return prompt
+
+
+class TreeBench:
+    def build_prompt(self, line):
+        options_prompt = 'SYNTH-Options:\\n'
+        for key, item in options.items():
+            options_prompt += f'{key}) {item}\\n'
+        prompt = ''
+        if hint is not None:
+            prompt += f'SYNTH-Hint: {hint}\\n'
+        prompt += f'SYNTH-Question: {question}\\n'
+        if len(options):
+            prompt += options_prompt
+            prompt += "SYNTH-TREE letter only. \\n"
+        return prompt
 ''')
     _git(root)
     return root

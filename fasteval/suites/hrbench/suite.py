@@ -61,7 +61,7 @@ class HRBench(ChoiceSuite):
 
     name = "hrbench"
     scorers = SCORERS
-    vlmevalkit_layout = True
+    vlmevalkit_layout = "ImageMCQDataset"
     shuffles = False
     options_schema = {**common_options("hrbench", SCORERS),
                       "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS)}

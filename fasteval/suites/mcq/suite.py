@@ -75,8 +75,9 @@ class ChoiceSuite(Suite):
     pin_last: ClassVar[bool] = False
     zoom_rounds: ClassVar[int] = 11
     """DeepEyes' V* loop: up to 11 model calls."""
-    vlmevalkit_layout: ClassVar[bool] = False
-    """Under reference, send VLMEvalKit's ``ImageMCQDataset.build_prompt`` text (V*, HR-Bench)."""
+    vlmevalkit_layout: ClassVar[str | None] = None
+    """Under reference with the vlmevalkit scorer, send this VLMEvalKit dataset class's
+    ``build_prompt`` text (V*, HR-Bench: ImageMCQDataset; TreeBench: TreeBench)."""
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)
@@ -105,7 +106,7 @@ class ChoiceSuite(Suite):
         self.strip_answer_tag = bool(options.get("strip_answer_tag", False))
         self.judge_book: TextBook | None = (judge_texts(options, self.fidelity)
                                             if self.judge_role != EXACT_MATCHING else None)
-        self.prompt_book: TextBook | None = (prompt_texts(options, self.fidelity)
+        self.prompt_book: TextBook | None = (prompt_texts(options, self.fidelity, self.vlmevalkit_layout)
                                              if self.vlmevalkit_layout and self.fidelity == "reference"
                                              and self.scorer == "vlmevalkit" else None)
 

@@ -16,26 +16,29 @@ from fasteval.suites.mcq import judge
 from fasteval.suites.reference_texts import Template, TextBook, TextSpec, load_text_book, text_options
 
 PROMPT_FILE = "vlmeval/dataset/image_mcq.py"
-_FN = "ImageMCQDataset.build_prompt"
-
-# Our wording for ``texts: own``.
-SPECS = [
-    TextSpec("hint", "system_prompt", PROMPT_FILE, f"{_FN}.prompt+@0", Template.from_format("Hint: {hint}\n")),
-    TextSpec("question", "system_prompt", PROMPT_FILE, f"{_FN}.prompt+@1",
-             Template.from_format("Question: {question}\n")),
-    TextSpec("options_header", "system_prompt", PROMPT_FILE, f"{_FN}.options_prompt", "Options:\n"),
-    TextSpec("option", "system_prompt", PROMPT_FILE, f"{_FN}.options_prompt+@0",
-             Template.from_format("{key}. {item}\n")),
-    TextSpec("instruction", "system_prompt", PROMPT_FILE, f"{_FN}.prompt+@3",
-             "Answer with the option's letter from the given choices directly.\n"),
-]
 
 
-def prompt_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
+def specs_for(dataset_class: str) -> list[TextSpec]:
+    """The pieces of ``<dataset_class>.build_prompt`` (V*, HR-Bench: ImageMCQDataset; TreeBench: its own
+    class, whose instruction differs), with our wording for ``texts: own``."""
+    fn = f"{dataset_class}.build_prompt"
+    return [
+        TextSpec("hint", "system_prompt", PROMPT_FILE, f"{fn}.prompt+@0", Template.from_format("Hint: {hint}\n")),
+        TextSpec("question", "system_prompt", PROMPT_FILE, f"{fn}.prompt+@1",
+                 Template.from_format("Question: {question}\n")),
+        TextSpec("options_header", "system_prompt", PROMPT_FILE, f"{fn}.options_prompt", "Options:\n"),
+        TextSpec("option", "system_prompt", PROMPT_FILE, f"{fn}.options_prompt+@0",
+                 Template.from_format("{key}. {item}\n")),
+        TextSpec("instruction", "system_prompt", PROMPT_FILE, f"{fn}.prompt+@3",
+                 "Answer with the option's letter from the given choices directly.\n"),
+    ]
+
+
+def prompt_texts(options: Mapping[str, Any], fidelity: str, dataset_class: str = "ImageMCQDataset") -> TextBook:
     """The layout's pieces: VLMEvalKit's (texts: reference) or ours (texts: own)."""
     mode, repo = text_options(options, fidelity)
     # One VLMEvalKit checkout holds the judge's texts and these (read at call time: tests move it).
-    return load_text_book("vlmevalkit-prompt", SPECS, mode, repo or judge.DEFAULT_REFERENCE_REPO, judge.FETCH_HINT)
+    return load_text_book("vlmevalkit-prompt", specs_for(dataset_class), mode, repo or judge.DEFAULT_REFERENCE_REPO, judge.FETCH_HINT)
 
 
 def vlmevalkit_prompt(texts: TextBook, question: str, options: Mapping[str, str], hint: str = "") -> str:

@@ -34,6 +34,7 @@ class TreeBench(ChoiceSuite):
     name = "treebench"
     scorers = SCORERS
     shuffles = False
+    vlmevalkit_layout = "TreeBench"
     options_schema = {**common_options("treebench", SCORERS),
                       "box_convention": Opt("str", "how the model writes boxes: auto, pixel, norm1000, norm1",
                                             choices=CONVENTIONS)}
@@ -48,6 +49,8 @@ class TreeBench(ChoiceSuite):
         return load_treebench(self.path, self.blobs, limit=self.limit)
 
     def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
+        if self.prompt_book is not None and setting.fidelity == "reference":
+            return super().prompt_text(task, options, setting)  # VLMEvalKit's TreeBench layout as it is
         return f"{super().prompt_text(task, options, setting)}\n{BOX_INSTRUCTION}"
 
     async def reference_score(self, task: Task, response: str | None, options: dict[str, str], gold: str,

@@ -32,7 +32,7 @@ class VStar(ChoiceSuite):
 
     name = "vstar"
     scorers = SCORERS
-    vlmevalkit_layout = True
+    vlmevalkit_layout = "ImageMCQDataset"
     options_schema = common_options("vstar", SCORERS)
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:

@@ -255,3 +255,12 @@ def test_reference_prompt_is_vlmevalkits_layout_read_from_the_checkout(tmp_path:
     assert shown_text(own, task, 0, setting(own, "reference")).startswith("Question: What is the color")
     lmms = make_suite("vstar", {"path": path, "fidelity": "reference", "scorer": "lmms-eval"}, blobs)
     assert lmms.text_manifest() is None  # lmms-eval's layout is not VLMEvalKit's
+
+
+def test_treebench_reference_prompt_is_its_own_vlmevalkit_class(tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.treebench_tsv(tmp_path / "TreeBench.tsv"))
+    suite = make_suite("treebench", {"path": path, "fidelity": "reference"}, blobs)
+    task = tasks_of(suite)[0]
+    assert shown_text(suite, task, 0, setting(suite, "reference")).endswith("D) ceramic\nSYNTH-TREE letter only. \n")
+    fixed = make_suite("treebench", {"path": path}, blobs)
+    assert "<box>[x1,y1,x2,y2]</box>" in shown_text(fixed, task, 0, setting(fixed, "fixed"))
