@@ -57,7 +57,10 @@ def _over_seeds(per_seed: dict[int, dict[str, Any]], pick: str, key: str) -> dic
 
 @register_suite
 class HRBench(ChoiceSuite):
-    """HR-Bench. Options: ``common_options`` plus ``version`` (4k | 8k)."""
+    """HR-Bench 4K / 8K: 200 questions × 4 option rotations; cycle average and circular accuracy.
+
+    Options: ``common_options`` plus ``version`` (4k | 8k).
+    """
 
     name = "hrbench"
     scorers = SCORERS

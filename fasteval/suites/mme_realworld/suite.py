@@ -39,7 +39,10 @@ def _fine_key(r: Mapping[str, Any]) -> str | None:
 
 @register_suite
 class MMERealWorld(ChoiceSuite):
-    """MME-RealWorld. Options: ``common_options`` plus ``variant`` and ``image_root`` (path form)."""
+    """MME-RealWorld (full, Lite, CN): five-option questions on real-world high-resolution images.
+
+    Options: ``common_options`` plus ``variant`` and ``image_root`` (path form).
+    """
 
     name = "mme-realworld"
     scorers = SCORERS

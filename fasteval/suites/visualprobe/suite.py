@@ -40,8 +40,11 @@ def _assistant_turns(trajectory: Trajectory) -> list[str]:
 
 @register_suite
 class VisualProbe(Suite):
-    """VisualProbe. Options: path, level, fidelity, limit, judge (role, default "judge"), texts,
-    reference_repo (a Mini-o3 checkout), image_root, max_tokens, temperature."""
+    """VisualProbe (Mini-o3): open questions on high-resolution images, LLM-judged, Avg@k over seeds.
+
+    Options: path, level, fidelity, limit, judge (role, default "judge"), texts, reference_repo (a
+    Mini-o3 checkout), image_root, max_tokens, temperature.
+    """
 
     name = "visualprobe"
     options_schema = {

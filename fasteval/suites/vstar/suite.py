@@ -28,7 +28,10 @@ SCORERS = ("vlmevalkit", "lmms-eval", "deepeyes")
 
 @register_suite
 class VStar(ChoiceSuite):
-    """V* Bench. Options: see ``common_options``; ``scorer`` vlmevalkit (default) or lmms-eval."""
+    """V* Bench: 191 questions on small details of ~2K images (attributes, spatial relations).
+
+    Options: ``common_options``; ``scorer`` vlmevalkit (default), lmms-eval or deepeyes.
+    """
 
     name = "vstar"
     scorers = SCORERS
