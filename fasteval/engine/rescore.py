@@ -69,7 +69,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     result = RescoreResult(skipped=skipped)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(index.close)
-        rt = await open_runtime(stack, blobs, models=[], roles=cfg.roles, run_cfg=cfg.run, needed={"cache"})
+        rt = await open_runtime(stack, blobs, cfg, models=[], roles=cfg.roles, needed={"cache"})
         roles = rt.roles
         writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"), index=index)
         await writer.start()
