@@ -292,3 +292,25 @@ def process(line):
 ''')
     _git(root)
     return root
+
+
+def write_treevgr(root: Path) -> Path:
+    """TreeVGR's TreeBench prompt (``inference_treebench.py``, ``eval_model_row``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "inference_treebench.py").write_text(NEVER_RUN + '''def eval_model_row(item):
+    if item["category"] == "OCR":
+        qs = item["question"]
+    else:
+        qs = item["question"] + " SYNTH-Opts:\\n" + item["multi-choice options"]
+    content = [
+        {"type": "image_url", "image_url": "x"},
+        {"type": "text", "text": qs + "\\nSYNTH-TREEVGR answer in tags."},
+    ]
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "SYNTH-TREEVGR system."}]},
+        {"role": "user", "content": content},
+    ]
+    return messages
+''')
+    _git(root)
+    return root

@@ -18,7 +18,8 @@ A *symbol* addresses one value inside a file, as dot-separated steps:
 - ``[i]``: element ``i`` of a list.
 
 An f-string becomes a ``Template`` whose fields are the source text of its expressions
-(``{image_list}``), rendered with Python's own conversion and format rules; a plain string used
+(``{image_list}``), rendered with Python's own conversion and format rules; so does a ``+`` of
+literals and variables (``qs + "..."``: the field ``qs``); a plain string used
 with ``str.format`` in the reference is read as a Template from its format fields.
 """
 
@@ -261,7 +262,7 @@ def _py_value(node: ast.AST) -> Any:
                 parts.append(Field(ast.unparse(v.value), conv, spec))
         return Template(tuple(parts))
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _py_value(node.left), _py_value(node.right)
+        left, right = _concat_operand(node.left), _concat_operand(node.right)
         if isinstance(left, str | Template) and isinstance(right, str | Template):
             lp = left.parts if isinstance(left, Template) else (left,)
             rp = right.parts if isinstance(right, Template) else (right,)
@@ -281,6 +282,14 @@ def _py_value(node: ast.AST) -> Any:
         if isinstance(inner, int | float):
             return -inner
     raise ValueError(f"not a literal: {ast.unparse(node)[:80]!r}")
+
+
+def _concat_operand(node: ast.AST) -> Any:
+    """One side of a ``+`` of texts: a literal, or a variable (``qs``, ``item["question"]``) that
+    becomes a field named by its source, so ``qs + "\nSelect ..."`` reads as a Template."""
+    if isinstance(node, ast.Name | ast.Subscript | ast.Attribute) and not isinstance(node, ast.Constant):
+        return Template((Field(ast.unparse(node)),))
+    return _py_value(node)
 
 
 def python_value(path: Path, symbol: str) -> Any:

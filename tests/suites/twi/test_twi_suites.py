@@ -264,3 +264,14 @@ def test_treebench_reference_prompt_is_its_own_vlmevalkit_class(tmp_path: Path, 
     assert shown_text(suite, task, 0, setting(suite, "reference")).endswith("D) ceramic\nSYNTH-TREE letter only. \n")
     fixed = make_suite("treebench", {"path": path}, blobs)
     assert "<box>[x1,y1,x2,y2]</box>" in shown_text(fixed, task, 0, setting(fixed, "fixed"))
+
+
+def test_treevgr_reference_prompt_and_system_from_the_checkout(tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.treebench_tsv(tmp_path / "TreeBench.tsv"))
+    suite = make_suite("treebench", {"path": path, "fidelity": "reference", "scorer": "treevgr"}, blobs)
+    task = tasks_of(suite)[0]
+    s = setting(suite, "reference")
+    assert suite.system_prompt(task, s, []) == "SYNTH-TREEVGR system."
+    assert shown_text(suite, task, 0, s) == ("What is the material of the cup on the left table? SYNTH-Opts:\n"
+                                             "A. glass\nB. paper\nC. steel\nD. ceramic\nSYNTH-TREEVGR answer in tags.")
+    assert suite.system_prompt(task, setting(suite, "fixed"), []) is None
