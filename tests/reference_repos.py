@@ -218,6 +218,19 @@ def build_prompt_cn(question, options, prediction):
         return prompt
 
 
+class MMERealWorld:
+    SYS = {
+        'MME-RealWorld': 'SYNTH-MME pick A-E. \\nSYNTH best:',
+        'MME-RealWorld-Lite': 'SYNTH-MME-LITE pick A-E.',
+        'MME-RealWorld-CN': 'SYNTH-MME-CN',
+    }
+
+    def load_data(self, dataset="MME-RealWorld"):
+        if dataset == "MME-RealWorld-Lite":
+            choice_prompt = "SYNTH choices:\\n"
+        return choice_prompt
+
+
 class TreeBench:
     def build_prompt(self, line):
         options_prompt = 'SYNTH-Options:\\n'

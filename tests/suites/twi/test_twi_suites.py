@@ -275,3 +275,12 @@ def test_treevgr_reference_prompt_and_system_from_the_checkout(tmp_path: Path, b
     assert shown_text(suite, task, 0, s) == ("What is the material of the cup on the left table? SYNTH-Opts:\n"
                                              "A. glass\nB. paper\nC. steel\nD. ceramic\nSYNTH-TREEVGR answer in tags.")
     assert suite.system_prompt(task, setting(suite, "fixed"), []) is None
+
+
+def test_mme_reference_prompt_reads_sys_and_the_choices_header(tmp_path: Path, blobs: BlobStore) -> None:
+    suite = make_suite("mme-realworld", {"path": str(rel.mme_path_form(tmp_path / "mme")), "fidelity": "reference"},
+                       blobs)
+    task = tasks_of(suite)[0]
+    assert shown_text(suite, task, 0, setting(suite, "reference")) == (
+        "What is the data of Interest in Feb-23 in the table? SYNTH choices:\n(A) 458\n(B) 457\n(C) 456\n(D) 455\n"
+        "(E) This image doesn't feature the data.\nSYNTH-MME pick A-E. \nSYNTH best:")
