@@ -59,3 +59,15 @@ def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch:
     monkeypatch.setattr(probe_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["mini-o3"]))
     monkeypatch.setattr(deepeyes, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["deepeyes"]))
     monkeypatch.setattr(treevgr_prompt, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["treevgr"]))
+
+
+@pytest.fixture(autouse=True)
+def _sdk_checked_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every sim a test starts has its requests and replies checked by the vendors' SDK types
+    (tests/providers/wire_types.py): a sim-backed test fails on a body the real API would not know."""
+    from tests.providers.wire_types import SdkCheck
+
+    check = SdkCheck()
+    check.install(monkeypatch)
+    yield
+    check.assert_clean()

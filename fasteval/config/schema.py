@@ -51,7 +51,7 @@ ENDPOINT_COMMON: dict[str, Opt] = {
         "cache_write": Opt("float")}),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
-        "thinking": Opt("bool")}),
+        "thinking": Opt("bool"), "sampling": Opt("bool")}),
 }
 
 
