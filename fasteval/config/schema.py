@@ -49,6 +49,8 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "price": Opt("dict", "USD per million tokens, overriding fasteval.core.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
         "cache_write": Opt("float")}),
+    "batch": Opt("any", "provider batch API at half price: true or {max_requests, max_mb, gather_s, poll_s, window} "
+                 "(docs/providers.md, batch mode)"),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
         "thinking": Opt("bool")}),
@@ -337,6 +339,7 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
     if not role:
         schema["name"] = Opt("str", required=True)
     check_mapping(spec, schema, path, src, problems)
+    _check_batch(spec, path, src, problems)
     if provider == "sim":
         from providers.sim import POLICIES
 
@@ -344,6 +347,27 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
         if policy not in POLICIES:
             problems.add(src, (*path, "policy"), f"unknown sim policy {policy!r}{did_you_mean(str(policy), POLICIES)}"
                          f" (known: {', '.join(sorted(POLICIES))})")
+
+
+def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Problems) -> None:
+    """``batch:`` only where the endpoint has a batch API we speak (not vLLM, gateways or served models)."""
+    if spec.get("batch") in (None, False):
+        return
+    from providers.batch.base import BatchSettings
+    from providers.batch.wires import BATCH_PROVIDERS, NO_BATCH_WIRES
+
+    where: KeyPath = (*path, "batch")
+    try:
+        BatchSettings.from_config(spec["batch"])
+    except ValueError as e:
+        problems.add(src, where, str(e))
+        return
+    provider = str(spec.get("provider"))
+    wire = str(spec.get("wire", "openai")) if provider == "sim" else provider
+    if provider not in BATCH_PROVIDERS | NO_BATCH_WIRES or spec.get("serve") is not None:
+        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, anthropic, sim)")
+    elif wire in NO_BATCH_WIRES:
+        problems.add(src, where, f"batch mode for {wire} is not supported yet (openai and anthropic are)")
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:

@@ -32,6 +32,7 @@ from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
+from fasteval.engine.batching import BatchLane, batch_job
 from fasteval.engine.clients import model_processor
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
@@ -80,6 +81,8 @@ class RunOptions:
     keep_errors: bool = False
     progress: bool | None = None
     selectors: Selectors = field(default_factory=Selectors)
+    no_wait: bool = False
+    """Batched models: submit their batches and stop (exit 3); a rerun collects the results."""
 
 
 @dataclass(slots=True)
@@ -296,6 +299,7 @@ class Sweep:
         self.opts = opts
         self.counters = Counters()
         self.clients: dict[str, ModelClient] = {}
+        self.lanes: dict[str, BatchLane] = {}
         self.roles: dict[str, ModelClient] = {}
         self.services: dict[str, Any] = {}
         self.serving: Serving | None = None
@@ -396,8 +400,10 @@ class Sweep:
             rt = await open_runtime(stack, blobs, models=self.cfg.models, roles=self.cfg.roles, run_cfg=self.cfg.run,
                                     needed=needed, serving=self.serving,
                                     breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
-                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt")
+                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt",
+                                    run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
+            self.lanes = rt.lanes
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
             display = self._display()
@@ -613,7 +619,7 @@ class Sweep:
                        services=self.services, tools=self._tools_for(run, setting, item, tools_cache),
                        params=run.suite.request_params(setting, job.model))
         with count_retries() as retries, (trajectory(job.job_id) if self.serving is not None
-                                          else contextlib.nullcontext()):
+                                          else contextlib.nullcontext()), batch_job(job.job_id) as batches:
             try:
                 await run_agent(item, job.seed, job.job_id, env, traj)
                 score = await run.suite.score(item, traj, setting, ScoreContext(blobs=blobs, services=self.services))
@@ -627,6 +633,8 @@ class Sweep:
                 traj.termination, traj.termination_reason = "error", str(e)
             finally:
                 rec.retries = retries.count
+                if batches.batch_ids:  # the provider batches its requests rode in (batch discount)
+                    rec.metadata["batch_id"] = ",".join(sorted(batches.batch_ids))
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:

@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from providers.sim import native_wire
+from providers.sim.batch_api import BatchAPIs
 from providers.sim.media import check_local_media
 from providers.sim.policies import POLICIES
 from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
@@ -57,6 +58,8 @@ class SimServer:
         self.api_keys: dict[str, str] = {}
         """Per dialect ("anthropic", "gemini"): the only key accepted; any non-empty key when unset."""
         self.prompt_cache = native_wire.new_caches()
+        self.batch_apis = BatchAPIs(self)
+        """OpenAI Files + /v1/batches and Anthropic Message Batches over the same models (batch_api.py)."""
 
     @property
     def base_url(self) -> str:
@@ -71,6 +74,7 @@ class SimServer:
         app.router.add_post("/v1/messages", self.handle_anthropic)
         app.router.add_post("/v1beta/models/{model_action}", self.handle_gemini)
         app.router.add_get("/sim/stats", self.handle_stats)
+        self.batch_apis.routes(app)
         return app
 
     async def start(self) -> None:
@@ -172,7 +176,7 @@ class SimServer:
         finally:
             self.in_flight -= 1
 
-    async def _answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
+    async def _answer(self, body: dict[str, Any], request: web.Request | None) -> web.StreamResponse:
         """Faults, latency and the policy's reply for an OpenAI-form body (every dialect ends here)."""
         model = self.models.get(str(body.get("model")))
         if model is None:
@@ -201,8 +205,8 @@ class SimServer:
                                      status=400)
         if fault == "hang":
             await asyncio.sleep(model.faults.hang_s)
-        if fault == "drop":
-            if request.transport is not None:
+        if fault == "drop":  # in a batch (no request) a dropped connection is a 500 line
+            if request is not None and request.transport is not None:
                 request.transport.close()
             return web.Response(status=500)
         if fault == "malformed":

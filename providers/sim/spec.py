@@ -25,6 +25,11 @@ SIM_OPTIONS: dict[str, Opt] = {
     "wire": Opt("str", "the API the sim speaks to this model", choices=("openai", "anthropic", "gemini")),
     "thinking_budget": Opt("int", "wire anthropic/gemini: passed to the native client"),
     "prompt_caching": Opt("bool", "wire anthropic: passed to the native client"),
+    "batch_api": Opt("dict", "the sim's batch APIs for this model (providers/sim/batch_api.py)", fields={
+        "turnaround_s": Opt("float", "seconds before a batch is processed (default 0.2)"),
+        "cancel_s": Opt("float", "seconds a cancel takes"),
+        "expire": Opt("int", "the first N batches expire with nothing done"),
+        "fail": Opt("int", "the first N batches fail validation")}),
 }
 """What a sim model entry may say besides the options every endpoint has."""
 
