@@ -137,7 +137,8 @@ class BatchLane:
                 self._enqueue(_Queued(cid, line, job, n))
         if self.no_wait:
             await self._wait_submitted(cid)
-            raise BatchesPending(self.name, "its requests are in batches at the provider; rerun to collect them")
+            if not fut.done() or fut.exception() is not None:
+                raise BatchesPending(self.name, "its requests are in batches at the provider; rerun to collect them")
         raw = await fut
         st = self.journal.requests[cid]
         return self._response(raw, st.batches[-1], slot)
@@ -325,6 +326,11 @@ class BatchLane:
             fut.set_exception(e)
 
     # -- the end -------------------------------------------------------------------------------------
+    async def drained(self) -> None:
+        """Until every batch this lane drives has ended and been collected."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
     def in_flight(self) -> int:
         return len(self.journal.open_batches(self.name))
 
@@ -346,6 +352,16 @@ class BatchLane:
 
 def batch_age(info: BatchInfo | None, at: float) -> float:
     return time.time() - (info.created_at if info is not None and info.created_at else at)
+
+
+def pending_line(lanes: dict[str, BatchLane], not_run: int) -> str:
+    """The one line a run whose remaining work is batches at the provider ends with (exit 3)."""
+    open_ = [b for lane in lanes.values() for b in lane.journal.open_batches(lane.name)]
+    by = ", ".join(f"{n}: {k}" for n, lane in lanes.items() if (k := lane.in_flight()))
+    latest = max((b.at for b in open_), default=time.time()) + 24 * 3600
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(latest))
+    return (f"incomplete: {len(open_)} batch(es) at the provider ({by}) hold the work of {not_run} job(s); most "
+            f"batches end within an hour, all by {when}: rerun the same command then to collect them")
 
 
 async def attach_lane(stack: contextlib.AsyncExitStack, client: Any, spec: dict[str, Any], journal: BatchJournal, *,

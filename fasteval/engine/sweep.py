@@ -32,7 +32,7 @@ from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
-from fasteval.engine.batching import BatchLane, batch_job
+from fasteval.engine.batching import BatchLane, batch_job, pending_line
 from fasteval.engine.clients import model_processor
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
@@ -107,6 +107,8 @@ class SweepResult:
     """Endpoints given up on: name -> reason."""
     errors_by: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
+    batches: dict[str, int] = field(default_factory=dict)
+    """Batched models with batches still at the provider when the run stopped: name -> how many."""
 
     def add_error(self, model: str, kind: str, message: str) -> None:
         entry = self.errors_by.setdefault(model, {}).setdefault(kind, [0, message])
@@ -417,6 +419,9 @@ class Sweep:
         result.skipped = self.counters.skipped
         result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
         result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
+        result.batches = {n: k for n, lane in self.lanes.items() if (k := lane.in_flight())}
+        if result.batches and result.not_run and not result.interrupted:
+            raise SweepIncomplete(pending_line(self.lanes, result.not_run), result)
         if result.down and not result.interrupted:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)

@@ -70,13 +70,15 @@ class RequestState:
 class BatchJournal:
     """Loaded once at the start of a run; every change is an fsynced append, made off the event loop."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, *, readonly: bool = False) -> None:
         self.dir = run_dir / BATCHES_DIR
         self.path = self.dir / JOURNAL
         self.batches: dict[str, JournalBatch] = {}
         self.requests: dict[str, RequestState] = {}
         self.bytes_written = 0
         self._lock = asyncio.Lock()
+        self._readonly = readonly
+        """A reader beside a live run (status): a torn tail may be an append in progress, left alone."""
         self._load()
 
     @classmethod
@@ -88,7 +90,7 @@ class BatchJournal:
             return
         raw = self.path.read_bytes()
         end = raw.rfind(b"\n") + 1
-        if end < len(raw):  # a torn append: cut it off before the next append lands after it
+        if end < len(raw) and not self._readonly:  # a torn append: cut it off before the next append lands after it
             with open(self.path, "r+b") as f:
                 f.truncate(end)
                 os.fsync(f.fileno())
@@ -200,3 +202,18 @@ def _append_synced(path: Path, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def batch_rows(run_dir: Path) -> list[dict[str, Any]]:
+    """One row per batch the journal knows: lane, local and provider ids, requests, state, age."""
+    if not BatchJournal.exists(run_dir):
+        return []
+    journal = BatchJournal(run_dir, readonly=True)
+    now = time.time()
+    rows = []
+    for b in journal.batches.values():
+        done = sum(1 for c in b.ids if journal.requests[c].body is not None)
+        rows.append({"model": b.lane, "local": b.local, "batch_id": b.batch_id, "requests": len(b.ids),
+                     "succeeded": done, "state": b.ended or ("submitted" if b.batch_id else "submitting"),
+                     "age_s": round(now - b.at, 1)})
+    return rows
