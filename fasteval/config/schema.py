@@ -48,7 +48,7 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "image_resize": Opt("any", "the model processor's resize, e.g. qwen2_5_vl or {processor, max_pixels}"),
     "price": Opt("dict", "USD per million tokens, overriding fasteval.core.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
-        "cache_write": Opt("float")}),
+        "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")}),
     "batch": Opt("any", "provider batch API at half price: true or {max_requests, max_mb, gather_s, poll_s, window} "
                  "(docs/providers.md, batch mode)"),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
@@ -132,6 +132,8 @@ TOP_LEVEL: dict[str, Opt] = {
     "roles": Opt("dict", "model roles: judge, extractor, summarizer..."),
     "suites": Opt("list", "suites with options and settings", required=True),
     "run": Opt("dict", "run options", fields=RUN_OPTIONS),
+    "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
+                  "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }
 
 

@@ -326,6 +326,20 @@ class BatchLane:
             fut.set_exception(e)
 
     # -- the end -------------------------------------------------------------------------------------
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """Per batch in flight, for the live panel: requests, the provider's status, age, its counts."""
+        out: dict[str, dict[str, Any]] = {}
+        for jb in self.journal.open_batches(self.name):
+            info = self.live.get(jb.local)
+            counts = " ".join(f"{k}={v}" for k, v in (info.counts if info else {}).items())
+            out[f"batch {jb.batch_id or 'submitting'} ({self.name})"] = {
+                "in_flight": len(jb.ids), "limit": info.status if info else "submitting",
+                "waiting": f"{batch_age(info, jb.at) / 60:.0f}m", "requests": counts}
+        if self._queue:
+            out[f"batch gathering ({self.name})"] = {"in_flight": len(self._queue), "limit": "-", "waiting": "-",
+                                                     "requests": ""}
+        return out
+
     async def drained(self) -> None:
         """Until every batch this lane drives has ended and been collected."""
         while self._tasks:

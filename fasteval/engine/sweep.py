@@ -434,6 +434,7 @@ class Sweep:
         limiters = self.services.get("limiters")
         rows = [f for f in (limiters.rows if limiters is not None else None,
                             self.serving.rows if self.serving is not None else None) if f is not None]
+        rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
                                prices=model_prices(self.cfg.raw),

@@ -246,3 +246,26 @@ def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(
     finally:
         sim.send_signal(signal.SIGTERM)
         sim.wait(timeout=10)
+
+
+async def test_the_live_panel_rows_show_each_batch_in_flight(tmp_path: Path, server: SimServer) -> None:
+    server.models["m"].options["batch_api"] = {"turnaround_s": 1.0}
+    lane = BatchLane("m", wire_of(server, "openai"), BatchJournal(tmp_path), SETTINGS)
+
+    async def job(i: int) -> None:
+        with batch_job(f"j{i}"):
+            await lane.chat(request(i))
+
+    jobs = asyncio.gather(job(0), job(1))
+    try:
+        for _ in range(200):
+            rows = {k: v for k, v in lane.rows().items() if k.startswith("batch batch_")}
+            if rows and next(iter(rows.values()))["limit"] == "in_progress":
+                break
+            await asyncio.sleep(0.02)
+        (name, row), = rows.items()
+        assert name.endswith("(m)") and row["in_flight"] == 2 and "total=2" in row["requests"]
+        await jobs
+        assert lane.rows() == {}
+    finally:
+        await lane.close()
