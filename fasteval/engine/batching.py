@@ -234,8 +234,16 @@ class BatchLane:
                 await self.journal.results(jb.local, outcomes, ended=info.status)
                 break
         except ProviderError as e:  # the batch could not be created or read: its requests failed so
-            await self.journal.results(jb.local, [(c, None, e.kind, f"batch: {e}") for c in jb.ids],
-                                       ended="unreachable")
+            try:
+                await self.journal.results(jb.local, [(c, None, e.kind, f"batch: {e}") for c in jb.ids],
+                                           ended="unreachable")
+            except OSError as oe:
+                self._fail_all(jb, ProviderError("fatal", f"cannot journal batch {jb.local}: {oe}"))
+                return
+        except Exception as e:  # a journal write or our bug: its jobs end in error instead of waiting forever
+            log.error("model %s: batch %s failed: %s", self.name, jb.batch_id or jb.local, e, exc_info=True)
+            self._fail_all(jb, ProviderError("fatal", f"batch {jb.batch_id or jb.local}: {type(e).__name__}: {e}"))
+            return
         finally:
             created.set()
             self.live.pop(jb.local, None)
@@ -282,7 +290,7 @@ class BatchLane:
         ids = set(jb.ids)
         if info.failed is not None:
             return [(c, None, "fatal", f"batch {info.id} failed: {info.failed}") for c in jb.ids], True
-        lines = await self._retry(lambda: self.wire.results(info))
+        lines = await self._retry(lambda: self.wire.results(info, jb.ids))
         mine = [r for r in lines if r.custom_id in ids]
         if lines and not mine:
             return [], False
@@ -293,6 +301,7 @@ class BatchLane:
 
     # -- resolving waiters ---------------------------------------------------------------------------
     def _wake(self, jb: JournalBatch) -> None:
+        bodies: dict[str, bytes] | None = None  # read once, only when something is resubmitted
         for cid in jb.ids:
             fut = self._waiters.get(cid)
             if fut is None or fut.done():
@@ -304,20 +313,24 @@ class BatchLane:
                 del self._waiters[cid]
                 fut.set_result(st.body)
             elif self._may_resubmit(st.kind, len(st.batches)):
-                line = self.wire.line(cid, self._body_of(jb.local, cid))
+                try:
+                    bodies = self._bodies(jb.local) if bodies is None else bodies
+                    line = self.wire.line(cid, bodies[cid])
+                except (OSError, ValueError, KeyError) as e:
+                    self._fail(cid, ProviderError("fatal", f"cannot resubmit {cid}: its batch input is unreadable "
+                                                  f"({type(e).__name__}: {e})"))
+                    continue
                 self._enqueue(_Queued(cid, line, st.job, st.n))
             else:
                 self._fail(cid, ProviderError(st.kind or "fatal", f"{st.message}"))  # type: ignore[arg-type]
 
-    def _body_of(self, local: str, cid: str) -> bytes:
-        """The request body of ``cid`` from the batch input that carried it (a resubmission)."""
-        import orjson
+    def _bodies(self, local: str) -> dict[str, bytes]:
+        """custom_id -> request body, from the batch input that carried them (for resubmissions)."""
+        return dict(self.wire.entry(line) for line in self.journal.input_lines(local))
 
-        for line in self.journal.input_lines(local):
-            entry = orjson.loads(line)
-            if entry.get("custom_id") == cid:
-                return orjson.dumps(entry.get("body") if "body" in entry else entry.get("params"))
-        raise ProviderError("fatal", f"request {cid} is missing from its batch input")
+    def _fail_all(self, jb: JournalBatch, e: ProviderError) -> None:
+        for cid in jb.ids:
+            self._fail(cid, e)
 
     def _fail(self, cid: str, e: ProviderError) -> None:
         fut = self._waiters.pop(cid, None)

@@ -61,6 +61,10 @@ class AnthropicBatchWire(BatchWire):
     def line(self, custom_id: str, body: bytes) -> bytes:
         return b'{"custom_id":' + orjson.dumps(custom_id) + b',"params":' + body + b"}"
 
+    def entry(self, line: bytes) -> tuple[str, bytes]:
+        data = orjson.loads(line)
+        return str(data["custom_id"]), orjson.dumps(data["params"])
+
     async def create(self, local_id: str, lines: list[bytes], *, file_id: str | None, on_file: OnFile) -> str:
         data = b'{"requests":[' + b",".join(lines) + b"]}"
         return str((await self._json("POST", self.base, data=data,
@@ -82,7 +86,7 @@ class AnthropicBatchWire(BatchWire):
     async def cancel(self, batch_id: str) -> BatchInfo:
         return self.info(await self._json("POST", f"{self.base}/{batch_id}/cancel"))
 
-    async def results(self, info: BatchInfo) -> list[ResultLine]:
+    async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
         url = info.output_ref or f"{self.base}/{info.id}/results"
         try:
             raw = await self._call("GET", url)

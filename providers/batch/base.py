@@ -114,6 +114,10 @@ class BatchWire(ABC):
         """One entry of the batch input (a JSONL line, no newline)."""
 
     @abstractmethod
+    def entry(self, line: bytes) -> tuple[str, bytes]:
+        """``(custom_id, body)`` of a line ``line`` made (a resubmission reads them back)."""
+
+    @abstractmethod
     async def create(self, local_id: str, lines: list[bytes], *, file_id: str | None, on_file: OnFile) -> str:
         """Create the batch (uploading its input first where the API needs a file); its id."""
 
@@ -121,8 +125,9 @@ class BatchWire(ABC):
     async def retrieve(self, batch_id: str) -> BatchInfo: ...
 
     @abstractmethod
-    async def results(self, info: BatchInfo) -> list[ResultLine]:
-        """Every outcome the provider still holds for an ended batch (missing ones are absent)."""
+    async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
+        """Every outcome the provider still holds for an ended batch (missing ones are absent);
+        ``ids`` are the batch's custom_ids in input order, for an API that answers by order."""
 
     @abstractmethod
     async def cancel(self, batch_id: str) -> BatchInfo: ...

@@ -59,6 +59,10 @@ class OpenAIBatchWire(BatchWire):
         return b'{"custom_id":' + orjson.dumps(custom_id) + b',"method":"POST","url":"' + _ENDPOINT.encode() \
             + b'","body":' + body + b"}"
 
+    def entry(self, line: bytes) -> tuple[str, bytes]:
+        data = orjson.loads(line)
+        return str(data["custom_id"]), orjson.dumps(data["body"])
+
     async def create(self, local_id: str, lines: list[bytes], *, file_id: str | None, on_file: OnFile) -> str:
         if file_id is None:
             form = aiohttp.FormData()
@@ -93,7 +97,7 @@ class OpenAIBatchWire(BatchWire):
     async def cancel(self, batch_id: str) -> BatchInfo:
         return self.info(await self._json("POST", f"/batches/{batch_id}/cancel"))
 
-    async def results(self, info: BatchInfo) -> list[ResultLine]:
+    async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
         out: list[ResultLine] = []
         for ref in (info.output_ref, info.error_ref):
             if not ref:

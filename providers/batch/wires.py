@@ -6,12 +6,14 @@ from providers.anthropic import AnthropicProvider
 from providers.base import Provider
 from providers.batch.anthropic import AnthropicBatchWire
 from providers.batch.base import BatchWire
+from providers.batch.gemini import GeminiBatchWire
 from providers.batch.openai import OpenAIBatchWire
+from providers.gemini import GeminiProvider
 from providers.openai_compat import OpenAICompatProvider
 
-BATCH_PROVIDERS = frozenset({"openai", "anthropic", "sim"})
-"""Config ``provider:`` values whose endpoint has a batch API (sim: wires openai and anthropic)."""
-NO_BATCH_WIRES = frozenset({"gemini"})
+BATCH_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "sim"})
+"""Config ``provider:`` values whose endpoint has a batch API (sim: all three wires)."""
+NO_BATCH_WIRES: frozenset[str] = frozenset()
 """Wires whose batch mode we do not speak yet."""
 
 
@@ -19,6 +21,8 @@ def wire_for(provider: Provider) -> BatchWire:
     """The batch wire of an interactive provider; ValueError for one without a batch API."""
     if isinstance(provider, AnthropicProvider):
         return AnthropicBatchWire(provider)
+    if isinstance(provider, GeminiProvider):
+        return GeminiBatchWire(provider)
     if isinstance(provider, OpenAICompatProvider):
         return OpenAIBatchWire(provider)
     raise ValueError(f"{type(provider).__name__} has no batch API that fasteval speaks")

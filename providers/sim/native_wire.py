@@ -80,6 +80,8 @@ async def anthropic(server: SimServer, request: web.Request) -> web.StreamRespon
 
 async def gemini(server: SimServer, request: web.Request) -> web.StreamResponse:
     model, _, action = request.match_info["model_action"].partition(":")
+    if action == "batchGenerateContent":
+        return await server.batch_apis.gemini_create(request, model)
     if action != "generateContent":
         return _json(404, gemini_api.error_body(404, f"unknown method {action!r}"))
     headers = {k.lower(): v for k, v in request.headers.items()}

@@ -55,7 +55,7 @@ async def sweep(cfg_path: Path, run_dir: Path, **opts: Any) -> tuple[Any, Sweep]
     return await s.run(), s
 
 
-@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
 async def test_tool_loop_with_images_through_batches_matches_an_interactive_run(tmp_path: Path, wire: str) -> None:
     inter = await run_sweep(load_config(write_config(tmp_path, sim_model(wire), name="i")),
                             RunOptions(run_dir=tmp_path / "inter", progress=False))
@@ -67,7 +67,7 @@ async def test_tool_loop_with_images_through_batches_matches_an_interactive_run(
     assert all(r["rounds"] >= 2 and r["metadata"]["batch_id"] for r in b.values())  # tool rounds rode in batches
     journal = BatchJournal(tmp_path / "batch")
     assert len(journal.batches) >= 2  # one batch per round at least
-    assert all(b.ended in ("completed", "ended") for b in journal.batches.values())
+    assert all(b.ended in ("completed", "ended", "BATCH_STATE_SUCCEEDED") for b in journal.batches.values())
     sent = [cid for jb in journal.batches.values() for cid in jb.ids]
     assert len(sent) == len(set(sent))  # no request submitted twice
     assert sum(r["usage"]["prompt_tokens"] for r in b.values()) > 0
@@ -83,6 +83,23 @@ async def test_an_expired_batch_is_resubmitted_and_the_run_finishes(tmp_path: Pa
     assert all(len(journal.requests[c].batches) == 2 for c in first.ids)  # each expired request: once more
 
 
+async def test_a_gemini_batch_expired_as_a_whole_is_resubmitted(tmp_path: Path) -> None:
+    model = sim_model("gemini", batch=FAST, batch_api={"turnaround_s": 0.05, "expire": 1})
+    res, _ = await sweep(write_config(tmp_path, model, n_tasks=2, seeds=1), tmp_path / "run")
+    assert res.ok == 2
+    journal = BatchJournal(tmp_path / "run")
+    assert next(iter(journal.batches.values())).ended == "BATCH_STATE_EXPIRED"
+
+
+async def test_gemini_per_request_errors_are_matched_by_order(tmp_path: Path) -> None:
+    model = sim_model("gemini", batch={**FAST, "gather_s": 0.3}, policy="direct", faults={"schedule": ["ok", "400"]})
+    res, _ = await sweep(write_config(tmp_path, model, n_tasks=3, seeds=1), tmp_path / "run")
+    assert (res.ok, res.errors) == (2, 1)
+    journal = BatchJournal(tmp_path / "run")
+    first = next(iter(journal.batches.values()))
+    assert [journal.requests[c].kind for c in first.ids][:2] == [None, "fatal"]  # the second request's error
+
+
 async def test_anthropic_expired_requests_in_an_ended_batch_are_resubmitted(tmp_path: Path) -> None:
     model = sim_model("anthropic", batch=FAST, batch_api={"turnaround_s": 0.05, "expire": 1})
     res, _ = await sweep(write_config(tmp_path, model, n_tasks=2, seeds=1), tmp_path / "run")
@@ -91,7 +108,7 @@ async def test_anthropic_expired_requests_in_an_ended_batch_are_resubmitted(tmp_
     assert next(iter(journal.batches.values())).ended == "ended"  # the batch ends; its requests expired
 
 
-@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
 async def test_a_batch_larger_than_the_limits_is_split(tmp_path: Path, wire: str) -> None:
     model = sim_model(wire, batch={**FAST, "max_requests": 3, "gather_s": 0.3}, policy="direct")
     res, s = await sweep(write_config(tmp_path, model, n_tasks=5, seeds=2), tmp_path / "run")
@@ -148,7 +165,9 @@ def config_error(tmp: Path, model: dict[str, Any]) -> str:
 def test_batch_is_refused_for_endpoints_without_a_batch_api(tmp_path: Path) -> None:
     vllm = {"name": "m", "provider": "vllm", "base_url": "http://127.0.0.1:1/v1", "batch": True}
     assert "provider vllm has no batch API" in config_error(tmp_path, vllm)
-    assert "not supported yet" in config_error(tmp_path, sim_model("gemini", batch=True))
+    served = {"name": "m", "provider": "openai", "serve": {"checkpoint": "/x"}, "batch": True}
+    assert "has no batch API" in config_error(tmp_path, served)
     assert "unknown keys ['gather']" in config_error(tmp_path, sim_model("openai", batch={"gather": 1}))
     assert "positive number" in config_error(tmp_path, sim_model("openai", batch={"poll_s": 0}))
-    load_config(write_config(tmp_path, sim_model("anthropic", batch=True)))
+    for wire in ("openai", "anthropic", "gemini"):
+        load_config(write_config(tmp_path, sim_model(wire, batch=True)))

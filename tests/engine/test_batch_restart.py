@@ -27,7 +27,9 @@ from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest, Provider
 from providers.batch.anthropic import AnthropicBatchWire
 from providers.batch.base import BatchSettings, BatchWire
+from providers.batch.gemini import GeminiBatchWire
 from providers.batch.openai import OpenAIBatchWire
+from providers.gemini import GeminiProvider
 from providers.openai_compat import OpenAICompatProvider
 from providers.sim import SimModel, SimServer
 
@@ -44,7 +46,10 @@ def wire_of(server: SimServer, dialect: str) -> BatchWire:
     if dialect == "openai":
         provider = OpenAICompatProvider(server.base_url, "m")
         return OpenAIBatchWire(provider)  # type: ignore[arg-type]
-    provider = AnthropicProvider("m", base_url=server.base_url.removesuffix("/v1"), api_key="k", api_key_env=None)
+    root = server.base_url.removesuffix("/v1")
+    if dialect == "gemini":
+        return GeminiBatchWire(GeminiProvider("m", base_url=root, api_key="k", api_key_env=None))
+    provider = AnthropicProvider("m", base_url=root, api_key="k", api_key_env=None)
     return AnthropicBatchWire(provider)
 
 
@@ -88,7 +93,7 @@ async def server() -> Any:
     await s.stop()
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "gemini"])
 async def test_crash_between_create_and_id_recorded_reattaches_without_paying_twice(
         tmp_path: Path, server: SimServer, dialect: str) -> None:
     wire = wire_of(server, dialect)
@@ -122,7 +127,7 @@ async def test_crash_after_upload_reuses_the_uploaded_file(tmp_path: Path, serve
     assert len(inputs) == 1 and server.batch_apis.created == 1
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "gemini"])
 async def test_crash_before_create_creates_once(tmp_path: Path, server: SimServer, dialect: str) -> None:
     wire = wire_of(server, dialect)
     await prepared(wire, BatchJournal(tmp_path), 3)  # input fsynced and journaled; create never ran
@@ -152,7 +157,7 @@ async def _noop(fid: str) -> None:
     return None
 
 
-@pytest.mark.parametrize("dialect", ["openai", "anthropic"])
+@pytest.mark.parametrize("dialect", ["openai", "anthropic", "gemini"])
 async def test_results_already_journaled_need_no_network(tmp_path: Path, server: SimServer, dialect: str) -> None:
     first = await rerun(tmp_path, server, dialect, 3)
     seen = (server.batch_apis.created, server.requests)
