@@ -14,6 +14,7 @@ and writes included: 0.5 for OpenAI, Anthropic and Gemini as published; ``price:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,15 +83,20 @@ def lookup(model_id: str, table: dict[str, Price] | None = None) -> Price | None
     return table[best] if best is not None else None
 
 
-def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None = None) -> Price | None:
-    """A model entry's price: its own ``price:``, then the config's ``prices:`` by name or id, then the table."""
+def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None = None,
+              free: Callable[[dict[str, Any]], bool] | None = None) -> Price | None:
+    """A model entry's price: its own ``price:``, then the config's ``prices:`` by name or id, then the table.
+
+    ``free`` says which entries cost nothing whatever their model id (the embedded sim: the
+    provider registry knows, and this leaf imports nothing of ours to ask it).
+    """
     if spec.get("price"):
         return Price.from_config(dict(spec["price"]), f"model {name}: price")
     model_id = str(spec.get("model", name))
     for key in (name, model_id):
         if overrides and key in overrides:
             return Price.from_config(dict(overrides[key]), f"prices.{key}")
-    if spec.get("provider") == "sim":
+    if free is not None and free(spec):
         return None
     return lookup(model_id)
 
@@ -115,14 +121,15 @@ def batch_factor(spec: dict[str, Any], price: Price, overrides: dict[str, Any] |
     return float(table.get(str(spec.get("provider")), DEFAULT_BATCH_FACTOR))
 
 
-def model_prices(config: dict[str, Any]) -> dict[str, Price | None]:
+def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] | None = None
+                 ) -> dict[str, Price | None]:
     """Name -> price for every model and role of a config (raw, as in a manifest); batched ones discounted."""
     overrides = config.get("prices") or {}
     entries = [(m["name"], m) for m in config.get("models") or [] if isinstance(m, dict) and "name" in m]
     entries += [(r, s) for r, s in (config.get("roles") or {}).items() if isinstance(s, dict)]
     out: dict[str, Price | None] = {}
     for name, spec in entries:
-        price = price_for(name, spec, overrides)
+        price = price_for(name, spec, overrides, free)
         if price is not None and spec.get("batch"):
             price = price.scaled(batch_factor(spec, price, overrides))
         out[name] = price

@@ -12,9 +12,10 @@ from providers.gemini import GeminiProvider
 from providers.openai_compat import OpenAICompatProvider
 
 BATCH_PROVIDERS = frozenset({"openai", "anthropic", "gemini", "sim"})
-"""Config ``provider:`` values whose endpoint has a batch API (sim: all three wires)."""
-NO_BATCH_WIRES: frozenset[str] = frozenset()
-"""Wires whose batch mode we do not speak yet."""
+"""Config ``provider:`` values whose endpoint has a batch API (sim: all three wires). vLLM, SGLang
+and ``openai_compat`` servers have none; a gateway behind ``openai`` is refused at preflight."""
+BATCH_WIRES = frozenset({"openai", "anthropic", "gemini"})
+"""Wires whose batch API we speak (the Responses API's batches are not spoken yet)."""
 
 
 def wire_for(provider: Provider) -> BatchWire:

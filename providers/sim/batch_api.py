@@ -2,7 +2,7 @@
 Anthropic's ``/v1/messages/batches`` and Gemini's ``batchGenerateContent`` (inline requests; its
 responses come back in request order, without the requests' metadata).
 
-Each request of a batch goes through the same core as an interactive one (``SimServer._answer``:
+Each request of a batch goes through the same core as an interactive one (``SimServer.answer``:
 the model's policy and fault schedule), so a per-request 400 or 500 comes back as that request's
 error, an Anthropic request is validated only while its batch processes (as the real API does),
 and results match an interactive run of the same policy. Per model, ``batch_api:`` sets the
@@ -23,7 +23,7 @@ import orjson
 from aiohttp import web
 
 from providers.sim import anthropic_api, gemini_api
-from providers.sim.anthropic_api import Rejected
+from providers.sim.wire import Rejected
 
 if TYPE_CHECKING:
     from providers.sim.server import SimServer
@@ -384,14 +384,14 @@ class BatchAPIs:
             b.results.append(orjson.dumps({"error": {"code": r.status, "message": r.message, "status": r.kind}}))
             return
         assert isinstance(body, dict)
-        resp = await self.server._answer(gemini_api.to_openai(model, body), None)
+        resp = await self.server.answer(gemini_api.to_openai(model, body), None)
         reply = _reply_of(resp)
         if reply is None:
             status = resp.status if resp.status != 200 else 500
             b.results.append(orjson.dumps({"error": {"code": status, "message": f"sim fault {resp.status}",
                                                      "status": "INVALID_ARGUMENT" if status == 400 else "INTERNAL"}}))
             return
-        usage = self.server.prompt_cache["gemini"].usage(body)
+        usage = self.server.gemini_wire.cache.usage(body)
         b.results.append(orjson.dumps({"response": gemini_api.from_reply(body, reply, usage)}))
 
     async def _answer_one(self, b: SimBatch, entry: dict[str, Any]) -> None:
@@ -400,7 +400,7 @@ class BatchAPIs:
             return
         cid = entry.get("custom_id")
         if b.dialect == "openai":
-            resp = await self.server._answer(entry.get("body") or {}, None)
+            resp = await self.server.answer(entry.get("body") or {}, None)
             status = resp.status
             payload = orjson.loads(resp.body) if isinstance(resp, web.Response) and isinstance(resp.body, bytes) \
                 and resp.body.startswith(b"{") and resp.body.endswith(b"}") else {"error": {"message": "malformed"}}
@@ -417,14 +417,14 @@ class BatchAPIs:
                 "type": "error", "error": {"type": r.kind, "message": r.message}}}}))
             return
         assert isinstance(params, dict)
-        resp = await self.server._answer(anthropic_api.to_openai(params), None)
+        resp = await self.server.answer(anthropic_api.to_openai(params), None)
         reply = _reply_of(resp)
         if reply is None:
             etype = anthropic_api.error_kind(resp.status if resp.status != 200 else 500)
             b.results.append(orjson.dumps({"custom_id": cid, "result": {"type": "errored", "error": {
                 "type": "error", "error": {"type": etype, "message": f"sim fault {resp.status}"}}}}))
             return
-        usage = self.server.prompt_cache["anthropic"].usage(params)
+        usage = self.server.anthropic_wire.cache.usage(params)
         message = anthropic_api.from_reply(params, reply, usage)
         b.results.append(orjson.dumps({"custom_id": cid, "result": {"type": "succeeded", "message": message}}))
 
