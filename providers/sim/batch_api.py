@@ -209,8 +209,12 @@ class BatchAPIs:
     # -- Anthropic batches ---------------------------------------------------------------------------
     def _auth(self, request: web.Request) -> web.Response | None:
         headers = {k.lower(): v for k, v in request.headers.items()}
-        if headers.get("anthropic-version") not in anthropic_api.VERSIONS or not headers.get("x-api-key"):
-            return _anthropic_error(401 if not headers.get("x-api-key") else 400, "missing version or key")
+        bearer = headers.get("authorization", "")  # x-api-key, or a Bearer token (the current SDK)
+        key = headers.get("x-api-key", "") or (bearer[7:].strip() if bearer.startswith("Bearer ") else "")
+        if not key:
+            return _anthropic_error(401, "x-api-key header is required")
+        if headers.get("anthropic-version") not in anthropic_api.VERSIONS:
+            return _anthropic_error(400, "anthropic-version: header is required and must be a known version")
         return None
 
     async def anthropic_create(self, request: web.Request) -> web.Response:
@@ -248,12 +252,16 @@ class BatchAPIs:
         return web.json_response(_page(mine, request.query, "after_id", self._anthropic_view))
 
     async def anthropic_get(self, request: web.Request) -> web.Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
         b = self.batches.get(request.match_info["id"])
         if b is None or b.dialect != "anthropic":
             return _anthropic_error(404, "batch not found")
         return web.json_response(self._anthropic_view(b))
 
     async def anthropic_cancel(self, request: web.Request) -> web.Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
         b = self.batches.get(request.match_info["id"])
         if b is None or b.dialect != "anthropic":
             return _anthropic_error(404, "batch not found")
@@ -263,6 +271,8 @@ class BatchAPIs:
         return web.json_response(self._anthropic_view(b))
 
     async def anthropic_results(self, request: web.Request) -> web.Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
         b = self.batches.get(request.match_info["id"])
         if b is None or b.status != "ended":
             return _anthropic_error(404, "results are not available")
