@@ -171,3 +171,22 @@ def test_batch_is_refused_for_endpoints_without_a_batch_api(tmp_path: Path) -> N
     assert "positive number" in config_error(tmp_path, sim_model("openai", batch={"poll_s": 0}))
     for wire in ("openai", "anthropic", "gemini"):
         load_config(write_config(tmp_path, sim_model(wire, batch=True)))
+
+
+async def test_a_batched_judge_role_scores_through_batches(tmp_path: Path) -> None:
+    import tests.engine.test_rescore  # noqa: F401  (registers the test-judged suite)
+
+    cfg = {"seeds": 2, "models": [{"name": "m", "provider": "sim", "policy": "direct", "default_reply": "an answer"}],
+           "roles": {"judge": {"provider": "sim", "policy": "scripted", "script": [{"match": "Task q[02]", "reply": "YES"}],
+                               "default_reply": "NO", "batch": FAST, "batch_api": {"turnaround_s": 0.02}}},
+           "suites": [{"name": "test-judged"}]}
+    path = tmp_path / "judged.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    res = await run_sweep(load_config(path), RunOptions(run_dir=tmp_path / "run", progress=False))
+    assert res.ok == 8
+    recs = records(tmp_path / "run")
+    assert sorted(r["score"] for r in recs.values()) == [0.0] * 4 + [1.0] * 4
+    # one judge request per task (the judge cache answers the second seed): each rode in a batch
+    assert sum(1 for r in recs.values() if r["metadata"].get("batch_id")) >= 4
+    journal = BatchJournal(tmp_path / "run")
+    assert {b.lane for b in journal.batches.values()} == {"judge"} and len(journal.requests) == 4
