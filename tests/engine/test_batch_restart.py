@@ -24,7 +24,7 @@ import yaml
 from fasteval.engine.batching import BatchLane, batch_job, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.anthropic import AnthropicProvider
-from providers.base import ChatRequest, Provider
+from providers.base import ChatRequest, Provider, ProviderError
 from providers.batch.anthropic import AnthropicBatchWire
 from providers.batch.base import BatchSettings, BatchWire
 from providers.batch.gemini import GeminiBatchWire
@@ -274,3 +274,16 @@ async def test_the_live_panel_rows_show_each_batch_in_flight(tmp_path: Path, ser
         assert lane.rows() == {}
     finally:
         await lane.close()
+
+
+async def test_a_journal_that_cannot_be_written_fails_the_requests_instead_of_submitting(
+        tmp_path: Path, server: SimServer) -> None:
+    journal = BatchJournal(tmp_path)
+    (tmp_path / "batches").write_text("not a folder")  # every input and event write now fails
+    lane = BatchLane("m", wire_of(server, "openai"), journal, SETTINGS)
+    try:
+        with batch_job("j0"), pytest.raises(ProviderError, match="cannot journal a batch"):
+            await asyncio.wait_for(lane.chat(request(0)), 10)
+    finally:
+        await lane.close()
+    assert server.batch_apis.created == 0  # never submitted what could not be journaled first
