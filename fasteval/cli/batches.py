@@ -47,7 +47,10 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr)
 
-    cancelled, kept = uvloop.run(cancel_batches(run_dir, poll_s=a.poll_s, say=say))
+    from fasteval.cli.common import private_run_files
+
+    with private_run_files(shared=False):  # the journal's new lines, like every run folder file
+        cancelled, kept = uvloop.run(cancel_batches(run_dir, poll_s=a.poll_s, say=say))
     say(f"{cancelled} batch(es) cancelled; {kept} finished result(s) collected into the journal; a rerun of the "
         "sweep resubmits the cancelled requests")
     return EXIT_OK

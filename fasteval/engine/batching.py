@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fasteval.core.errors import UnsafeRunFolder
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
@@ -202,7 +203,7 @@ class BatchLane:
     async def _submit(self, chunk: list[_Queued]) -> None:
         try:
             jb = await self.journal.begin(self.name, [q.line for q in chunk], [(q.cid, q.job, q.n) for q in chunk])
-        except OSError as e:
+        except (OSError, UnsafeRunFolder) as e:  # never submit what is not journaled first
             for q in chunk:
                 self._fail(q.cid, ProviderError("fatal", f"cannot journal a batch: {e}"))
             return

@@ -27,6 +27,8 @@ from typing import Any
 
 import orjson
 
+from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
+
 BATCHES_DIR = "batches"
 JOURNAL = "journal.jsonl"
 
@@ -86,14 +88,18 @@ class BatchJournal:
         return (run_dir / BATCHES_DIR / JOURNAL).exists()
 
     def _load(self) -> None:
-        if not self.path.exists():
+        refuse_symlink(self.dir, "the batch journal's folder")
+        if not self.path.exists() and not self.path.is_symlink():
             return
-        raw = self.path.read_bytes()
+        raw = _read(self.path, "the batch journal")
         end = raw.rfind(b"\n") + 1
         if end < len(raw) and not self._readonly:  # a torn append: cut it off before the next append lands after it
-            with open(self.path, "r+b") as f:
-                f.truncate(end)
-                os.fsync(f.fileno())
+            fd = open_nofollow(self.path, os.O_WRONLY, "the batch journal")
+            try:
+                os.ftruncate(fd, end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         for line in raw[:end].splitlines():
             if line.strip():
                 self._apply(orjson.loads(line))
@@ -150,7 +156,7 @@ class BatchJournal:
         return self.batches[local]
 
     def input_lines(self, local: str) -> list[bytes]:
-        return [x for x in (self.dir / f"{local}.jsonl").read_bytes().splitlines() if x]
+        return [x for x in _read(self.dir / f"{local}.jsonl", "a batch input").splitlines() if x]
 
     async def file(self, local: str, file_id: str) -> None:
         await self._append([{"e": "file", "local": local, "file_id": file_id}])
@@ -181,24 +187,43 @@ class BatchJournal:
             {i for b in self.batches.values() for i in b.forgotten}
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def _read(path: Path, what: str) -> bytes:
+    fd = open_nofollow(path, os.O_RDONLY, what)
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _folder(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    fd = os.open(path.parent, os.O_RDONLY)
+    refuse_symlink(path.parent, "the batch journal's folder")
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    _folder(path)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a batch input")
     try:
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def _append_synced(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    _folder(path)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "the batch journal")
     try:
-        os.write(fd, data)
+        _write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -287,3 +287,13 @@ async def test_a_journal_that_cannot_be_written_fails_the_requests_instead_of_su
     finally:
         await lane.close()
     assert server.batch_apis.created == 0  # never submitted what could not be journaled first
+
+
+def test_a_planted_journal_link_is_refused(tmp_path: Path) -> None:
+    from fasteval.core.errors import UnsafeRunFolder
+
+    (tmp_path / "batches").mkdir()
+    (tmp_path / "elsewhere.jsonl").write_bytes(b"")
+    (tmp_path / "batches" / "journal.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    with pytest.raises(UnsafeRunFolder):
+        BatchJournal(tmp_path)
