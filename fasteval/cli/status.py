@@ -20,8 +20,11 @@ def cmd_status(a: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    from fasteval.runfolder.batch_journal import batch_rows
+
+    batches = [r for r in batch_rows(Path(a.run_dir)) if r["state"] in ("submitting", "submitted")]
     if a.format == "json":
-        print_json(st)
+        print_json({**st, "batches": batches} if batches else st)
         return EXIT_OK
     t = Table(title=f"{a.run_dir}: {st['done']} done, {st['error']} error, {st['remaining']} remaining of {st['total']}")
     for col in ("group", "value", "total", "done", "error", "remaining"):
@@ -40,6 +43,14 @@ def cmd_status(a: argparse.Namespace) -> int:
         for row in st["errors_by_kind"]:
             errs.add_row(str(row["model"]), str(row["error_kind"]), str(row["jobs"]), str(row["example"] or "")[:200])
         console().print(errs)
+    if batches:
+        bt = Table(title="batches at the provider (batch mode)", title_justify="left")
+        for col in ("model", "batch_id", "requests", "state", "age"):
+            bt.add_column(col)
+        for r in batches:
+            bt.add_row(str(r["model"]), str(r["batch_id"] or "-"), str(r["requests"]), str(r["state"]),
+                       f"{r['age_s'] / 60:.0f} min")
+        console().print(bt)
     return EXIT_OK
 
 

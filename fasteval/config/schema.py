@@ -49,7 +49,9 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "image_resize": Opt("any", "the model processor's resize, e.g. qwen2_5_vl or {processor, max_pixels}"),
     "price": Opt("dict", "USD per million tokens, overriding fasteval.core.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
-        "cache_write": Opt("float")}),
+        "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")}),
+    "batch": Opt("any", "provider batch API at half price: true or {max_requests, max_mb, gather_s, poll_s, window} "
+                 "(docs/providers.md, batch mode)"),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
         "thinking": Opt("bool"), "sampling": Opt("bool")}),
@@ -107,6 +109,8 @@ TOP_LEVEL: dict[str, Opt] = {
     "roles": Opt("dict", "model roles: judge, extractor, summarizer..."),
     "suites": Opt("list", "suites with options and settings", required=True),
     "run": Opt("dict", "run options", fields=RUN_OPTIONS),
+    "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
+                  "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }
 
 
@@ -304,6 +308,30 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
     if kind.validate is not None:
         for key, message in kind.validate(spec):
             problems.add(src, (*path, key), message)
+    _check_batch(spec, path, src, problems)
+
+
+def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Problems) -> None:
+    """``batch:`` only where the endpoint has a batch API we speak (not vLLM, gateways or served models)."""
+    if spec.get("batch") in (None, False):
+        return
+    from providers.batch.base import BatchSettings
+    from providers.batch.wires import BATCH_PROVIDERS, BATCH_WIRES
+
+    where: KeyPath = (*path, "batch")
+    try:
+        BatchSettings.from_config(spec["batch"])
+    except ValueError as e:
+        problems.add(src, where, str(e))
+        return
+    provider = str(spec.get("provider"))
+    kind = providers().get(provider)
+    wire = kind.wire_of(spec) if kind is not None else provider
+    if provider not in BATCH_PROVIDERS or spec.get("serve") is not None:
+        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, anthropic, gemini, sim)")
+    elif wire not in BATCH_WIRES:
+        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet (openai, anthropic and "
+                     "gemini are)")
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:
