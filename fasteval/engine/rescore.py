@@ -87,6 +87,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
                 continue
             rec = _record_from(old)
             traj = trajectory_from_dict(old["trajectory"])
+            traj.seed = int(old.get("seed", 0))  # suites that lay a task out per seed score it back by it
             try:
                 score = await run.suite.score(task, traj, setting, ScoreContext(blobs=blobs, services=rt.services))
                 rec.score, rec.score_details = score.value, {**score.details, "rescored_at": time.time()}
