@@ -109,3 +109,22 @@ def test_the_check_reports_response_fields_the_sdk_does_not_declare() -> None:
 
 def test_golden_dir_holds_the_images() -> None:
     assert all(isinstance(v, bytes) and v[:4] == b"\x89PNG" for v in IMAGES.values()) and Path(GOLDEN).is_dir()
+
+
+async def test_every_sim_exchange_of_every_wire_is_checked(_sdk_checked_sim: Any) -> None:
+    """The autouse check (tests/conftest.py) sees the sim's traffic on all four wires."""
+    from providers.sim import SimModel
+    from tests.providers.native.native_support import native_sim, root
+
+    request = ChatRequest(messages=[{"role": "user", "content": "hi"}])
+    async with native_sim([SimModel("m", policy="scripted", default_reply="ok")]) as sim:
+        from providers.openai_compat import OpenAICompatProvider
+
+        clients = [OpenAICompatProvider(sim.base_url, "m"),
+                   AnthropicProvider("m", base_url=root(sim), api_key_env=None, api_key="k"),
+                   GeminiProvider("m", base_url=root(sim), api_key_env=None, api_key="k"),
+                   OpenAIResponsesProvider("m", base_url=sim.base_url, api_key_env=None, api_key="k")]
+        for client in clients:
+            assert (await client.chat(request)).content == "ok"
+            await client.close()
+    assert _sdk_checked_sim.checked == 4 and _sdk_checked_sim.problems == []
