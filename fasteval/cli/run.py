@@ -14,7 +14,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error
+from fasteval.cli.common import console, print_config_error, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -100,6 +100,12 @@ class _TerminalFilter(logging.Filter):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
+    with private_run_files(a.shared_run_dir):
+        return _run(a)
+
+
+def _run(a: argparse.Namespace) -> int:
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.clients import ModelConfigError
@@ -224,6 +230,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
     r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
+    r.add_argument("--shared-run-dir", action="store_true",
+                   help="create the run folder with your umask (readable by others) instead of 0700 with 0600 files")
     r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
     r.add_argument("--suite", action="append", help="only this suite (repeatable)")

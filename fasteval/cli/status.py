@@ -30,6 +30,9 @@ def cmd_status(a: argparse.Namespace) -> int:
         for k, v in st[f"by_{dim}"].items():
             t.add_row(dim, k, str(v["total"]), str(v["done"]), str(v["error"]), str(v["remaining"]))
     console().print(t)
+    if st.get("bad_lines"):
+        print(f"{st['bad_lines']} line(s) of records.jsonl are not records any reader can take (kept, skipped; "
+              "status --format json: bad_lines)", file=sys.stderr)
     if st.get("errors_by_kind"):
         errs = Table(title="errors by model and kind", title_justify="left")
         for col in ("model", "error_kind", "jobs", "example"):

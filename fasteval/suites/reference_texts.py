@@ -35,11 +35,14 @@ from typing import Any, Literal
 import yaml
 
 from fasteval.core.errors import ConfigError
+from fasteval.core.yaml_bounds import load_bounded
 
 TextRole = Literal["system_prompt", "tool_spec", "judge_prompt", "extractor_prompt", "demo", "tool_error"]
 TextKind = Literal["plain", "format", "data"]
 """How a reference value is used: verbatim, as a ``str.format`` template, or as a data structure."""
 TEXT_MODES = ("reference", "own")
+MAX_FORMAT_WIDTH = 1000
+"""The widest format width or precision a reference template may ask for."""
 
 
 class ReferenceTextError(ConfigError):
@@ -53,6 +56,14 @@ class Field:
     expr: str
     conversion: str | None = None
     spec: str = ""
+
+    def __post_init__(self) -> None:
+        # A width or precision comes from a file we did not write: ``{q:>50000000}`` would make
+        # every prompt 50 MB. No prompt of a benchmark pads a field past a few dozen characters.
+        for digits in re.findall(r"\d+", self.spec):
+            if len(digits) > 6 or int(digits) > MAX_FORMAT_WIDTH:
+                raise ValueError(f"format spec {self.spec[:40]!r} of field {{{self.expr[:40]}}} asks for "
+                                 f"{digits[:12]} characters (at most {MAX_FORMAT_WIDTH})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,8 +298,8 @@ def python_value(path: Path, symbol: str) -> Any:
 
 
 def yaml_value(path: Path, symbol: str) -> Any:
-    """The value at ``symbol`` (key path) in a YAML file, read with ``yaml.safe_load``."""
-    value: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The value at ``symbol`` (key path) in a YAML file, read safely and bounded (no alias bombs)."""
+    value: Any = load_bounded(path.read_text(encoding="utf-8"))[0]
     for step in parse_symbol(symbol):
         if step.kind == "index":
             if not isinstance(value, list) or step.index >= len(value):
@@ -430,10 +441,10 @@ def load_text_book(suite: str, specs: list[TextSpec], mode: str, repo: str | Pat
             raise ReferenceTextError(f"{suite}: {s.file} is missing from the reference repository {root}; {how}")
         try:
             raw = yaml_value(path, s.symbol) if path.suffix in (".yaml", ".yml") else python_value(path, s.symbol)
+            values[s.name] = _as_kind(raw, s, root)
         except (LookupError, ValueError, SyntaxError, yaml.YAMLError) as e:
             raise ReferenceTextError(f"{suite}: cannot read {s.name} ({s.file} :: {s.symbol}) from {root}: "
                                      f"{e}; the checkout may be at another commit; {how}") from None
-        values[s.name] = _as_kind(raw, s, root)
     return TextBook(suite, mode, root, repo_commit(root), values, by_name,
                     {n: sha256_text(v) for n, v in values.items()})
 
