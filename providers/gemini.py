@@ -244,7 +244,8 @@ def parse_gemini_response(raw: bytes) -> ChatResponse:
     meta = data.get("usageMetadata") or {}
     usage = Usage(prompt_tokens=int(meta.get("promptTokenCount") or 0),
                   completion_tokens=int(meta.get("candidatesTokenCount") or 0) + int(meta.get("thoughtsTokenCount") or 0),
-                  cache_read_tokens=int(meta.get("cachedContentTokenCount") or 0))
+                  cache_read_tokens=int(meta.get("cachedContentTokenCount") or 0),
+                  reasoning_tokens=int(meta.get("thoughtsTokenCount") or 0))
     candidates = data.get("candidates") or []
     if not candidates:  # the prompt itself was blocked (promptFeedback.blockReason)
         return ChatResponse(content=None, finish_reason="refusal", usage=usage)

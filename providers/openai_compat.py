@@ -263,10 +263,15 @@ def _parse_body(data: Any) -> ChatResponse:
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is not None and not isinstance(content, str):
         raise TypeError(f"message content is a {type(content).__name__}, not text")
+    finish = str(choice.get("finish_reason") or "stop")
+    refusal = msg.get("refusal")
+    if not calls and (finish == "content_filter" or (refusal and isinstance(refusal, str) and not content)):
+        finish = "refusal"  # a filter stopped it or the model declined: the refusal termination, as on every wire
+        content = content or (refusal if isinstance(refusal, str) else None)
     return ChatResponse(
         content=content,
         tool_calls=calls,
-        finish_reason=str(choice.get("finish_reason") or "stop"),
+        finish_reason=finish,
         usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                     cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0),
     )

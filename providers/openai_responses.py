@@ -162,7 +162,7 @@ class OpenAIResponsesProvider(Provider):
             reasoning = out.setdefault("reasoning", {})
             if effort is not None:
                 reasoning.setdefault("effort", effort)
-            if self.reasoning_summary:
+            if self.reasoning_summary and self.reasoning_summary != "none":  # "none": an org not verified for them
                 reasoning.setdefault("summary", self.reasoning_summary)
             out["include"] = ["reasoning.encrypted_content"]
         return out
@@ -236,7 +236,8 @@ def parse_responses_response(raw: bytes) -> ChatResponse:
     reasoning_tokens = int((u.get("output_tokens_details") or {}).get("reasoning_tokens") or 0)
     # output_tokens already counts the reasoning tokens: they are billed once, as output
     usage = Usage(prompt_tokens=int(u.get("input_tokens") or 0), completion_tokens=int(u.get("output_tokens") or 0),
-                  cache_read_tokens=int((u.get("input_tokens_details") or {}).get("cached_tokens") or 0))
+                  cache_read_tokens=int((u.get("input_tokens_details") or {}).get("cached_tokens") or 0),
+                  reasoning_tokens=reasoning_tokens)
     reason = (data.get("incomplete_details") or {}).get("reason") if data.get("status") == "incomplete" else None
     if reason == "max_output_tokens":
         finish = "length"

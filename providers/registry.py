@@ -114,7 +114,7 @@ _NATIVE: OptionSchema = {
 
 _RESPONSES: OptionSchema = {
     "reasoning_effort": Opt("str", "Responses API: reasoning.effort (minimal, low, medium, high)"),
-    "reasoning_summary": Opt("str", "Responses API: reasoning.summary (auto, concise, detailed; default auto)"),
+    "reasoning_summary": Opt("str", "Responses API: reasoning.summary (auto, concise, detailed, none; default auto)"),
     "strict_tools": Opt("bool", "Responses API: tools with strict: true (default false; always sent explicitly)"),
 }
 

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,12 +63,12 @@ def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch:
 
 
 @pytest.fixture(autouse=True)
-def _sdk_checked_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _sdk_checked_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """Every sim a test starts has its requests and replies checked by the vendors' SDK types
     (tests/providers/wire_types.py): a sim-backed test fails on a body the real API would not know."""
     from tests.providers.wire_types import SdkCheck
 
     check = SdkCheck()
     check.install(monkeypatch)
-    yield
+    yield check
     check.assert_clean()

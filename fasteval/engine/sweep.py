@@ -146,6 +146,8 @@ def usage_summary(turns: list[Usage]) -> dict[str, int]:
     out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
     if total.cache_read_tokens or total.cache_write_tokens:
         out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
+    if total.reasoning_tokens:  # part of completion_tokens, shown apart
+        out["reasoning_tokens"] = total.reasoning_tokens
     return out
 
 

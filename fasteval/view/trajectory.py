@@ -112,13 +112,22 @@ def toolcall_html(call_id: str, name: str, args: Any, log: dict[str, Any] | None
             + "</div>")
 
 
+def _reasoning_html(native: Any) -> str:
+    """The reasoning summary a provider kept on the turn (``native.summary``); the provider's own
+    items (encrypted reasoning, signatures) are never shown."""
+    summary = native.get("summary") if isinstance(native, dict) else None
+    if not isinstance(summary, str) or not summary:
+        return ""
+    return f'<details class="reasoning"><summary>reasoning summary</summary><div class="text">{escape(summary)}</div></details>'
+
+
 def messages_html(traj: dict[str, Any], src: ImageSrc) -> str:
     logs = {str(t.get("id")): t for t in traj.get("tool_calls") or []}
     shown: set[str] = set()
     out = []
     for i, m in enumerate(traj.get("messages") or []):
         role = str(m.get("role"))
-        body = [_content_html(m.get("content"), src)]
+        body = [_reasoning_html(m.get("native")), _content_html(m.get("content"), src)]
         for tc in m.get("tool_calls") or []:
             fn = tc.get("function") or {}
             cid = str(tc.get("id"))

@@ -296,15 +296,20 @@ class PromptCache:
         return total - read - write, write, read
 
 
-def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, int, int]) -> dict[str, Any]:
-    """A Messages API response for a policy's reply."""
+_ENDED = {"length": "max_tokens", "content_filter": "refusal"}
+"""How the core's finish reasons read as ``stop_reason`` (a declined reply is ``refusal`` too)."""
+
+
+def from_reply(body: dict[str, Any], choice: dict[str, Any], usage: tuple[int, int, int]) -> dict[str, Any]:
+    """A Messages API response for the core's completion choice (the policy's reply, how it ended)."""
+    reply = choice["message"]
     blocks: list[dict[str, Any]] = []
     thinking = body.get("thinking") or {}
     if thinking.get("type") == "enabled":
         thought = f"Thinking about: {len(body['messages'])} messages so far."
         blocks.append({"type": "thinking", "thinking": thought, "signature": signature(thought)})
-    if reply.get("content"):
-        blocks.append({"type": "text", "text": reply["content"]})
+    if reply.get("content") or reply.get("refusal"):
+        blocks.append({"type": "text", "text": reply.get("content") or reply["refusal"]})
     for i, tc in enumerate(reply.get("tool_calls") or []):
         fn = tc["function"]
         blocks.append({"type": "tool_use", "id": f"toolu_{hashlib.sha1(orjson.dumps(tc)).hexdigest()[:16]}{i}",
@@ -315,6 +320,7 @@ def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, in
     uncached, write, read = usage
     return {"id": f"msg_sim{hashlib.sha1(orjson.dumps(blocks)).hexdigest()[:20]}", "type": "message",
             "role": "assistant", "model": body["model"], "content": blocks,
-            "stop_reason": "tool_use" if reply.get("tool_calls") else "end_turn", "stop_sequence": None,
+            "stop_reason": _ENDED.get(str(choice.get("finish_reason")), "refusal" if reply.get("refusal") else
+                                      "tool_use" if reply.get("tool_calls") else "end_turn"), "stop_sequence": None,
             "usage": {"input_tokens": uncached, "output_tokens": out_tokens,
                       "cache_creation_input_tokens": write, "cache_read_input_tokens": read}}

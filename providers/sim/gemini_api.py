@@ -255,10 +255,13 @@ class ImplicitCache:
         return total, cached
 
 
-def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, int], *,
+def from_reply(body: dict[str, Any], choice: dict[str, Any], usage: tuple[int, int], *,
                call_ids: bool = True) -> dict[str, Any]:
-    """A generateContent response for a policy's reply; ``call_ids``: each functionCall carries an
-    ``id`` (as current models set it, and must get back in its functionResponse), else none."""
+    """A generateContent response for the core's completion choice; ``call_ids``: each functionCall
+    carries an ``id`` (as current models set it, and must get back in its functionResponse), else none."""
+    reply = choice["message"]
+    finish = {"length": "MAX_TOKENS", "content_filter": "SAFETY"}.get(str(choice.get("finish_reason")),
+                                                                       "SAFETY" if reply.get("refusal") else "STOP")
     thinking_on = bool(((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("thinkingBudget"))
     parts: list[dict[str, Any]] = []
     if thinking_on:
@@ -284,5 +287,5 @@ def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, in
         meta["cachedContentTokenCount"] = cached
     if thoughts:
         meta["thoughtsTokenCount"] = thoughts
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
             "usageMetadata": meta, "modelVersion": "sim"}

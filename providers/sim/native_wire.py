@@ -15,8 +15,8 @@ from providers.sim import anthropic_api, gemini_api
 from providers.sim.wire import (
     Rejected,
     SimCore,
+    core_choice,
     core_error,
-    core_reply,
     json_response,
     lower_headers,
     read_json,
@@ -37,8 +37,8 @@ class AnthropicWire:
         except Rejected as r:
             return json_response(r.status, anthropic_api.error_body(r.status, r.kind, r.message))
         resp = await self.core.answer(anthropic_api.to_openai(body), request)
-        reply = core_reply(resp)
-        if reply is None:
+        choice = core_choice(resp)
+        if choice is None:
             if resp.status == 200:
                 return resp  # a malformed body or a dropped connection: passed through as the fault
             status, message = core_error(resp)
@@ -49,7 +49,7 @@ class AnthropicWire:
             extra = {"retry-after": resp.headers["Retry-After"]} if "Retry-After" in resp.headers else None
             return json_response(status, anthropic_api.error_body(status, anthropic_api.error_kind(status), message),
                                  extra)
-        return json_response(200, orjson.dumps(anthropic_api.from_reply(body, reply, self.cache.usage(body))))
+        return json_response(200, orjson.dumps(anthropic_api.from_reply(body, choice, self.cache.usage(body))))
 
 
 class GeminiWire:
@@ -69,8 +69,8 @@ class GeminiWire:
         except Rejected as r:
             return json_response(r.status, gemini_api.error_body(r.status, r.message))
         resp = await self.core.answer(gemini_api.to_openai(model, body), request)
-        reply = core_reply(resp)
-        if reply is None:
+        choice = core_choice(resp)
+        if choice is None:
             if resp.status == 200:
                 return resp
             status, message = core_error(resp)
@@ -82,5 +82,5 @@ class GeminiWire:
             return json_response(status, gemini_api.error_body(status, message, retry_delay_s=delay))
         sim_model = self.core.models.get(model)
         call_ids = bool(sim_model.options.get("call_ids", True)) if sim_model is not None else True
-        out = gemini_api.from_reply(body, reply, self.cache.usage(body), call_ids=call_ids)
+        out = gemini_api.from_reply(body, choice, self.cache.usage(body), call_ids=call_ids)
         return json_response(200, orjson.dumps(out))

@@ -11,7 +11,15 @@ import orjson
 from aiohttp import web
 
 from providers.sim import responses_api
-from providers.sim.wire import Rejected, SimCore, core_error, json_response, lower_headers, read_json
+from providers.sim.wire import (
+    Rejected,
+    SimCore,
+    core_choice,
+    core_error,
+    json_response,
+    lower_headers,
+    read_json,
+)
 
 
 class ResponsesWire:
@@ -34,7 +42,7 @@ class ResponsesWire:
         except Rejected as r:
             return json_response(r.status, responses_api.rejection_body(r))
         resp = await self.core.answer(responses_api.to_openai(body), request)
-        choice = _choice(resp)
+        choice = core_choice(resp)
         if choice is None:
             if resp.status == 200:
                 return resp  # a malformed body or a dropped connection: passed through as the fault
@@ -50,12 +58,3 @@ class ResponsesWire:
         out = responses_api.from_reply(body, choice, self.cache.usage(body), reasoning_model=reasoning)
         return json_response(200, orjson.dumps(out))
 
-
-def _choice(resp: web.StreamResponse) -> dict[str, object] | None:
-    if not isinstance(resp, web.Response) or resp.status != 200 or not isinstance(resp.body, bytes):
-        return None
-    try:
-        choice: dict[str, object] = orjson.loads(resp.body)["choices"][0]
-        return choice if isinstance(choice.get("message"), dict) else None
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        return None

@@ -54,15 +54,16 @@ def lower_headers(request: web.Request) -> dict[str, str]:
     return {k.lower(): v for k, v in request.headers.items()}
 
 
-def core_reply(resp: web.StreamResponse) -> dict[str, Any] | None:
-    """The policy's assistant message from the core's completion, or None when it is not one."""
+def core_choice(resp: web.StreamResponse) -> dict[str, Any] | None:
+    """The core's completion choice (the policy's message and how it ended), or None when the
+    core answered with something else (an error, a malformed body, a dropped connection)."""
     if not isinstance(resp, web.Response) or resp.status != 200 or not isinstance(resp.body, bytes):
         return None
     try:
-        message: dict[str, Any] = orjson.loads(resp.body)["choices"][0]["message"]
+        choice: dict[str, Any] = orjson.loads(resp.body)["choices"][0]
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
         return None
-    return message
+    return choice if isinstance(choice, dict) and isinstance(choice.get("message"), dict) else None
 
 
 def core_error(resp: web.StreamResponse) -> tuple[int, str]:

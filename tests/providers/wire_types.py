@@ -130,10 +130,25 @@ def request_problems(wire: str, raw: bytes) -> list[str]:
 
 
 def _errors(e: ValidationError | pydantic.ValidationError) -> list[str]:
-    """A few readable errors; in a union, the key no member knows says most, so it comes first."""
-    errs = sorted(e.errors(), key=lambda err: err["type"] != "extra_forbidden")
-    return [f"{err['type']} at {'.'.join(str(p) if len(str(p)) < 40 else '<union>' for p in err['loc'])}: "
-            f"{err['msg']}" for err in errs[:5]]
+    """A few readable errors. In a union every member reports: a member whose ``type`` or ``role``
+    does not match is not what the body meant, so only that mismatch is kept of it; a key no
+    member knows says most, then the deepest errors (the most specific)."""
+    all_errs = e.errors()
+    wrong = {tuple(err["loc"][:-1]) for err in all_errs
+             if err["type"] == "literal_error" and err["loc"] and err["loc"][-1] in ("type", "role")}
+
+    def meant(err: Any) -> bool:
+        loc = tuple(err["loc"])
+        return err["type"] == "literal_error" or not any(loc[:len(w)] == w for w in wrong)
+
+    errs = sorted([err for err in all_errs if meant(err)] or all_errs,
+                  key=lambda err: (err["type"] != "extra_forbidden", -len(err["loc"])))
+    out = []
+    for err in errs[:5]:
+        loc = ".".join(str(p) if len(str(p)) < 40 else "<union>" for p in err["loc"])
+        got = f" (got {err['input']!r:.40})" if err["type"] == "literal_error" else ""
+        out.append(f"{err['type']} at {loc}: {err['msg']}{got}")
+    return out
 
 
 @functools.cache

@@ -10,6 +10,7 @@ import aiohttp
 import orjson
 import pytest
 
+from fasteval.view.trajectory import messages_html
 from providers.base import ChatRequest, ProviderError
 from providers.client import ModelClient, RetryPolicy
 from providers.http_json import openai_retry_after, reset_duration
@@ -45,7 +46,11 @@ async def test_reasoning_items_are_carried_across_tool_rounds(tmp_path: Path, mo
         natives = [m["native"] for m in msgs if m["role"] == "assistant"]
         assert natives and all(n["provider"] == "openai-responses" and n["summary"] for n in natives)
         assert all(n["items"][0]["type"] == "reasoning" and n["items"][0]["encrypted_content"] for n in natives)
-        assert r["usage"]["cache_read_tokens"] > 0
+        assert r["usage"]["cache_read_tokens"] > 0 and 0 < r["usage"]["reasoning_tokens"] < r["usage"]["completion_tokens"]
+        # the viewer shows each round's reasoning summary, never the encrypted reasoning
+        html = messages_html(r["trajectory"], lambda ref: None)
+        assert html.count("reasoning summary") == len(natives) and natives[0]["summary"] in html
+        assert natives[0]["items"][0]["encrypted_content"] not in html
 
 
 async def test_api_responses_on_provider_openai_is_the_same_wire(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -108,7 +113,7 @@ async def test_usage_counts_reasoning_tokens_once() -> None:
         resp = await provider.chat(HI)
         await provider.close()
     assert status == 200 and raw["usage"]["output_tokens_details"]["reasoning_tokens"] == 128
-    assert resp.native is not None and resp.native["reasoning_tokens"] == 128
+    assert resp.native is not None and resp.native["reasoning_tokens"] == resp.usage.reasoning_tokens == 128
     assert resp.usage.completion_tokens == raw["usage"]["output_tokens"]
     assert resp.usage.prompt_tokens == raw["usage"]["input_tokens"]
 
