@@ -9,6 +9,7 @@ from typing import Any
 
 from fasteval.cli.common import print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def cmd_merge(a: argparse.Namespace) -> int:
@@ -17,7 +18,7 @@ def cmd_merge(a: argparse.Namespace) -> int:
     try:
         out = merge_runs(Path(a.out), [Path(s) for s in a.sources])
     except MergeConflict as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     print_json(out)
     return EXIT_OK

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean, plain
 from fasteval.view.data import NotFound, RunSet
 
 
@@ -24,7 +25,7 @@ def cmd_view(a: argparse.Namespace) -> int:
     try:
         RunSet([Path(p) for p in a.runs])  # fail fast, before binding a port
     except NotFound as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     try:
         uvloop.run(serve([Path(p) for p in a.runs], a.host, a.port))
@@ -54,11 +55,11 @@ def cmd_show(a: argparse.Namespace) -> int:
             if not rows:
                 raise NotFound(f"no job of task {a.task!r} matches in {a.run}")
             if len(rows) > 1:
-                t = Table(title=f"{len(rows)} jobs match: give a JOB_ID or narrow with --model/--setting/--seed")
+                t = Table(title=plain(f"{len(rows)} jobs match: give a JOB_ID or narrow with --model/--setting/--seed"))
                 for col in ("job_id", "model", "setting", "seed", "status", "score"):
                     t.add_column(col)
                 for r in rows:
-                    t.add_row(r["job_id"], r["model"], r["setting"], str(r["seed"]), r["status"], str(r["score"]))
+                    t.add_row(*(plain(r[c]) for c in ("job_id", "model", "setting", "seed", "status", "score")))
                 Console(stderr=True).print(t)
                 return EXIT_USAGE
             job = runs.job(rows[0]["job_id"], run)
@@ -66,10 +67,10 @@ def cmd_show(a: argparse.Namespace) -> int:
             print("error: give a JOB_ID or --task", file=sys.stderr)
             return EXIT_USAGE
     except NotFound as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
-    job_id = str(job["record"]["job_id"])
-    out = Path(a.images) if a.images else Path(tempfile.mkdtemp(prefix=f"fasteval-show-{job_id[:12]}-"))
+    job_id = "".join(c for c in str(job["record"]["job_id"])[:12] if c.isalnum())  # a folder name, not a path
+    out = Path(a.images) if a.images else Path(tempfile.mkdtemp(prefix=f"fasteval-show-{job_id}-"))
     console = Console() if sys.stdout.isatty() else Console(width=120)
     render_job(console, job, ImageSaver(runs, run, out))
     return EXIT_OK
