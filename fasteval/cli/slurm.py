@@ -145,13 +145,21 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.format == "json":
         sys.stdout.write(orjson.dumps(st, option=orjson.OPT_INDENT_2).decode() + "\n")
         return EXIT_OK
+    for line in status_lines(st):
+        print(line)
+    return EXIT_OK
+
+
+def status_lines(st: dict[str, Any]) -> list[str]:
+    """The table form of ``slurm status``; a log's last line is the shard's words: escaped."""
+    out = []
     for r in st["shards"]:
         prog = f"{r['done']} done, {r['error']} error of {r['total']}" if r["started"] else "not started"
-        print(clean(f"shard {r['shard']}: {r['slurm_state']:<12} {prog}  {r['last_log_line'] or ''}"))
+        out.append(clean(f"shard {r['shard']}: {r['slurm_state']:<12} {prog}  {r['last_log_line'] or ''}"))
     m = st["merge"]
-    print(clean(f"merge: {m['slurm_state'] or '-'} (job {m['job_id']}), "
-                f"{'merged' if m['merged'] else 'not merged yet'}"))
-    return EXIT_OK
+    out.append(clean(f"merge: {m['slurm_state'] or '-'} (job {m['job_id']}), "
+                     f"{'merged' if m['merged'] else 'not merged yet'}"))
+    return out
 
 
 def _complete(progress: dict[str, Any]) -> bool:

@@ -161,3 +161,17 @@ def test_resume_takes_another_interpreter_only_when_named(tmp_path: Path,
     assert o.python == str(other)
     assert trusted_options(run, jobs_file(run), {**(read_jobs(run) or {}), "options": {
         **(read_jobs(run) or {})["options"], "python": sys.executable}}).python == sys.executable
+
+
+def test_slurm_status_escapes_the_last_log_line(tmp_path: Path) -> None:
+    from fasteval.cli.slurm import status_lines
+    from fasteval.slurm.state import last_log_line
+
+    log = tmp_path / "shard-0.log"
+    log.write_bytes(b"starting\n\x1b]0;pwned\x07\x1b[2J\x1b]52;c;aGk=\x07done \xc2\x9b31m\n")
+    last = last_log_line(log)
+    st = {"shards": [{"shard": 0, "slurm_state": "RUNNING", "started": False, "last_log_line": last}],
+          "merge": {"slurm_state": None, "job_id": None, "merged": False}}
+    lines = status_lines(st)
+    assert lines[0].endswith("\\x1b]0;pwned\\x07\\x1b[2J\\x1b]52;c;aGk=\\x07done \\x9b31m")
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for line in lines for c in line)
