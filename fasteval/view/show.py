@@ -20,6 +20,7 @@ from rich.text import Text
 
 from fasteval.core.terminal import clean, json_text, plain
 from fasteval.view.data import EXTENSIONS, NotFound, RunSet
+from fasteval.view.shape import seconds, viewable
 
 
 class ImageSaver:
@@ -84,21 +85,13 @@ def _call(log: dict[str, Any] | None, name: str, args: Any, save: ImageSaver) ->
         parts.append(plain(f"error: {log['error']}", block=True, style="red"))
     parts += [plain(save(str(ref)), style="magenta") for ref in log.get("images") or []]
     style = "green" if log.get("status") == "ok" else "red"
-    return Panel(Group(*parts), title=plain(f"{name} · {log.get('status')} · {_seconds(log.get('latency_s'))}"),
+    return Panel(Group(*parts), title=plain(f"{name} · {log.get('status')} · {seconds(log.get('latency_s'))}"),
                  border_style=style, title_align="left")
 
 
-def _seconds(v: Any) -> str:
-    """A record's latency as ``0.123 s``; a tampered field that is not a number is shown as is."""
-    try:
-        return f"{float(v or 0):.3f} s"
-    except (TypeError, ValueError):
-        return clean(v)
-
-
 def render_job(console: Console, job: dict[str, Any], save: ImageSaver) -> None:
-    rec = job["record"]
-    traj = rec.get("trajectory") or {}
+    rec = viewable(job["record"])
+    traj = rec["trajectory"]
     head = Table.grid(padding=(0, 2))
     for k in ("run", "job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "termination",
               "rounds", "tool_calls", "latency_s", "error_kind", "error"):
