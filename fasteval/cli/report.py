@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from rich.syntax import Syntax
 from rich.table import Table
 
 from fasteval.cli.common import console, fmt, print_json
@@ -117,7 +118,8 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
             out.print(t)
         else:
             out.print(plain(f"{title}: {key}"))
-            out.print_json(json_text(value, indent=False))
+            # Not print_json: Rich re-parses and re-dumps the JSON, undoing json_text's escapes.
+            out.print(Syntax(json_text(value), "json", word_wrap=True))
 
 
 def add_parser(sub: Any) -> None:

@@ -117,7 +117,8 @@ def render_job(console: Console, job: dict[str, Any], save: ImageSaver) -> None:
         console.print(Text.assemble(("reference: ", "bold"), plain(job["reference"], block=True)))
     if rec.get("score_details"):
         console.print(Text("score details:", style="bold"))
-        console.print_json(json_text(rec["score_details"], indent=False))
+        # Not print_json: Rich re-parses and re-dumps the JSON, undoing json_text's escapes.
+        console.print(Syntax(json_text(rec["score_details"]), "json", word_wrap=True))
     console.print(Text.assemble(("usage: ", "bold"), plain(json_text(rec.get("usage") or {}, indent=False))))
     if save.saved:
         console.print(plain(f"{len(save.saved)} image(s) saved under {save.out}", style="bold magenta"))
