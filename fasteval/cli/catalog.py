@@ -34,14 +34,9 @@ def catalog(kind: str) -> dict[str, str]:
         from providers.sim import POLICIES
 
         return {n: _first_line(f.__doc__) for n, f in sorted(POLICIES.items())}
-    from fasteval.config.schema import provider_schemas
+    from providers.registry import providers
 
-    described = {"sim": "the embedded scripted OpenAI-compatible server (no keys, no network)",
-                 "openai": "any OpenAI-compatible endpoint (OpenAI, gateways)",
-                 "openai_compat": "alias of openai", "vllm": "a vLLM server (OpenAI-compatible)",
-                 "sglang": "an SGLang server (OpenAI-compatible)", "anthropic": "the Anthropic Messages API, natively",
-                 "gemini": "the Gemini API, natively"}
-    return {n: described.get(n, "") for n in sorted(provider_schemas())}
+    return {n: k.description for n, k in sorted(providers().items())}
 
 
 def cmd_list(a: argparse.Namespace) -> int:

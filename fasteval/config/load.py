@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 import yaml
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.schema import (
     KNOWN_ROLES,
     TOP_LEVEL,
@@ -45,9 +46,19 @@ class SweepConfig:
     """Suite entries with their path options resolved against the config file's folder."""
     seeds: list[int]
     run: dict[str, Any] = field(default_factory=dict)
+    typed: dict[str, EndpointSpec] = field(default_factory=dict, repr=False)
+    """Each model's and role's entry typed once (``EndpointSpec``), by model or role name."""
 
     def hash(self) -> str:
         return config_hash(self.raw)
+
+    def endpoint(self, name: str) -> EndpointSpec:
+        """The typed spec of the model or role called ``name``."""
+        entry = next((m for m in self.models if m.get("name") == name), None) or self.roles[name]
+        typed = self.typed.get(name)
+        if typed is None or typed.raw is not entry:  # an entry replaced after loading (rescore --judge)
+            typed = self.typed[name] = EndpointSpec.of(name, entry)
+        return typed
 
 
 def _refuse_secrets(spec: Any, where: KeyPath, src: Source, problems: Problems) -> bool:
@@ -149,8 +160,11 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
     seeds_raw = raw.get("seeds", [0])
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
     run = dict(top.get("run") or {})
-    return SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
-                       suites=suites, seeds=seeds, run=run)
+    cfg = SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
+                      suites=suites, seeds=seeds, run=run)
+    for name in [m["name"] for m in models] + list(cfg.roles):
+        cfg.endpoint(name)  # typed once, here
+    return cfg
 
 
 def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:

@@ -3,7 +3,7 @@
 A sweep runs unattended, so whatever can be known to be wrong is reported before it starts:
 all problems at once, each as ``file:line: key.path: message; did you mean 'x'?``. The
 declarations live with the components (``Suite.options_schema``, ``Tool.option_schema``,
-``SIM_OPTIONS``...); the shapes shared by every config (endpoints, settings, run options)
+a provider's kind in ``providers.registry``...); the shapes shared by every config (endpoints, settings, run options)
 live here. ``config_json_schema()`` turns the same declarations into a JSON Schema.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
-from providers.local.spec import SERVE_OPTIONS
+from providers.registry import providers
 
 KeyPath = tuple[str | int, ...]
 
@@ -34,7 +34,7 @@ _RETRY = {"max_attempts": Opt("int", "attempts per request, the first included")
 
 ENDPOINT_COMMON: dict[str, Opt] = {
     "name": Opt("str", "the model's name in records and reports"),
-    "provider": Opt("str", "sim, openai, vllm, sglang, openai_compat", required=True),
+    "provider": Opt("str", "who serves the model (fasteval list providers)", required=True),
     "model": Opt("str", "the model id the server serves (default: name)"),
     "params": Opt("dict", "sampling parameters merged into every request (temperature, max_tokens...)"),
     "limits": Opt("dict", "per-endpoint limits", fields=_LIMITS),
@@ -51,33 +51,9 @@ ENDPOINT_COMMON: dict[str, Opt] = {
         "cache_write": Opt("float")}),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
-        "thinking": Opt("bool")}),
+        "thinking": Opt("bool"), "sampling": Opt("bool")}),
 }
 
-OPENAI_OPTIONS: dict[str, Opt] = {
-    **ENDPOINT_COMMON,
-    # required unless the entry has `serve:` (enforced in check_endpoint; the JSON Schema cannot say it)
-    "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"),
-    "api_key_env": Opt("str", "the environment variable holding the key (never the key itself)"),
-    "extra_body": Opt("dict", "extra JSON fields sent with every request"),
-    "serve": Opt("dict", "a local checkpoint fasteval serves itself (docs/serving.md); no base_url then",
-                 fields=SERVE_OPTIONS),
-}
-
-_NATIVE: dict[str, Opt] = {
-    **ENDPOINT_COMMON,
-    "base_url": Opt("str", "the API root (default: the vendor's)"),
-    "api_key_env": Opt("str", "the environment variable holding the key (never the key itself)"),
-    "extra_body": Opt("dict", "extra JSON fields sent with every request"),
-    "thinking_budget": Opt("int", "extended thinking tokens"),
-}
-
-PROVIDER_SCHEMAS: dict[str, OptionSchema] = {
-    "openai": OPENAI_OPTIONS, "openai_compat": OPENAI_OPTIONS, "vllm": OPENAI_OPTIONS, "sglang": OPENAI_OPTIONS,
-    "anthropic": {**_NATIVE, "prompt_caching": Opt("bool", "cache_control on the stable prefix (default true)")},
-    "gemini": _NATIVE,
-}
-"""Options of each provider; a new provider registers its declaration here (``sim`` adds itself)."""
 
 SETTING_FIELDS: dict[str, Opt] = {
     "name": Opt("str", "the setting's name in records and reports", required=True),
@@ -276,14 +252,14 @@ def check_mapping(value: Mapping[str, Any], schema: OptionSchema, path: KeyPath,
 def config_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of a sweep config, from the same declarations the validator uses."""
     from fasteval.suites.base import SUITES
-    from providers.sim import POLICIES
-
     schemas = provider_schemas()
     endpoint = {"oneOf": [
         {**object_schema({**dict(opts), "provider": Opt("str", choices=(name,), required=True)}),
          "title": name} for name, opts in sorted(schemas.items())]}
-    endpoint["oneOf"][[s["title"] for s in endpoint["oneOf"]].index("sim")]["properties"]["policy"]["enum"] = \
-        sorted(POLICIES)
+    for entry in endpoint["oneOf"]:
+        kind = providers()[entry["title"]]
+        for key, values in (kind.choices() if kind.choices else {}).items():
+            entry["properties"][key]["enum"] = values
     suites = []
     for name, cls in sorted(SUITES.items()):
         setting_opts = {**SETTING_COMMON_OPTIONS, **(getattr(cls, "setting_options", None) or {})}
@@ -312,9 +288,8 @@ TOOL_COMMON_OPTIONS: dict[str, Opt] = {
 
 
 def provider_schemas() -> dict[str, OptionSchema]:
-    from providers.sim.spec import SIM_OPTIONS
-
-    return {**PROVIDER_SCHEMAS, "sim": {**ENDPOINT_COMMON, **SIM_OPTIONS}}
+    """Each provider's entry keys: the common ones plus what its kind declares (providers.registry)."""
+    return {name: {**ENDPOINT_COMMON, **kind.options()} for name, kind in providers().items()}
 
 
 def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *, role: bool) -> None:
@@ -332,18 +307,15 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
                      f" (known: {', '.join(sorted(schemas))})")
         return
     schema = dict(schemas[provider])
-    if "serve" in schema and not isinstance(spec.get("serve"), dict):  # a served model has no base_url to give
+    kind = providers()[provider]
+    if kind.needs_base_url and not isinstance(spec.get("serve"), dict):  # a served model has no base_url to give
         schema["base_url"] = replace(schema["base_url"], required=True)
     if not role:
         schema["name"] = Opt("str", required=True)
     check_mapping(spec, schema, path, src, problems)
-    if provider == "sim":
-        from providers.sim import POLICIES
-
-        policy = spec.get("policy", "tools")
-        if policy not in POLICIES:
-            problems.add(src, (*path, "policy"), f"unknown sim policy {policy!r}{did_you_mean(str(policy), POLICIES)}"
-                         f" (known: {', '.join(sorted(POLICIES))})")
+    if kind.validate is not None:
+        for key, message in kind.validate(spec):
+            problems.add(src, (*path, key), message)
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:

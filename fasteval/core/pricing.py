@@ -10,6 +10,7 @@ tokens and no cost, never with a guessed one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,15 +66,20 @@ def lookup(model_id: str, table: dict[str, Price] | None = None) -> Price | None
     return table[best] if best is not None else None
 
 
-def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None = None) -> Price | None:
-    """A model entry's price: its own ``price:``, then the config's ``prices:`` by name or id, then the table."""
+def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None = None,
+              free: Callable[[dict[str, Any]], bool] | None = None) -> Price | None:
+    """A model entry's price: its own ``price:``, then the config's ``prices:`` by name or id, then the table.
+
+    ``free`` says which entries cost nothing whatever their model id (the embedded sim: the
+    provider registry knows, and this leaf imports nothing of ours to ask it).
+    """
     if spec.get("price"):
         return Price.from_config(dict(spec["price"]), f"model {name}: price")
     model_id = str(spec.get("model", name))
     for key in (name, model_id):
         if overrides and key in overrides:
             return Price.from_config(dict(overrides[key]), f"prices.{key}")
-    if spec.get("provider") == "sim":
+    if free is not None and free(spec):
         return None
     return lookup(model_id)
 
@@ -90,14 +96,15 @@ def cost_usd(usage: dict[str, Any], price: Price) -> float:
     return (uncached * price.input + read * cr + write * cw + out * price.output) / 1e6
 
 
-def model_prices(config: dict[str, Any]) -> dict[str, Price | None]:
+def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] | None = None
+                 ) -> dict[str, Price | None]:
     """Name -> price for every model and role of a config (raw, as in a manifest)."""
     overrides = config.get("prices") or {}
     out: dict[str, Price | None] = {}
     for m in config.get("models") or []:
         if isinstance(m, dict) and "name" in m:
-            out[m["name"]] = price_for(m["name"], m, overrides)
+            out[m["name"]] = price_for(m["name"], m, overrides, free)
     for role, spec in (config.get("roles") or {}).items():
         if isinstance(spec, dict):
-            out[role] = price_for(role, spec, overrides)
+            out[role] = price_for(role, spec, overrides, free)
     return out

@@ -113,6 +113,8 @@ class Trajectory:
     rounds: int = 0
     termination: Termination = "answered"
     termination_reason: str | None = None
+    seed: int = 0
+    """The job's seed, so a suite can lay a task out per seed (e.g. option order) and score it back."""
 
 
 @dataclass(slots=True)

@@ -1,10 +1,9 @@
 """Turning config entries into ModelClients: the evaluated models and the model roles.
 
-``provider: sim`` points at the sweep's embedded sim server (``wire: anthropic|gemini`` speaks
-those APIs to it, to exercise the native clients end to end); ``openai`` (alias ``vllm``,
-``sglang``, ``openai_compat``) at any OpenAI-compatible endpoint; ``anthropic`` and ``gemini``
-at those APIs natively. Keys are read from the environment variable the config names, at
-request time, and never stored anywhere.
+What each provider is (its wire, whether the sweep serves it itself, whether ``serve:`` may
+start it) comes from the provider registry (``providers.registry``); this module only wires an
+entry's typed spec to a client with the sweep's limits, retries, breaker and image URLs. Keys
+are read from the environment variable the config names, at request time, and never stored.
 """
 
 from __future__ import annotations
@@ -12,19 +11,17 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.images.processor import ProcessorResize, processor_resize
-from providers.anthropic import AnthropicProvider
 from providers.base import Capabilities, Provider, ProviderError
 from providers.body import ByteBudget
 from providers.breaker import BreakerPolicy, CircuitBreaker
 from providers.client import ModelClient, RetryPolicy
-from providers.gemini import GeminiProvider
 from providers.http_json import Timeouts
-from providers.openai_compat import ImageResolver, ImageUrlResolver, OpenAICompatProvider
+from providers.openai_compat import ImageUrlResolver
+from providers.registry import WireArgs, is_embedded, make_provider
 from providers.sim.spec import SimModel
 
-OPENAI_LIKE = frozenset({"openai", "openai_compat", "vllm", "sglang"})
-NATIVE = frozenset({"anthropic", "gemini"})
 DEFAULT_MAX_BODY_MB = 1024
 """Request body bytes in flight per model before new requests wait (``limits.max_body_mb``)."""
 
@@ -34,12 +31,12 @@ class ModelConfigError(ValueError):
 
 
 def sim_models(models: list[dict[str, Any]], roles: dict[str, dict[str, Any]]) -> list[SimModel]:
-    """The endpoints the embedded sim serves: models and roles with ``provider: sim``."""
-    sims = [SimModel.from_config(m["name"], m) for m in models if m["provider"] == "sim"]
-    return sims + [SimModel.from_config(role, spec) for role, spec in roles.items() if spec["provider"] == "sim"]
+    """The endpoints the embedded sim serves (their provider's kind says ``embedded``)."""
+    sims = [SimModel.from_config(m["name"], m) for m in models if is_embedded(m)]
+    return sims + [SimModel.from_config(role, spec) for role, spec in roles.items() if is_embedded(spec)]
 
 
-def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
+def build_client(name: str, spec: dict[str, Any] | EndpointSpec, *, sim_base_url: str | None,
                  resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None,
                  serving: Any = None) -> ModelClient:
     """A ModelClient for one config entry (model or role); ``serving`` provides served models.
@@ -47,63 +44,56 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
     A served model gets no circuit breaker: its supervisor restarts dead servers and raises
     EndpointDown itself when they are exhausted.
     """
-    provider_name = spec["provider"]
-    limits = dict(spec.get("limits") or {})
-    timeouts = Timeouts(**(spec.get("timeouts") or {}))
-    retry = RetryPolicy(**(spec.get("retry") or {}))
-    if spec.get("serve") is not None:
-        if serving is None or provider_name not in OPENAI_LIKE:
-            raise ModelConfigError(f"model {name}: 'serve' needs provider vllm (or sglang/openai_compat) in a sweep")
+    try:
+        ep = spec if isinstance(spec, EndpointSpec) else EndpointSpec.of(name, spec)
+    except KeyError as e:
+        raise ModelConfigError(f"model {name}: {e.args[0]}") from None
+    kind = ep.kind
+    timeouts = Timeouts(**ep.timeouts)
+    retry = RetryPolicy(**ep.retry)
+    tool_images = bool(ep.raw.get("tool_message_images", False))
+    if ep.serve is not None:
+        if serving is None or not kind.servable:
+            raise ModelConfigError(f"model {name}: 'serve' needs an OpenAI-compatible provider (vllm, sglang, "
+                                   f"openai_compat) in a sweep")
         endpoint = serving.endpoint_name(name)
 
-        def make(base_url: str) -> OpenAICompatProvider:
-            return OpenAICompatProvider(
-                base_url, name, extra_body=spec.get("extra_body"), timeouts=timeouts, image_resolver=resolver,
-                tool_message_images=bool(spec.get("tool_message_images", False)), endpoint_name=endpoint)
+        def make(base_url: str) -> Provider:
+            return make_provider("openai", WireArgs(
+                model_id=name, base_url=base_url, key_env=None, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
+                endpoint_name=endpoint, image_resolver=resolver, tool_message_images=tool_images))
 
-        served = serving.provider(name, make, tool_message_images=bool(spec.get("tool_message_images", False)))
-        _apply_capabilities(name, served, spec)
-        return ModelClient(name, served, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
-                           tpm=limits.get("tpm"), retry=retry, params=spec.get("params"))
-    # vllm, sglang, openai_compat speak the OpenAI wire format like openai itself
-    wire = str(spec.get("wire", "openai")) if provider_name == "sim" else \
-        "openai" if provider_name in OPENAI_LIKE else provider_name
-    if provider_name == "sim":
+        served = serving.provider(name, make, tool_message_images=tool_images)
+        _apply_capabilities(name, served, ep)
+        return ModelClient(name, served, concurrency=int(ep.limits.get("concurrency", 256)), rpm=ep.limits.get("rpm"),
+                           tpm=ep.limits.get("tpm"), retry=retry, params=ep.params)
+    if kind.embedded:
         if sim_base_url is None:
             raise ModelConfigError(f"model {name}: the sim server is not running")
         base_url, model_id, key_env = sim_base_url, name, None
-        retry = RetryPolicy(**{"base_delay_s": 0.05, "max_delay_s": 2.0, **(spec.get("retry") or {})})
-    elif provider_name in OPENAI_LIKE:
-        if not spec.get("base_url"):
-            raise ModelConfigError(f"model {name}: 'base_url' is required for provider {provider_name}")
-        base_url, model_id, key_env = spec["base_url"], spec.get("model", name), spec.get("api_key_env")
-    elif provider_name in NATIVE:
-        base_url, model_id, key_env = spec.get("base_url", ""), spec.get("model", name), spec.get("api_key_env")
+        retry = RetryPolicy(**{"base_delay_s": 0.05, "max_delay_s": 2.0, **ep.retry})
     else:
-        raise ModelConfigError(f"model {name}: unknown provider {provider_name!r} "
-                               f"(known: sim, {', '.join(sorted(OPENAI_LIKE | NATIVE))})")
-    endpoint_name = spec.get("endpoint_id") or (f"sim:{name}" if provider_name == "sim" else None)
-    provider: Provider
-    if wire in NATIVE:
-        provider = _native_provider(wire, model_id, spec, base_url=base_url, key_env=key_env, timeouts=timeouts,
-                                    resolver=_as_text(resolver), endpoint_name=endpoint_name, sim=provider_name == "sim")
-    elif wire == "openai":
-        provider = OpenAICompatProvider(
-            base_url, model_id, api_key_env=key_env, extra_body=spec.get("extra_body"), timeouts=timeouts,
-            tool_message_images=bool(spec.get("tool_message_images", False)), image_resolver=resolver,
-            endpoint_name=endpoint_name, body_budget=_body_budget(name, limits))
-    else:
-        raise ModelConfigError(f"model {name}: unknown sim wire {wire!r} (known: openai, anthropic, gemini)")
-    _apply_capabilities(name, provider, spec)
+        if kind.needs_base_url and not ep.base_url:
+            raise ModelConfigError(f"model {name}: 'base_url' is required for provider {kind.name}")
+        base_url, model_id, key_env = ep.base_url or "", ep.model, ep.key_env
+    endpoint_name = ep.endpoint_id or (f"sim:{name}" if kind.embedded else None)
+    try:
+        provider = make_provider(ep.wire, WireArgs(
+            model_id=model_id, base_url=base_url, key_env=key_env, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
+            endpoint_name=endpoint_name, image_resolver=resolver, tool_message_images=tool_images,
+            body_budget=_body_budget(name, ep.limits), options=ep.raw, embedded=kind.embedded))
+    except ValueError as e:
+        raise ModelConfigError(f"model {name}: {e}") from None
+    _apply_capabilities(name, provider, ep)
     lister = getattr(provider, "list_models", None)
     probe = None
     if lister is not None:
         async def probe() -> None:  # GET /models: is the server back? (no list: the breaker half-opens)
             await lister(timeout_s=min(10.0, timeouts.connect_s + 5.0))
 
-    label = f"{name} ({base_url})" if provider_name != "sim" and base_url else name
-    return ModelClient(name, provider, concurrency=int(limits.get("concurrency", 256)), rpm=limits.get("rpm"),
-                       tpm=limits.get("tpm"), retry=retry, params=spec.get("params"),
+    label = f"{name} ({base_url})" if not kind.embedded and base_url else name
+    return ModelClient(name, provider, concurrency=int(ep.limits.get("concurrency", 256)), rpm=ep.limits.get("rpm"),
+                       tpm=ep.limits.get("tpm"), retry=retry, params=ep.params,
                        breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
 
 
@@ -122,8 +112,8 @@ def model_processor(spec: dict[str, Any]) -> ProcessorResize | None:
         raise ModelConfigError(f"model {spec.get('name', '?')}: {e}") from None
 
 
-def _apply_capabilities(name: str, provider: Provider, spec: dict[str, Any]) -> None:
-    caps = spec.get("capabilities") or {}
+def _apply_capabilities(name: str, provider: Provider, ep: EndpointSpec) -> None:
+    caps = ep.capabilities
     unknown = set(caps) - {f.name for f in fields(Capabilities)}
     if unknown:
         raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: "
@@ -177,30 +167,3 @@ class ImageUrls:
                                                           max_pixels=self.max_pixels, processor=self.processor,
                                                           local=self.local)
         return url
-
-
-def _as_text(resolver: ImageUrlResolver | None) -> ImageResolver | None:
-    """The native providers take data URLs as text (they split off the base64 part)."""
-    if resolver is None:
-        return None
-    async def resolve(ref: str, profile: str) -> str:
-        return (await resolver(ref, profile)).decode("ascii")
-    return resolve
-
-
-def _native_provider(wire: str, model_id: str, spec: dict[str, Any], *, base_url: str, key_env: str | None,
-                     timeouts: Timeouts, resolver: ImageResolver | None, endpoint_name: str | None,
-                     sim: bool) -> Provider:
-    """An Anthropic or Gemini client; against the embedded sim it uses the sim's root and a dummy key."""
-    kwargs: dict[str, Any] = {"timeouts": timeouts, "image_resolver": resolver, "endpoint_name": endpoint_name,
-                              "thinking_budget": spec.get("thinking_budget"), "extra_body": spec.get("extra_body")}
-    if sim:
-        kwargs.update(base_url=base_url.removesuffix("/v1"), api_key_env=None, api_key="sim")
-    else:
-        if base_url:
-            kwargs["base_url"] = base_url
-        if key_env:
-            kwargs["api_key_env"] = key_env
-    if wire == "anthropic":
-        return AnthropicProvider(model_id, prompt_caching=bool(spec.get("prompt_caching", True)), **kwargs)
-    return GeminiProvider(model_id, **kwargs)

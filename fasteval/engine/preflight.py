@@ -16,6 +16,7 @@ from typing import Any
 from fasteval.config.load import SweepConfig
 from fasteval.engine.clients import build_client
 from providers.base import ProviderError
+from providers.registry import is_embedded
 
 PREFLIGHT_TIMEOUT_S = 15.0
 
@@ -31,8 +32,8 @@ class Endpoint:
 
 def endpoints(cfg: SweepConfig) -> list[Endpoint]:
     # served models (``serve:``) do not exist yet: the sweep starts them and checks their readiness
-    out = [Endpoint(f"model {m['name']}", m) for m in cfg.models if m["provider"] != "sim" and not m.get("serve")]
-    out += [Endpoint(f"role {r}", s) for r, s in cfg.roles.items() if s["provider"] != "sim" and not s.get("serve")]
+    out = [Endpoint(f"model {m['name']}", m) for m in cfg.models if not is_embedded(m) and not m.get("serve")]
+    out += [Endpoint(f"role {r}", s) for r, s in cfg.roles.items() if not is_embedded(s) and not s.get("serve")]
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fasteval.config.load import SweepConfig
 from fasteval.engine.clients import build_client, image_resolver, sim_models
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.blobs import BlobStore
@@ -38,8 +39,8 @@ class Runtime:
     sim: SimServer | None = None
 
 
-async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, *, models: list[dict[str, Any]],
-                       roles: dict[str, dict[str, Any]], run_cfg: dict[str, Any], needed: set[str],
+async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: SweepConfig, *,
+                       models: list[dict[str, Any]], roles: dict[str, dict[str, Any]], needed: set[str],
                        serving: Any = None, breaker: BreakerPolicy | None = None,
                        local_media_root: Path | None = None, used_keys: Path | None = None) -> Runtime:
     """Start the sim, the encoder, every client and the ``needed`` services on ``stack``.
@@ -59,17 +60,18 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, *, mo
     rt = Runtime(encoder=encoder, sim=sim)
     sim_url = sim.base_url if sim else None
     for m in models:
-        rt.clients[m["name"]] = client = build_client(m["name"], m, sim_base_url=sim_url, serving=serving,
+        rt.clients[m["name"]] = client = build_client(m["name"], cfg.endpoint(m["name"]), sim_base_url=sim_url,
+                                                      serving=serving,
                                                       resolver=image_resolver(encoder, spec=m), breaker=breaker)
         stack.push_async_callback(client.close)
     for role, spec in roles.items():
-        rt.roles[role] = client = build_client(role, spec, sim_base_url=sim_url, serving=serving,
+        rt.roles[role] = client = build_client(role, cfg.endpoint(role), sim_base_url=sim_url, serving=serving,
                                                resolver=image_resolver(encoder, spec=spec), breaker=breaker)
         stack.push_async_callback(client.close)
     if serving is not None:
         await serving.start()
         stack.push_async_callback(serving.close)
-    services, closers = await start_services(needed, run_cfg)
+    services, closers = await start_services(needed, cfg.run)
     for closer in closers:
         stack.push_async_callback(closer)
     cache = services.get("cache")

@@ -46,6 +46,7 @@ from providers.base import ProviderError
 from providers.breaker import BreakerPolicy, EndpointDown
 from providers.client import ModelClient, count_retries
 from providers.local import trajectory
+from providers.registry import is_embedded
 
 log = logging.getLogger("fasteval")
 
@@ -393,7 +394,7 @@ class Sweep:
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"),
                                   index=index, on_failure=self._fault)
             self._writer = writer
-            rt = await open_runtime(stack, blobs, models=self.cfg.models, roles=self.cfg.roles, run_cfg=self.cfg.run,
+            rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
                                     breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
                                     local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt")
@@ -425,7 +426,7 @@ class Sweep:
                             self.serving.rows if self.serving is not None else None) if f is not None]
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw),
+                               prices=model_prices(self.cfg.raw, is_embedded),
                                global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
 
     def _install_signals(self) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
+from providers.registry import is_embedded
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
     pass
@@ -175,7 +176,7 @@ def _suite_tables(index: RunIndex, model: str, suite: str, setting: str,
 def report(run_dir: Path) -> dict[str, Any]:
     """One row per model × suite × setting from the index; suites' tables stream their records."""
     manifest = read_manifest(run_dir) or {}
-    prices = model_prices(manifest.get("config") or {})
+    prices = model_prices(manifest.get("config") or {}, is_embedded)
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index, index.snapshot():

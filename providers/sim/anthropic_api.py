@@ -19,23 +19,17 @@ from typing import Any
 
 import orjson
 
+from providers.sim.wire import Rejected
 from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
 
-VERSIONS = frozenset({"2023-06-01", "2023-01-01"})
+VERSIONS = frozenset({"2023-06-01", "2023-01-01", "2026-10-21"})
+"""Versions the sim accepts: ours (2023-06-01) and the one the official SDK the tests run sends."""
 TOP_LEVEL = frozenset({"model", "messages", "max_tokens", "system", "tools", "tool_choice", "temperature", "top_p",
                        "top_k", "stop_sequences", "stream", "metadata", "thinking", "service_tier"})
 _BLOCKS = {"user": frozenset({"text", "image", "tool_result", "document"}),
            "assistant": frozenset({"text", "tool_use", "thinking", "redacted_thinking"})}
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SECRET = b"fasteval-sim-thinking"
-
-
-class Rejected(Exception):
-    """A request the real API would refuse: HTTP status, error type and message."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
 
 
 def error_body(status: int, kind: str, message: str) -> bytes:
@@ -60,7 +54,9 @@ def validate(headers: dict[str, str], body: Any, api_key: str | None) -> None:
     """Raise Rejected for anything the Messages API would reject."""
     if headers.get("anthropic-version") not in VERSIONS:
         raise _bad("anthropic-version: header is required and must be a known version")
-    key = headers.get("x-api-key", "")
+    # the key as x-api-key, or as a Bearer token (what the current official SDK sends)
+    bearer = headers.get("authorization", "")
+    key = headers.get("x-api-key", "") or (bearer[7:].strip() if bearer.startswith("Bearer ") else "")
     if not key:
         raise Rejected(401, "authentication_error", "x-api-key header is required")
     if api_key is not None and key != api_key:
