@@ -38,6 +38,7 @@ def reference_repo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "vlmevalkit": reference_repos.write_vlmevalkit(root / "VLMEvalKit"),
         "mini-o3": reference_repos.write_mini_o3(root / "Mini-o3"),
         "deepeyes": reference_repos.write_deepeyes(root / "DeepEyes"),
+        "treevgr": reference_repos.write_treevgr(root / "TreeVGR"),
     }
 
 
@@ -45,6 +46,7 @@ def reference_repo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
 def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from fasteval.suites.mcq import judge as mcq_judge
     from fasteval.suites.tirbench import texts as tir
+    from fasteval.suites.treebench import treevgr_prompt
     from fasteval.suites.vistahop import texts as vh
     from fasteval.suites.visualprobe import judge as probe_judge
     from fasteval.suites.visualtoolbench import texts as vtb
@@ -56,6 +58,7 @@ def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch:
     monkeypatch.setattr(mcq_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["vlmevalkit"]))
     monkeypatch.setattr(probe_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["mini-o3"]))
     monkeypatch.setattr(deepeyes, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["deepeyes"]))
+    monkeypatch.setattr(treevgr_prompt, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["treevgr"]))
 
 
 @pytest.fixture(autouse=True)

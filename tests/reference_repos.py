@@ -202,6 +202,49 @@ def build_prompt_cn(question, options, prediction):
     )
     return tmpl.format(question, options, prediction)
 ''')
+    (root / "vlmeval" / "dataset" / "image_mcq.py").write_text(NEVER_RUN + '''class ImageMCQDataset:
+    def build_prompt(self, line):
+        question = line['question']
+        options_prompt = 'SYNTH-Options:\\n'
+        for key, item in options.items():
+            options_prompt += f'{key}) {item}\\n'
+        prompt = ''
+        if hint is not None:
+            prompt += f'SYNTH-Hint: {hint}\\n'
+        prompt += f'SYNTH-Question: {question}\\n'
+        if len(options):
+            prompt += options_prompt
+            prompt += 'SYNTH-MCQ pick one option. \\n'
+        return prompt
+
+
+class MMERealWorld:
+    SYS = {
+        'MME-RealWorld': 'SYNTH-MME pick A-E. \\nSYNTH best:',
+        'MME-RealWorld-Lite': 'SYNTH-MME-LITE pick A-E.',
+        'MME-RealWorld-CN': 'SYNTH-MME-CN',
+    }
+
+    def load_data(self, dataset="MME-RealWorld"):
+        if dataset == "MME-RealWorld-Lite":
+            choice_prompt = "SYNTH choices:\\n"
+        return choice_prompt
+
+
+class TreeBench:
+    def build_prompt(self, line):
+        options_prompt = 'SYNTH-Options:\\n'
+        for key, item in options.items():
+            options_prompt += f'{key}) {item}\\n'
+        prompt = ''
+        if hint is not None:
+            prompt += f'SYNTH-Hint: {hint}\\n'
+        prompt += f'SYNTH-Question: {question}\\n'
+        if len(options):
+            prompt += options_prompt
+            prompt += "SYNTH-TREE letter only. \\n"
+        return prompt
+''')
     _git(root)
     return root
 
@@ -259,6 +302,28 @@ def process(line):
         ],
         temperature=0.0,
     )
+''')
+    _git(root)
+    return root
+
+
+def write_treevgr(root: Path) -> Path:
+    """TreeVGR's TreeBench prompt (``inference_treebench.py``, ``eval_model_row``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "inference_treebench.py").write_text(NEVER_RUN + '''def eval_model_row(item):
+    if item["category"] == "OCR":
+        qs = item["question"]
+    else:
+        qs = item["question"] + " SYNTH-Opts:\\n" + item["multi-choice options"]
+    content = [
+        {"type": "image_url", "image_url": "x"},
+        {"type": "text", "text": qs + "\\nSYNTH-TREEVGR answer in tags."},
+    ]
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "SYNTH-TREEVGR system."}]},
+        {"role": "user", "content": content},
+    ]
+    return messages
 ''')
     _git(root)
     return root

@@ -14,7 +14,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error
+from fasteval.cli.common import console, print_config_error, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -101,6 +101,12 @@ class _TerminalFilter(logging.Filter):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
+    with private_run_files(a.shared_run_dir):
+        return _run(a)
+
+
+def _run(a: argparse.Namespace) -> int:
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.clients import ModelConfigError
@@ -134,7 +140,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
                       max_concurrency=a.max_concurrency, force=a.force,
-                      keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors)
+                      keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors,
+                      no_wait=a.no_wait)
     if a.dry_run:
         return _print_preview(cfg, opts)
     if not a.no_preflight:
@@ -205,6 +212,10 @@ def cmd_run(a: argparse.Namespace) -> int:
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
+        if result.batches:
+            n = sum(result.batches.values())
+            print(f"{n} batch(es) left running at the provider (their cost is committed): the rerun collects "
+                  f"them; `fasteval batches cancel {shown(run_dir)}` stops them", file=sys.stderr)
     elif result.errors:
         _print_error_summary(result)
     return result.exit_code()
@@ -225,6 +236,10 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
     r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
+    r.add_argument("--no-wait", action="store_true",
+                   help="batched models: submit their batches and exit 3; a rerun collects the results")
+    r.add_argument("--shared-run-dir", action="store_true",
+                   help="create the run folder with your umask (readable by others) instead of 0700 with 0600 files")
     r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
     r.add_argument("--suite", action="append", help="only this suite (repeatable)")

@@ -21,8 +21,11 @@ def cmd_status(a: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
+    from fasteval.runfolder.batch_journal import batch_rows
+
+    batches = [r for r in batch_rows(Path(a.run_dir)) if r["state"] in ("submitting", "submitted")]
     if a.format == "json":
-        print_json(st)
+        print_json({**st, "batches": batches} if batches else st)
         return EXIT_OK
     t = Table(title=plain(f"{a.run_dir}: {st['done']} done, {st['error']} error, {st['remaining']} remaining "
                           f"of {st['total']}"))
@@ -32,6 +35,9 @@ def cmd_status(a: argparse.Namespace) -> int:
         for k, v in st[f"by_{dim}"].items():
             t.add_row(dim, plain(k), *(plain(v[c]) for c in ("total", "done", "error", "remaining")))
     console().print(t)
+    if st.get("bad_lines"):
+        print(f"{st['bad_lines']} line(s) of records.jsonl are not records any reader can take (kept, skipped; "
+              "status --format json: bad_lines)", file=sys.stderr)
     if st.get("errors_by_kind"):
         errs = Table(title="errors by model and kind", title_justify="left")
         for col in ("model", "error_kind", "jobs", "example"):
@@ -40,6 +46,14 @@ def cmd_status(a: argparse.Namespace) -> int:
             errs.add_row(plain(row["model"]), plain(row["error_kind"]), plain(row["jobs"]),
                          plain(str(row["example"] or "")[:200]))
         console().print(errs)
+    if batches:
+        bt = Table(title="batches at the provider (batch mode)", title_justify="left")
+        for col in ("model", "batch_id", "requests", "state", "age"):
+            bt.add_column(col)
+        for r in batches:
+            bt.add_row(str(r["model"]), str(r["batch_id"] or "-"), str(r["requests"]), str(r["state"]),
+                       f"{r['age_s'] / 60:.0f} min")
+        console().print(bt)
     return EXIT_OK
 
 

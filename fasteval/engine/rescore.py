@@ -69,7 +69,8 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     result = RescoreResult(skipped=skipped)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(index.close)
-        rt = await open_runtime(stack, blobs, cfg, models=[], roles=cfg.roles, needed={"cache"})
+        rt = await open_runtime(stack, blobs, cfg, models=[], roles=cfg.roles, needed={"cache"},
+                                run_dir=run_dir)  # a batched judge journals its batches in the run folder
         roles = rt.roles
         writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"), index=index)
         await writer.start()

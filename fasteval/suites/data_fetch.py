@@ -29,11 +29,13 @@ them at run time under ``texts: reference``) are fetched with ``git`` at a pinne
 | ``vlmevalkit-reference`` | ``open-compass/VLMEvalKit`` | ``e8e78f05`` |
 | ``mini-o3-reference`` | ``Mini-o3/Mini-o3`` | ``8654dbf4`` |
 | ``deepeyes-reference`` | ``Visual-Agent/DeepEyes`` | ``6c5e7967`` |
+| ``treevgr-reference`` | ``Haochen-Wang409/TreeVGR`` | ``4823ad88`` |
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import zipfile
@@ -164,6 +166,7 @@ REFERENCE_REPOS: dict[str, ReferenceRepo] = {
         ReferenceRepo("vlmevalkit-reference", "open-compass/VLMEvalKit", "e8e78f05f3080fe28154f2130321f17951c3be94"),
         ReferenceRepo("mini-o3-reference", "Mini-o3/Mini-o3", "8654dbf42d2ea98b9d81b6cc7179026dd0598fdf"),
         ReferenceRepo("deepeyes-reference", "Visual-Agent/DeepEyes", "6c5e79671dbff958a6f9d44848ba2ca87854f0b0"),
+        ReferenceRepo("treevgr-reference", "Haochen-Wang409/TreeVGR", "4823ad8860f13b5eac360bba592f7c3442c6e04c"),
     )
 }
 
@@ -248,17 +251,57 @@ def fetch(name: str, dest: Path | None = None, *, revision: str | None = None) -
     return Path(src.path_hint.format(dest=dest))
 
 
-def _unzip_images(dest: Path) -> None:
-    """Unzip TIR-Bench's data.zip next to TIR-Bench.json (once), refusing paths that leave ``dest``."""
+MAX_UNZIP_BYTES = 64 << 30
+"""TIR-Bench's images are a few GB; more than this from one archive is not a dataset."""
+MAX_UNZIP_RATIO = 100
+"""Images barely compress (PNG and JPEG are compressed already): a zip that expands a hundredfold
+is a bomb (or not the dataset)."""
+_CHUNK = 1 << 20
+
+
+def _unzip_images(dest: Path, *, max_bytes: int = MAX_UNZIP_BYTES, max_ratio: float = MAX_UNZIP_RATIO) -> None:
+    """Unzip TIR-Bench's data.zip next to TIR-Bench.json (once), refusing paths that leave ``dest``.
+
+    Bytes are counted as they are written (a member's declared size can lie), and extraction
+    stops past ``max_bytes`` or ``max_ratio`` times the archive's size. It goes to a temporary
+    folder first, so a stopped extraction leaves nothing that looks like a finished one.
+    """
     archive = dest / "data.zip"
     if not (dest / "TIR-Bench.json").is_file() or not archive.is_file():
         raise FetchError(f"tirbench: expected TIR-Bench.json and data.zip in {dest} after the download")
     if (dest / "data").is_dir():
         return
     root = dest.resolve()
-    with zipfile.ZipFile(archive) as zf:
-        for member in zf.namelist():
-            target = (root / member).resolve()
-            if target != root and root not in target.parents:
-                raise FetchError(f"tirbench: {archive} holds a path outside {dest}: {member!r}")
-        zf.extractall(root)
+    cap = min(max_bytes, int(max_ratio * max(archive.stat().st_size, 1)))
+    tmp = root / ".unzip-partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            infos = zf.infolist()
+            for info in infos:
+                target = (root / info.filename).resolve()
+                if target != root and root not in target.parents:
+                    raise FetchError(f"tirbench: {archive} holds a path outside {dest}: {info.filename!r}")
+            written = 0
+            for info in infos:
+                out = tmp / info.filename
+                if info.is_dir():
+                    out.mkdir(parents=True, exist_ok=True)
+                    continue
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, out.open("wb") as dst:
+                    while chunk := src.read(_CHUNK):
+                        written += len(chunk)
+                        if written > cap:
+                            why = (f"more than {max_bytes:,} bytes" if cap == max_bytes else
+                                   f"more than {max_ratio:g} times the archive's {archive.stat().st_size:,} bytes")
+                            raise FetchError(f"tirbench: stopped extracting {archive} at {info.filename!r}: it "
+                                             f"expands to {why} (a zip bomb, or not the dataset); nothing was kept. "
+                                             "Unzip it by hand if you trust it")
+                        dst.write(chunk)
+        for entry in tmp.iterdir():
+            os.replace(entry, root / entry.name)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise FetchError(f"tirbench: cannot extract {archive} ({e})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -10,6 +10,7 @@ the plot statistics are folded one record at a time and cached until ``records.j
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import sqlite3
 import threading
@@ -22,8 +23,11 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.errors import UnsafeRunFolder
+from fasteval.runfolder.blobs import open_blob
 from fasteval.runfolder.index import JobRow, RunIndex, open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
+from fasteval.runfolder.safe_open import open_nofollow
 from fasteval.view.report import report
 from fasteval.view.shape import viewable
 
@@ -296,13 +300,15 @@ class RunSet:
         """The file of an image reference and its sniffed content type."""
         if not _REF_RE.match(ref):
             raise NotFound(f"{ref!r} is not an image reference (64 hex digits)")
-        path = self.run(run_name).path / "blobs" / ref[:2] / ref
+        root = self.run(run_name).path / "blobs"
         try:
-            with path.open("rb") as f:
+            with os.fdopen(open_blob(root, ref), "rb") as f:
                 head = f.read(16)
         except FileNotFoundError:
             raise NotFound(f"image {ref} is not in {run_name}'s blob store") from None
-        return path, sniff_image_type(head)
+        except UnsafeRunFolder:
+            raise NotFound(f"image {ref} of {run_name} is a symbolic link: not served") from None
+        return root / ref[:2] / ref, sniff_image_type(head)
 
     def find_jobs(self, run_name: str, task_id: str, model: str | None = None, seed: int | None = None,
                   limit: int = 50) -> list[dict[str, Any]]:
@@ -336,7 +342,12 @@ class RunSet:
 
 
 def read_blob(path: Path) -> bytes:
-    return path.read_bytes()
+    """A blob's bytes (``path`` from ``blob_path``), never through a link planted since."""
+    try:
+        with os.fdopen(open_nofollow(path, os.O_RDONLY, "a blob"), "rb") as f:
+            return f.read()
+    except (FileNotFoundError, UnsafeRunFolder):
+        raise NotFound(f"image {path.name} is not in the blob store") from None
 
 
 def reference_of(rec: dict[str, Any]) -> Any:

@@ -26,6 +26,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from fasteval.core.redact import redact_text
 from providers.breaker import EndpointDown
 from providers.local.spec import ServeSpec, hints_for
 
@@ -117,9 +118,13 @@ class Replica:
         doc = {"name": self.spec.name, "replica": self.index, "pid": self.pid, "pgid": self.pid, "port": self.port,
                "base_url": self.base_url if self.port else None, "gpus": self.gpus, "state": self.state,
                "restarts": self.restarts, "started_at": self.started_at, "stopped_at": self.stopped_at,
-               "command": self.command, "log": str(self.log_path), "last_error": self.last_error}
+               "command": [redact_text(part) for part in self.command], "log": str(self.log_path), "last_error": self.last_error}
         tmp = self.state_path.with_suffix(".json.tmp")
-        tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         tmp.replace(self.state_path)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -144,9 +149,11 @@ class Replica:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
         self.generation += 1
         self.started_at, self.stopped_at = _now(), None
-        with self.log_path.open("ab") as logf:
+        # O_NOFOLLOW: a servers/*.log planted as a link is refused (ELOOP), never appended to.
+        with os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666),
+                       "ab") as logf:
             logf.write(f"\n=== fasteval: start {self.label} generation {self.generation} at {self.started_at}: "
-                       f"{shlex.join(self.command)}\n".encode())
+                       f"{redact_text(shlex.join(self.command))}\n".encode())
             logf.flush()
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "providers.local.launcher", "--grace", str(self.spec.stop_timeout_s),
@@ -172,7 +179,7 @@ class Replica:
         marker = tail.rfind("=== fasteval: start")  # only this attempt's output
         tail = tail[tail.find("\n", marker) + 1:] if marker >= 0 else tail
         hints = hints_for(tail)
-        lines = [f"{self.label}: {what}", f"  command: {shlex.join(self.command)}", f"  log: {self.log_path}",
+        lines = [f"{self.label}: {what}", f"  command: {redact_text(shlex.join(self.command))}", f"  log: {self.log_path}",
                  f"  last {LOG_TAIL_LINES} log lines:", *("    " + line for line in tail.splitlines())]
         lines += [f"  hint: {h}" for h in hints]
         return ServerStartError("\n".join(lines))

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from providers.sim.batch_api import BatchAPIs
 from providers.sim.media import check_local_media
 from providers.sim.native_wire import AnthropicWire, GeminiWire
 from providers.sim.policies import POLICIES
@@ -61,6 +62,8 @@ class SimServer:
         self.anthropic_wire = AnthropicWire(self)
         self.gemini_wire = GeminiWire(self)
         self.responses_wire = ResponsesWire(self)
+        self.batch_apis = BatchAPIs(self)
+        """OpenAI Files + /v1/batches, Anthropic Message Batches, Gemini batch mode (providers.sim.batch_api)."""
 
     @property
     def base_url(self) -> str:
@@ -76,6 +79,7 @@ class SimServer:
         app.router.add_post("/v1beta/models/{model_action}", self.handle_gemini)
         app.router.add_post("/v1/responses", self.handle_responses)
         app.router.add_get("/sim/stats", self.handle_stats)
+        self.batch_apis.routes(app)
         return app
 
     async def start(self) -> None:
@@ -173,6 +177,9 @@ class SimServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            model, _, action = request.match_info["model_action"].partition(":")
+            if action == "batchGenerateContent":
+                return await self.batch_apis.gemini_create(request, model)
             return await self.gemini_wire.handle(request)
         finally:
             self.in_flight -= 1
@@ -187,7 +194,7 @@ class SimServer:
         finally:
             self.in_flight -= 1
 
-    async def answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
+    async def answer(self, body: dict[str, Any], request: web.Request | None) -> web.StreamResponse:
         """Faults, latency and the policy's reply for an OpenAI-form body (every dialect ends here)."""
         model = self.models.get(str(body.get("model")))
         if model is None:
@@ -216,8 +223,8 @@ class SimServer:
                                      status=400)
         if fault == "hang":
             await asyncio.sleep(model.faults.hang_s)
-        if fault == "drop":
-            if request.transport is not None:
+        if fault == "drop":  # in a batch (no request) a dropped connection is a 500 line
+            if request is not None and request.transport is not None:
                 request.transport.close()
             return web.Response(status=500)
         if fault == "malformed":

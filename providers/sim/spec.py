@@ -27,6 +27,11 @@ SIM_OPTIONS: dict[str, Opt] = {
     "thinking_budget": Opt("int", "wire anthropic/gemini: passed to the native client"),
     "reasoning_effort": Opt("str", "wire openai-responses: passed to the native client"),
     "prompt_caching": Opt("bool", "wire anthropic: passed to the native client"),
+    "batch_api": Opt("dict", "the sim's batch APIs for this model (providers/sim/batch_api.py)", fields={
+        "turnaround_s": Opt("float", "seconds before a batch is processed (default 0.2)"),
+        "cancel_s": Opt("float", "seconds a cancel takes"),
+        "expire": Opt("int", "the first N batches expire with nothing done"),
+        "fail": Opt("int", "the first N batches fail validation")}),
     "reasoning": Opt("bool", "wire responses: a reasoning model (reasoning items, no temperature; default true)"),
     "call_ids": Opt("bool", "wire gemini: functionCall parts carry an id that must come back (default true)"),
 }

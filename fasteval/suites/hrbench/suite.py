@@ -57,10 +57,14 @@ def _over_seeds(per_seed: dict[int, dict[str, Any]], pick: str, key: str) -> dic
 
 @register_suite
 class HRBench(ChoiceSuite):
-    """HR-Bench. Options: ``common_options`` plus ``version`` (4k | 8k)."""
+    """HR-Bench 4K / 8K: 200 questions × 4 option rotations; cycle average and circular accuracy.
+
+    Options: ``common_options`` plus ``version`` (4k | 8k).
+    """
 
     name = "hrbench"
     scorers = SCORERS
+    vlmevalkit_layout = "ImageMCQDataset"
     shuffles = False
     options_schema = {**common_options("hrbench", SCORERS),
                       "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS)}

@@ -24,6 +24,7 @@ from fasteval.suites.mcq.judge import EXACT_MATCHING, judge_texts
 from fasteval.suites.mcq.matching import MATCHER_VERSIONS, MatcherVersion, fixed_choice
 from fasteval.suites.mcq.prompt import Mode, choice_prompt
 from fasteval.suites.mcq.shuffle import gold_letter, option_order, shown
+from fasteval.suites.mcq.vlmevalkit_prompt import prompt_texts, vlmevalkit_prompt
 from fasteval.suites.reference_texts import TextBook
 
 FIDELITIES = ("reference", "fixed")
@@ -74,6 +75,9 @@ class ChoiceSuite(Suite):
     pin_last: ClassVar[bool] = False
     zoom_rounds: ClassVar[int] = 11
     """DeepEyes' V* loop: up to 11 model calls."""
+    vlmevalkit_layout: ClassVar[str | None] = None
+    """Under reference with the vlmevalkit scorer, send this VLMEvalKit dataset class's
+    ``build_prompt`` text (V*, HR-Bench: ImageMCQDataset; TreeBench: TreeBench)."""
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)
@@ -102,15 +106,25 @@ class ChoiceSuite(Suite):
         self.strip_answer_tag = bool(options.get("strip_answer_tag", False))
         self.judge_book: TextBook | None = (judge_texts(options, self.fidelity)
                                             if self.judge_role != EXACT_MATCHING else None)
+        self.prompt_book: TextBook | None = (prompt_texts(options, self.fidelity, self.vlmevalkit_layout)
+                                             if self.vlmevalkit_layout and self.fidelity == "reference"
+                                             and self.scorer == "vlmevalkit" else None)
 
     def default_matcher(self) -> str:
         return "upstream"
 
+    def _books(self) -> list[TextBook]:
+        return [b for b in (self.prompt_book, self.judge_book) if b is not None]
+
     def text_manifest(self) -> dict[str, Any] | None:
-        return self.judge_book.manifest() if self.judge_book else None
+        books = self._books()
+        if not books:
+            return None
+        first = books[0].manifest()
+        return {**first, "texts": [t for b in books for t in b.manifest()["texts"]]}
 
     def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
-        return self.judge_book.listing() if self.judge_book else []
+        return [t for b in self._books() for t in b.listing()]
 
     def default_settings(self) -> list[Setting]:
         return [Setting(name="direct", tools=[], max_rounds=1, fidelity=self.fidelity),
@@ -134,6 +148,8 @@ class ChoiceSuite(Suite):
         return option_order(task.id, seed, n, pin_last=self.pin_last)
 
     def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
+        if self.prompt_book is not None and setting.fidelity == "reference":
+            return vlmevalkit_prompt(self.prompt_book, task.turns[0].text, options, str(task.metadata.get("hint") or ""))
         tools = self.tools(task, setting)
         mode: Mode = "zoom" if ZOOM_TOOL in tools else "code" if CODE_TOOL in tools else "direct"
         return choice_prompt(task.turns[0].text, options, mode=mode,

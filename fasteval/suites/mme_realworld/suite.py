@@ -14,10 +14,11 @@ from typing import Any
 
 from fasteval.core.options import Opt
 from fasteval.core.types import Task
-from fasteval.suites.base import LoadError, ScoreContext, register_suite
+from fasteval.suites.base import LoadError, ScoreContext, Setting, register_suite
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
 from fasteval.suites.mme_realworld.loader import VARIANTS, load_mme_realworld
+from fasteval.suites.mme_realworld.prompt import DATASET_NAMES, prompt_texts, reference_prompt
 from fasteval.suites.mme_realworld.reference_file import score_reference_file
 from fasteval.suites.mme_realworld.scoring import SCORERS, reference_verdict
 from fasteval.suites.row_checks import ALLOW_OPTION, image_roots
@@ -39,7 +40,10 @@ def _fine_key(r: Mapping[str, Any]) -> str | None:
 
 @register_suite
 class MMERealWorld(ChoiceSuite):
-    """MME-RealWorld. Options: ``common_options`` plus ``variant`` and ``image_root`` (path form)."""
+    """MME-RealWorld (full, Lite, CN): five-option questions on real-world high-resolution images.
+
+    Options: ``common_options`` plus ``variant`` and ``image_root`` (path form).
+    """
 
     name = "mme-realworld"
     scorers = SCORERS
@@ -53,6 +57,13 @@ class MMERealWorld(ChoiceSuite):
         self.variant = str(options.get("variant", "full"))
         if self.variant not in VARIANTS:
             raise ValueError(f"mme-realworld: variant must be one of {VARIANTS}, got {self.variant!r}")
+        self.prompt_book = (prompt_texts(options, self.fidelity)
+                            if self.fidelity == "reference" and self.variant in DATASET_NAMES else None)
+
+    def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
+        if self.prompt_book is not None and setting.fidelity == "reference":
+            return reference_prompt(self.prompt_book, self.variant, task.turns[0].text, options)
+        return super().prompt_text(task, options, setting)
 
     def load(self) -> Iterator[Task | LoadError]:
         image_root = self.options.get("image_root")

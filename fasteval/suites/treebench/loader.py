@@ -66,6 +66,7 @@ def load_treebench(path: str | Path, blobs: BlobStore, *, limit: int | None = No
                            "category": category, "task": task, "subtask": subtask, "options": options,
                            "answer_index": LETTERS.index(answer), "targets": targets, "n_targets": len(targets),
                            "width": info.width, "height": info.height,
-                           "hint": text_field(row, "hint", required=False)})
+                           "hint": text_field(row, "hint", required=False),
+                           "mc_options": text_field(row, "multi-choice options", required=False)})
         except RowError as e:
             yield LoadError(task_id, f"row {n} (index {task_id}): {e}")

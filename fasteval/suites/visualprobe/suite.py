@@ -40,8 +40,11 @@ def _assistant_turns(trajectory: Trajectory) -> list[str]:
 
 @register_suite
 class VisualProbe(Suite):
-    """VisualProbe. Options: path, level, fidelity, limit, judge (role, default "judge"), texts,
-    reference_repo (a Mini-o3 checkout), image_root, max_tokens, temperature."""
+    """VisualProbe (Mini-o3): open questions on high-resolution images, LLM-judged, Avg@k over seeds.
+
+    Options: path, level, fidelity, limit, judge (role, default "judge"), texts, reference_repo (a
+    Mini-o3 checkout), image_root, max_tokens, temperature.
+    """
 
     name = "visualprobe"
     options_schema = {
@@ -70,7 +73,10 @@ class VisualProbe(Suite):
         self.fidelity = str(options.get("fidelity", "fixed"))
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"visualprobe: fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
-        self.limit: int | None = options.get("limit")
+        limit = options.get("limit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"visualprobe: limit must be a non-negative integer or null, got {limit!r}")
+        self.limit: int | None = limit
         self.judge_role = str(options.get("judge") or "judge")
         self.max_tokens = int(options.get("max_tokens", DEFAULT_MAX_TOKENS))
         self.temperature = float(options.get("temperature", 1.0))

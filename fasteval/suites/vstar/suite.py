@@ -28,10 +28,14 @@ SCORERS = ("vlmevalkit", "lmms-eval", "deepeyes")
 
 @register_suite
 class VStar(ChoiceSuite):
-    """V* Bench. Options: see ``common_options``; ``scorer`` vlmevalkit (default) or lmms-eval."""
+    """V* Bench: 191 questions on small details of ~2K images (attributes, spatial relations).
+
+    Options: ``common_options``; ``scorer`` vlmevalkit (default), lmms-eval or deepeyes.
+    """
 
     name = "vstar"
     scorers = SCORERS
+    vlmevalkit_layout = "ImageMCQDataset"
     options_schema = common_options("vstar", SCORERS)
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:

@@ -238,3 +238,49 @@ def test_vstar_test_questions_jsonl_form(tmp_path: Path, blobs: BlobStore) -> No
     assert isinstance(task, Task) and isinstance(bad, LoadError)
     assert task.metadata["options"] == ["purple", "black", "white", "red"] and task.metadata["answer_index"] == 1
     assert task.turns[0].text == "What is the color of the glove?"
+
+
+def test_reference_prompt_is_vlmevalkits_layout_read_from_the_checkout(tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.vstar_folder(tmp_path / "vstar"))
+    suite = make_suite("vstar", {"path": path, "fidelity": "reference"}, blobs)
+    task = tasks_of(suite)[0]
+    text = shown_text(suite, task, 0, setting(suite, "reference"))
+    # the fixture's image_mcq.py builds the prompt with +=: question, options "A) …", instruction
+    assert text == ("SYNTH-Question: What is the color of the glove?\nSYNTH-Options:\nA) black\nB) purple\n"
+                    "C) white\nD) red\nSYNTH-MCQ pick one option. \n")
+    manifest = suite.text_manifest()
+    assert manifest is not None and {t["symbol"] for t in manifest["texts"]} >= {
+        "ImageMCQDataset.build_prompt.prompt+@1", "ImageMCQDataset.build_prompt.options_prompt+@0"}
+    own = make_suite("vstar", {"path": path, "fidelity": "reference", "texts": "own"}, blobs)
+    assert shown_text(own, task, 0, setting(own, "reference")).startswith("Question: What is the color")
+    lmms = make_suite("vstar", {"path": path, "fidelity": "reference", "scorer": "lmms-eval"}, blobs)
+    assert lmms.text_manifest() is None  # lmms-eval's layout is not VLMEvalKit's
+
+
+def test_treebench_reference_prompt_is_its_own_vlmevalkit_class(tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.treebench_tsv(tmp_path / "TreeBench.tsv"))
+    suite = make_suite("treebench", {"path": path, "fidelity": "reference"}, blobs)
+    task = tasks_of(suite)[0]
+    assert shown_text(suite, task, 0, setting(suite, "reference")).endswith("D) ceramic\nSYNTH-TREE letter only. \n")
+    fixed = make_suite("treebench", {"path": path}, blobs)
+    assert "<box>[x1,y1,x2,y2]</box>" in shown_text(fixed, task, 0, setting(fixed, "fixed"))
+
+
+def test_treevgr_reference_prompt_and_system_from_the_checkout(tmp_path: Path, blobs: BlobStore) -> None:
+    path = str(rel.treebench_tsv(tmp_path / "TreeBench.tsv"))
+    suite = make_suite("treebench", {"path": path, "fidelity": "reference", "scorer": "treevgr"}, blobs)
+    task = tasks_of(suite)[0]
+    s = setting(suite, "reference")
+    assert suite.system_prompt(task, s, []) == "SYNTH-TREEVGR system."
+    assert shown_text(suite, task, 0, s) == ("What is the material of the cup on the left table? SYNTH-Opts:\n"
+                                             "A. glass\nB. paper\nC. steel\nD. ceramic\nSYNTH-TREEVGR answer in tags.")
+    assert suite.system_prompt(task, setting(suite, "fixed"), []) is None
+
+
+def test_mme_reference_prompt_reads_sys_and_the_choices_header(tmp_path: Path, blobs: BlobStore) -> None:
+    suite = make_suite("mme-realworld", {"path": str(rel.mme_path_form(tmp_path / "mme")), "fidelity": "reference"},
+                       blobs)
+    task = tasks_of(suite)[0]
+    assert shown_text(suite, task, 0, setting(suite, "reference")) == (
+        "What is the data of Interest in Feb-23 in the table? SYNTH choices:\n(A) 458\n(B) 457\n(C) 456\n(D) 455\n"
+        "(E) This image doesn't feature the data.\nSYNTH-MME pick A-E. \nSYNTH best:")
