@@ -51,8 +51,8 @@ def cmd_status(a: argparse.Namespace) -> int:
         for col in ("model", "batch_id", "requests", "state", "age"):
             bt.add_column(col)
         for r in batches:
-            bt.add_row(str(r["model"]), str(r["batch_id"] or "-"), str(r["requests"]), str(r["state"]),
-                       f"{r['age_s'] / 60:.0f} min")
+            bt.add_row(plain(r["model"]), plain(r["batch_id"] or "-"), plain(r["requests"]), plain(r["state"]),
+                       f"{r['age_s'] / 60:.0f} min")  # a batch id is the provider's word: markup off
         console().print(bt)
     return EXIT_OK
 
