@@ -9,6 +9,7 @@ from typing import Any
 
 from fasteval.cli.common import console, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import plain
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -24,12 +25,12 @@ def cmd_list(a: argparse.Namespace) -> int:
     if a.format == "json":
         print_json(rows)
         return EXIT_OK
-    t = Table(title=f"{run_dir}: {len(rows)} batch(es)")
+    t = Table(title=plain(f"{run_dir}: {len(rows)} batch(es)"))
     for col in ("model", "batch_id", "requests", "succeeded", "state", "age"):
         t.add_column(col)
     for r in rows:
-        t.add_row(str(r["model"]), str(r["batch_id"] or "-"), str(r["requests"]), str(r["succeeded"]),
-                  str(r["state"]), f"{r['age_s'] / 60:.0f} min")
+        t.add_row(*(plain(r[c] if c != "batch_id" else r[c] or "-") for c in
+                    ("model", "batch_id", "requests", "succeeded", "state")), f"{r['age_s'] / 60:.0f} min")
     console().print(t)
     return EXIT_OK
 

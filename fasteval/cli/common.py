@@ -8,20 +8,22 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console
+
+from fasteval.core.terminal import clean, json_text
 
 if TYPE_CHECKING:
     from fasteval.core.errors import ConfigError
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+    """JSON for scripts and terminals alike: C1 controls in strings escaped too (json_text)."""
+    sys.stdout.write(json_text(obj) + "\n")
 
 
 def print_config_error(e: ConfigError) -> None:
     for line in str(e).splitlines():
-        print(f"error: {line.strip()}" if not line.startswith("  ") else line, file=sys.stderr)
+        print(clean(f"error: {line.strip()}" if not line.startswith("  ") else line), file=sys.stderr)
 
 
 def console() -> Console:

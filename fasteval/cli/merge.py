@@ -9,6 +9,7 @@ from typing import Any
 
 from fasteval.cli.common import print_json, private_run_files
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def cmd_merge(a: argparse.Namespace) -> int:
@@ -18,7 +19,7 @@ def cmd_merge(a: argparse.Namespace) -> int:
         with private_run_files(a.shared_run_dir):  # the merged folder holds what the shards held
             out = merge_runs(Path(a.out), [Path(s) for s in a.sources])
     except MergeConflict as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     print_json(out)
     return EXIT_OK

@@ -11,6 +11,7 @@ import orjson
 import uvloop
 
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def cmd_rescore(a: argparse.Namespace) -> int:
@@ -32,7 +33,7 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         if a.judge:
             cfg.roles["judge"] = dict(orjson.loads(a.judge))
     except (ConfigError, orjson.JSONDecodeError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     untrusted = [] if a.config or a.trust_manifest else manifest_endpoints(cfg.roles, given={"judge"} if a.judge else set())
     if untrusted:

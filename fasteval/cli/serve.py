@@ -20,6 +20,7 @@ import uvloop
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 from fasteval.engine.serving import serve_specs
 from providers.local import (
     GpuConfigError,
@@ -51,7 +52,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
         if gpus is None:
             raise GpuConfigError(f"model {a.model} needs {spec.gpus_needed} GPU(s); this node has fewer (run.gpus)")
     except (ConfigError, ServeConfigError, GpuConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     return uvloop.run(_serve(ServerGroup(spec, gpus, run_dir / "servers")))
 
@@ -71,7 +72,7 @@ async def _serve(group: ServerGroup) -> int:
         try:
             starting.result()
         except ServerStartError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {clean(e)}", file=sys.stderr)
             return EXIT_USAGE
         for r in group.replicas:
             print(f"{r.label}: {r.base_url} (gpus {','.join(r.gpus) or '-'}, log {r.log_path})", flush=True)

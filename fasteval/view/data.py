@@ -29,6 +29,7 @@ from fasteval.runfolder.index import JobRow, RunIndex, open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
 from fasteval.runfolder.safe_open import open_nofollow
 from fasteval.view.report import report
+from fasteval.view.shape import viewable
 
 SORT_KEYS = ("task_id", "model", "suite", "setting", "seed", "status", "score", "error_kind", "termination",
              "rounds", "tool_calls", "latency_s")
@@ -427,7 +428,7 @@ class _TextSearch:
             i = bisect.bisect_left(self.hits, row.offset)
             if i == len(self.hits) or self.hits[i] >= row.offset + row.length:
                 return False
-        rec = orjson.loads(self.idx.read_line(row.offset, row.length))
+        rec = viewable(orjson.loads(self.idx.read_line(row.offset, row.length)))
         if self.needle in str(rec.get("answer") or "").lower():
             return True
         return self.needle in question_text(rec).lower()
@@ -436,7 +437,7 @@ class _TextSearch:
 def question_text(rec: dict[str, Any]) -> str:
     """The text of the task's user turns (what the model was asked)."""
     parts: list[str] = []
-    for m in ((rec.get("trajectory") or {}).get("messages") or []):
+    for m in viewable(rec)["trajectory"]["messages"]:
         if m.get("role") != "user" or m.get("tool_call_id"):
             continue
         content = m.get("content")
