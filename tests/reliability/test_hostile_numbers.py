@@ -21,17 +21,17 @@ import yaml
 from aiohttp import web
 
 from fasteval.runfolder.index import open_index, rebuild_index
+from tests.reliability.loopback import LoopbackServer
 
 HUGE = 2**63
 INT_MAX = 2**63 - 1  # what an SQLite INTEGER holds
 
 
-class HugeUsageUpstream:
+class HugeUsageUpstream(LoopbackServer):
     """Answers every chat completion at once, with token counts no 64-bit column holds."""
 
     def __init__(self) -> None:
-        self.runner: web.AppRunner | None = None
-        self.url = ""
+        super().__init__()
         self.requests = 0
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -42,20 +42,6 @@ class HugeUsageUpstream:
                 "usage": {"prompt_tokens": HUGE, "completion_tokens": 1e30, "total_tokens": HUGE}}
         # stdlib json writes the ints as digits, as a misbehaving server would
         return web.Response(text=json.dumps(body), content_type="application/json")
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
 
 
 def _config(tmp: Path, url: str) -> Path:

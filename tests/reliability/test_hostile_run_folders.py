@@ -24,6 +24,8 @@ import pytest
 import yaml
 from aiohttp import web
 
+from tests.reliability.loopback import LoopbackServer
+
 CONFIG = {"name": "hostile", "seeds": 1,
           "models": [{"name": "sim-tools", "provider": "sim", "policy": "tools"}],
           "suites": [{"name": "demo", "options": {"n_tasks": 2, "image_size": [64, 48]},
@@ -194,24 +196,14 @@ def test_a_new_run_folder_is_private_unless_shared(finished_run: Path, tmp_path:
     assert stat.S_IMODE((tmp_path / "shared" / "records.jsonl").stat().st_mode) == 0o644
 
 
-class CountingJudge:
+class CountingJudge(LoopbackServer):
     def __init__(self) -> None:
+        super().__init__()
         self.requests = 0
-        self.runner: web.AppRunner | None = None
-        self.url = ""
 
     async def handle(self, request: web.Request) -> web.Response:
         self.requests += 1
         return web.json_response({"error": {"message": "no"}}, status=400)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
 
 
 async def test_rescore_without_config_does_not_send_the_key_to_a_manifest_url(run: Path) -> None:
@@ -228,8 +220,7 @@ async def test_rescore_without_config_does_not_send_the_key_to_a_manifest_url(ru
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         _, err = await asyncio.wait_for(proc.communicate(), timeout=120)
     finally:
-        assert judge.runner is not None
-        await judge.runner.cleanup()
+        await judge.stop()
     assert proc.returncode == 2, err.decode()[-2000:]
     assert judge.url in err.decode() and "--trust-manifest" in err.decode() and "--config" in err.decode()
     assert judge.requests == 0

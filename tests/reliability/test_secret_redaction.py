@@ -28,18 +28,18 @@ from fasteval.core.redact import (
     redact_text,
     secret_env_names,
 )
+from tests.reliability.loopback import LoopbackServer
 
 KEYS = {"REL_MODEL_KEY": "model-key-7f3a9c2e51", "REL_JUDGE_KEY": "judge-key-0b8d4e6f22",
         "REL_SEARCH_KEY": "search-key-93c1a7d5e4"}
 
 
-class EchoUpstream:
+class EchoUpstream(LoopbackServer):
     """Rejects everything with a 400 that quotes the request's credentials back."""
 
     def __init__(self) -> None:
         self.seen: list[str] = []
-        self.runner: web.AppRunner | None = None
-        self.url = ""
+        super().__init__()
 
     async def handle(self, request: web.Request) -> web.Response:
         creds = request.headers.get("Authorization") or request.headers.get("X-API-KEY") or ""
@@ -47,20 +47,6 @@ class EchoUpstream:
         body = {"error": {"message": f"invalid request; your credentials were {creds!r} "
                                      f"(headers {dict(request.headers)})"}}
         return web.json_response(body, status=400)
-
-    async def start(self) -> None:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", self.handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
-
-    async def stop(self) -> None:
-        if self.runner is not None:
-            await self.runner.cleanup()
 
 
 def _dataset(tmp: Path) -> Path:
