@@ -20,7 +20,7 @@ from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest
 from providers.gemini import GeminiProvider
 from providers.openai_responses import OpenAIResponsesProvider
-from tests.providers.test_request_bodies import CALC, GOLDEN, ZOOM, native_steps, text_steps
+from tests.providers.test_request_bodies import CALC, GOLDEN, ZOOM, histories, native_steps, text_steps
 from tests.providers.wire_types import assert_valid_request, request_problems
 
 IMAGES = {name: (GOLDEN / f"{name}.png").read_bytes() for name in ("photo", "crop1", "crop2")}
@@ -61,12 +61,8 @@ async def test_native_bodies_of_the_golden_conversations_pass_the_sdk_types(wire
     params = {"max_tokens": 4096, "temperature": 0.0, "top_p": 0.9, "stop": ["</answer>"]}
     bodies = 0
     try:
-        for step in [None, *steps]:
-            if step is not None:
-                replaced = step(history)
-                if replaced is not None:
-                    history = replaced
-            payload = await provider.build_payload(ChatRequest(messages=history, tools=tools, params=params, seed=7))
+        for sent in histories(history, steps):
+            payload = await provider.build_payload(ChatRequest(messages=sent, tools=tools, params=params, seed=7))
             assert_valid_request(name, orjson.dumps(payload))
             bodies += 1
     finally:

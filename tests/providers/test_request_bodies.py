@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,16 @@ def _call(n: int, name: str, args: dict[str, Any]) -> Message:
 
 Step = Callable[[list[Message]], list[Message] | None]
 """Changes the history between two requests; returns a new list when it replaces the history."""
+
+
+def histories(history: list[Message], steps: list[Step]) -> Iterator[list[Message]]:
+    """The history as each request of the conversation sends it: first as given, then after each step."""
+    yield history
+    for step in steps:
+        replaced = step(history)
+        if replaced is not None:
+            history = replaced
+        yield history
 
 
 def native_steps(refs: dict[str, str], images_in_tool: bool) -> tuple[list[Message], list[Step]]:
@@ -189,12 +199,8 @@ async def replay(recorder: Recorder, tmp_path: Path, scenario: dict[str, Any]) -
     history, steps = text_steps(refs) if text else native_steps(refs, scenario["images_in_tool"])
     tools = None if text else [ZOOM, CALC]
     try:
-        for step in [None, *steps]:
-            if step is not None:
-                replaced = step(history)
-                if replaced is not None:
-                    history = replaced
-            await client.chat(ChatRequest(messages=history, tools=tools, params={"max_tokens": 256}, seed=7))
+        for sent in histories(history, steps):
+            await client.chat(ChatRequest(messages=sent, tools=tools, params={"max_tokens": 256}, seed=7))
     finally:
         await client.close()
         encoder.close()
