@@ -17,7 +17,7 @@ from pathlib import Path
 from fasteval.core.types import Task, Turn
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
-from fasteval.suites.mcq.tables import LETTERS, ImageColumn, RowError, iter_rows, letter_options, text_field
+from fasteval.suites.mcq.tables import ImageColumn, RowError, iter_rows, lettered_question, text_field
 
 VERSIONS = ("4k", "8k")
 FILES = {v: (f"hr_bench_{v}.tsv", f"hr_bench_{v}.parquet") for v in VERSIONS}
@@ -49,19 +49,14 @@ def load_hrbench(path: str | Path, blobs: BlobStore, *, version: str = "4k",
             return
         task_id = text_field(row, "index", required=False).strip() or f"row-{n}"
         try:
-            options = letter_options(row)
-            if len(options) < 2:
-                raise RowError(f"needs at least 2 options (columns A, B, ...), got {len(options)}")
-            answer = text_field(row, "answer").strip()
-            if answer not in LETTERS[: len(options)]:
-                raise RowError(f"field 'answer' must be one of the option letters, got {answer!r:.20}")
+            options, answer_index = lettered_question(row)
             question = text_field(row, "question")
             ref = images.put(row, task_id)
-            gold = options[LETTERS.index(answer)]
+            gold = options[answer_index]
             yield Task(id=task_id, turns=[Turn(text=question, images=[ref], reference=gold)], tools=[],
                        reference=gold, metadata={
                            "category": text_field(row, "category"), "cycle": text_field(row, "cycle_category"),
                            "question_group": question_group(ref, question, options), "version": version,
-                           "options": options, "answer_index": LETTERS.index(answer)})
+                           "options": options, "answer_index": answer_index})
         except RowError as e:
             yield LoadError(task_id, f"row {n} (index {task_id}): {e}")

@@ -123,3 +123,18 @@ def letter_options(row: Mapping[str, Any]) -> list[str]:
             break
         out.append(value)
     return out
+
+
+def lettered_question(row: Mapping[str, Any]) -> tuple[list[str], int]:
+    """The letter columns' options and the index of the row's ``answer`` letter among them.
+
+    HR-Bench and TreeBench share this TSV layout; a row with fewer than two options or an answer
+    that names no option is that row's RowError.
+    """
+    options = letter_options(row)
+    if len(options) < 2:
+        raise RowError(f"needs at least 2 options (columns A, B, ...), got {len(options)}")
+    answer = text_field(row, "answer").strip()
+    if answer not in LETTERS[: len(options)]:
+        raise RowError(f"field 'answer' must be one of the option letters, got {answer!r:.20}")
+    return options, LETTERS.index(answer)

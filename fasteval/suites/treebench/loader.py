@@ -17,7 +17,7 @@ from fasteval.core.types import Task, Turn
 from fasteval.images.decode import ImageError, probe
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
-from fasteval.suites.mcq.tables import LETTERS, ImageColumn, RowError, iter_rows, letter_options, text_field
+from fasteval.suites.mcq.tables import ImageColumn, RowError, iter_rows, lettered_question, text_field
 
 DATASET_FILE = "TreeBench.tsv"
 
@@ -46,12 +46,7 @@ def load_treebench(path: str | Path, blobs: BlobStore, *, limit: int | None = No
             return
         task_id = text_field(row, "index", required=False).strip() or f"row-{n}"
         try:
-            options = letter_options(row)
-            if len(options) < 2:
-                raise RowError(f"needs at least 2 options (columns A, B, ...), got {len(options)}")
-            answer = text_field(row, "answer").strip()
-            if answer not in LETTERS[: len(options)]:
-                raise RowError(f"field 'answer' must be one of the option letters, got {answer!r:.20}")
+            options, answer_index = lettered_question(row)
             category = text_field(row, "category")
             task, _, subtask = category.partition("/")
             targets = parse_targets(row.get("target_instances"))
@@ -60,11 +55,11 @@ def load_treebench(path: str | Path, blobs: BlobStore, *, limit: int | None = No
                 info = probe(blobs.get(ref))
             except ImageError as e:
                 raise RowError(f"field 'image' is not a readable image ({e})") from None
-            gold = options[LETTERS.index(answer)]
+            gold = options[answer_index]
             yield Task(id=task_id, turns=[Turn(text=text_field(row, "question"), images=[ref], reference=gold)],
                        tools=[], reference=gold, metadata={
                            "category": category, "task": task, "subtask": subtask, "options": options,
-                           "answer_index": LETTERS.index(answer), "targets": targets, "n_targets": len(targets),
+                           "answer_index": answer_index, "targets": targets, "n_targets": len(targets),
                            "width": info.width, "height": info.height,
                            "hint": text_field(row, "hint", required=False),
                            "mc_options": text_field(row, "multi-choice options", required=False)})
