@@ -10,16 +10,16 @@ the same letter, and the record says it was drawn. The judge role's cache makes 
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from fasteval.suites.judge_retry import JudgeModel, ask_until_read
 from fasteval.suites.mcq.matching import MatcherVersion, can_infer
 from fasteval.suites.reference_texts import TextBook, TextSpec, load_text_book, text_options
-from providers.base import ChatRequest, ChatResponse
+from providers.base import ChatRequest
 
 JUDGE_FILE = "vlmeval/dataset/utils/multiple_choice.py"
 REFERENCE_REPO = "open-compass/VLMEvalKit"
@@ -36,10 +36,6 @@ SPECS = [
     TextSpec("judge_cn", "judge_prompt", JUDGE_FILE, "build_prompt_cn.tmpl", OWN_JUDGE),
 ]
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-class JudgeModel(Protocol):
-    async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
 def judge_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
@@ -72,19 +68,11 @@ async def vlmevalkit_option(prediction: str, choices: Mapping[str, str], questio
         return Matched("Z", EXACT_MATCHING)
     template = str(texts.get("judge_cn" if _CJK.search(question) else "judge_en"))
     prompt = template.format(question, option_block(choices), prediction)
-    replies: list[str] = []
-    for attempt in range(JUDGE_ATTEMPTS):
-        # A new seed per attempt, so a cached unreadable reply is not served again.
-        request = ChatRequest(messages=[{"role": "user", "content": prompt}], seed=attempt)
-        try:
-            response = await asyncio.wait_for(judge.chat(request), timeout_s)
-        except TimeoutError:
-            replies.append(f"<no reply within {timeout_s:g}s>")
-            continue
-        reply = response.content or ""
-        replies.append(reply)
-        letter = can_infer(reply, choices, version)
-        if letter is not None:
-            return Matched(letter, "judge", replies)
+    # A new seed per attempt, so a cached unreadable reply is not served again.
+    letter, replies = await ask_until_read(
+        judge, lambda attempt: ChatRequest(messages=[{"role": "user", "content": prompt}], seed=attempt),
+        lambda reply: can_infer(reply, choices, version), attempts=JUDGE_ATTEMPTS, timeout_s=timeout_s)
+    if letter is not None:
+        return Matched(letter, "judge", replies)
     drawn = random.Random(f"judge-draw|{draw_key}").choice([*choices, "Z"])
     return Matched(drawn, "judge_random", replies)

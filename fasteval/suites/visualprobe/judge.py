@@ -13,14 +13,14 @@ a 0.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from fasteval.suites.judge_retry import JudgeModel, ask_until_read
 from fasteval.suites.reference_texts import Template, TextBook, TextSpec, load_text_book, text_options
-from providers.base import ChatRequest, ChatResponse
+from providers.base import ChatRequest
 
 JUDGE_FILE = "verl/utils/reward_score/general_qa_tool.py"
 DEFAULT_REFERENCE_REPO = "data/reference/Mini-o3"
@@ -40,10 +40,6 @@ SPECS = [
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 _THINK_END = re.compile(r"</think>", re.I)
 _STRICT_SCORE = re.compile(r"score:\s*\**\s*([01])\s*\**\s*$", re.I)
-
-
-class JudgeModel(Protocol):
-    async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
 def judge_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
@@ -99,20 +95,13 @@ async def judge_answer(judge: JudgeModel, texts: TextBook, question: str, soluti
     user = texts.render("judge_query", question=question, ground_truth=solution, prediction=prediction)
     messages = [{"role": "system", "content": texts.render("judge_system")}, {"role": "user", "content": user}]
     read = reference_reading if fidelity == "reference" else fixed_reading
-    replies: list[str] = []
-    for attempt in range(ATTEMPTS):
-        request = ChatRequest(messages=list(messages), seed=attempt,
-                              params={"temperature": min(0.2 * attempt, 1.0), "max_tokens": JUDGE_MAX_TOKENS})
-        try:
-            response = await asyncio.wait_for(judge.chat(request), timeout_s)
-        except TimeoutError:
-            replies.append(f"<no reply within {timeout_s:g}s>")
-            continue
-        reply = response.content or ""
-        replies.append(reply)
-        value = read(reply)
-        if value is not None:
-            return Verdict(value, replies)
+    value, replies = await ask_until_read(
+        judge, lambda attempt: ChatRequest(
+            messages=list(messages), seed=attempt,
+            params={"temperature": min(0.2 * attempt, 1.0), "max_tokens": JUDGE_MAX_TOKENS}),
+        read, attempts=ATTEMPTS, timeout_s=timeout_s)
+    if value is not None:
+        return Verdict(value, replies)
     if fidelity == "reference":
         return Verdict(0.0, replies)  # is_filter: the sample's reward stays 0 in validation
     return Verdict(None, replies, f"judge_error: {ATTEMPTS} unreadable judge replies")

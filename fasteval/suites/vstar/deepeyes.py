@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from fasteval.suites.judge_retry import JudgeModel
 from fasteval.suites.reference_texts import Template, TextBook, TextSpec, load_text_book, text_options
-from providers.base import ChatRequest, ChatResponse
+from providers.base import ChatRequest
 
 JUDGE_FILE = "eval/judge_result.py"
 DEFAULT_REFERENCE_REPO = "data/reference/DeepEyes"
@@ -39,10 +40,6 @@ SPECS = [
     TextSpec("test", "judge_prompt", JUDGE_FILE, "get_prompt.test_prompt", OWN_TEST),
 ]
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
-
-
-class JudgeModel(Protocol):
-    async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
 def deepeyes_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
