@@ -25,9 +25,9 @@ from fasteval.suites.mcq.matching import MATCHER_VERSIONS, MatcherVersion, fixed
 from fasteval.suites.mcq.prompt import Mode, choice_prompt
 from fasteval.suites.mcq.shuffle import gold_letter, option_order, shown
 from fasteval.suites.mcq.vlmevalkit_prompt import prompt_texts, vlmevalkit_prompt
+from fasteval.suites.option_checks import FIDELITIES, fidelity_option, limit_option
 from fasteval.suites.reference_texts import TextBook
 
-FIDELITIES = ("reference", "fixed")
 _FIRST_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
 ZOOM_TOOL = "image_zoom_in_tool"
 CODE_TOOL = "python_image_processing"
@@ -85,16 +85,11 @@ class ChoiceSuite(Suite):
         if not isinstance(path, str) or not path:
             raise ValueError(f"{self.name}: option 'path' (the release file or folder) is required")
         self.path = path
-        self.fidelity = str(options.get("fidelity", "fixed"))
-        if self.fidelity not in FIDELITIES:
-            raise ValueError(f"{self.name}: fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
+        self.fidelity = fidelity_option(options, self.name)
         self.scorer = str(options.get("scorer", self.scorers[0]))
         if self.scorer not in self.scorers:
             raise ValueError(f"{self.name}: scorer must be one of {self.scorers}, got {self.scorer!r}")
-        limit = options.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"{self.name}: limit must be a non-negative integer or null, got {limit!r}")
-        self.limit: int | None = limit
+        self.limit = limit_option(options, self.name)
         shuffle = options.get("shuffle")
         self.shuffle_option: bool | None = None if shuffle is None else bool(shuffle)
         self.judge_role = str(options.get("judge") or EXACT_MATCHING)

@@ -16,6 +16,7 @@ from fasteval.core.options import Opt
 from fasteval.core.types import Message, Task, Trajectory
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
+from fasteval.suites.option_checks import FIDELITIES, fidelity_option, limit_option
 from fasteval.suites.tirbench.extract import ChatModel, extract
 from fasteval.suites.tirbench.loader import load_tirbench
 from fasteval.suites.tirbench.reference_file import aggregate as aggregate_records
@@ -23,7 +24,6 @@ from fasteval.suites.tirbench.reference_file import score_reference_file
 from fasteval.suites.tirbench.scoring import TASK_TYPES, score_item, scoring_rule
 from fasteval.suites.tirbench.texts import tirbench_texts
 
-FIDELITIES = ("reference", "fixed")
 EXTRACTION_MODES = ("model", "raw")
 PYTHON_TOOL = "python_image_processing"
 ROTATE_TOOL = "rotate_image"
@@ -139,13 +139,8 @@ class TIRBench(Suite):
         if not isinstance(path, str) or not path:
             raise ValueError("tirbench: option 'path' (the TIR-Bench folder or TIR-Bench.json) is required")
         self.path = path
-        self.fidelity = str(options.get("fidelity", "fixed"))
-        if self.fidelity not in FIDELITIES:
-            raise ValueError(f"tirbench: fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
-        limit = options.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"tirbench: limit must be a non-negative integer or null, got {limit!r}")
-        self.limit: int | None = limit
+        self.fidelity = fidelity_option(options, "tirbench")
+        self.limit = limit_option(options, "tirbench")
         task_types = options.get("task_types")
         if task_types is not None and not set(task_types) <= set(TASK_TYPES):
             raise ValueError(f"tirbench: unknown task_types {sorted(set(task_types) - set(TASK_TYPES))}")
