@@ -76,3 +76,9 @@ def meta(r: Rec, name: str) -> str | None:
 
 def errors(records: Sequence[Rec]) -> int:
     return sum(1 for r in records if r.get("status") != "ok")
+
+
+def by_category(records: Sequence[Rec], name: str) -> dict[str, Any]:
+    """The usual suite summary: ``both`` overall, the error count, and ``both`` per value of the
+    task metadata field ``name`` under ``by_category``."""
+    return {**both(records), "errors": errors(records), "by_category": grouped(records, lambda r: meta(r, name))}

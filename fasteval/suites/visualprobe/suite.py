@@ -21,7 +21,8 @@ from fasteval.core.types import Message, Task, Trajectory
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.mcq import aggregate as agg
-from fasteval.suites.mcq.suite import CODE_TOOL, CODE_TOOL_OPTIONS, DEFAULT_MAX_TOKENS, FIDELITIES, ZOOM_TOOL
+from fasteval.suites.mcq.suite import CODE_TOOL, CODE_TOOL_OPTIONS, DEFAULT_MAX_TOKENS, ZOOM_TOOL
+from fasteval.suites.option_checks import FIDELITIES, fidelity_option, limit_option
 from fasteval.suites.visualprobe.judge import fixed_answer, judge_answer, judge_texts, reference_answer
 from fasteval.suites.visualprobe.loader import LEVELS, load_visualprobe
 
@@ -70,13 +71,8 @@ class VisualProbe(Suite):
         self.level = str(options.get("level", "all"))
         if self.level not in LEVELS:
             raise ValueError(f"visualprobe: level must be one of {LEVELS}, got {self.level!r}")
-        self.fidelity = str(options.get("fidelity", "fixed"))
-        if self.fidelity not in FIDELITIES:
-            raise ValueError(f"visualprobe: fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
-        limit = options.get("limit")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise ValueError(f"visualprobe: limit must be a non-negative integer or null, got {limit!r}")
-        self.limit: int | None = limit
+        self.fidelity = fidelity_option(options, "visualprobe")
+        self.limit = limit_option(options, "visualprobe")
         self.judge_role = str(options.get("judge") or "judge")
         self.max_tokens = int(options.get("max_tokens", DEFAULT_MAX_TOKENS))
         self.temperature = float(options.get("temperature", 1.0))
@@ -135,8 +131,7 @@ class VisualProbe(Suite):
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
         """Avg@k per level (k = seeds run): the mean over every rollout, both fidelities."""
-        return {**agg.both(records), "errors": agg.errors(records),
-                "by_category": agg.grouped(records, lambda r: agg.meta(r, "data_source"))}
+        return agg.by_category(records, "data_source")
 
     @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:

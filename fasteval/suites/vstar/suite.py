@@ -80,8 +80,7 @@ class VStar(ChoiceSuite):
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
         """Overall (micro mean over questions) and per category, reference and fixed side by side."""
-        return {**agg.both(records), "errors": agg.errors(records),
-                "by_category": agg.grouped(records, lambda r: agg.meta(r, "category"))}
+        return agg.by_category(records, "category")
 
     @classmethod
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
