@@ -26,6 +26,7 @@ import yaml
 
 WIDTH, HEIGHT = 7680, 4320
 DECODED_MB = WIDTH * HEIGHT * 3 / 2**20
+# The child that runs one sweep and prints its peak RSS (tests/suites/twi/test_twi_8k_memory.py runs it too).
 PROBE = r"""
 import json, sys
 from fasteval.cli.main import main

@@ -9,6 +9,7 @@ runs in its own interpreter, which reports its peak RSS (VmHWM) when done.
 from __future__ import annotations
 
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +18,10 @@ import pytest
 import releases as rel
 import yaml
 
-DECODED_MB = 7680 * 4320 * 3 / 2**20
-_PROBE = r"""
-import json, sys
-from fasteval.cli.main import main
-code = main(["run", sys.argv[1], "--run-dir", sys.argv[2], "--no-progress"])
-hwm = next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1]
-print(json.dumps({"code": code, "peak_rss_mb": int(hwm) / 1024}))
-"""
+# The benchmark's sweep child and image size, read from its file (benchmarks/ is not a package).
+_BENCH = runpy.run_path(str(Path(__file__).parents[3] / "benchmarks" / "twi_8k_memory.py"))
+PROBE: str = _BENCH["PROBE"]
+DECODED_MB: float = _BENCH["DECODED_MB"]
 
 
 def _sweep_peak_mb(work: Path, n_images: int) -> float:
@@ -42,7 +39,7 @@ def _sweep_peak_mb(work: Path, n_images: int) -> float:
            "suites": [{"name": "hrbench", "options": {"path": str(work), "version": "8k"},
                        "settings": [{"name": "zoom"}]}]}
     (work / "c.yaml").write_text(yaml.safe_dump(cfg))
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(work / "c.yaml"), str(work / "run")],
+    done = subprocess.run([sys.executable, "-c", PROBE, str(work / "c.yaml"), str(work / "run")],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
