@@ -50,9 +50,11 @@ def build_client(name: str, spec: dict[str, Any], *, sim_base_url: str | None,
         endpoint = serving.endpoint_name(name)
 
         def make(base_url: str) -> OpenAICompatProvider:
-            return OpenAICompatProvider(
+            replica = OpenAICompatProvider(
                 base_url, name, extra_body=spec.get("extra_body"), timeouts=timeouts, image_resolver=resolver,
                 tool_message_images=bool(spec.get("tool_message_images", False)), endpoint_name=endpoint)
+            _apply_capabilities(name, replica, spec)  # each replica's provider decides what it sends (seed)
+            return replica
 
         served = serving.provider(name, make, tool_message_images=bool(spec.get("tool_message_images", False)))
         _apply_capabilities(name, served, spec)
