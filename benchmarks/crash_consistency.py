@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 
 def write_config(folder: Path, jobs: int, latency_ms: float, concurrency: int) -> Path:

@@ -41,14 +41,14 @@ import uvloop
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fasteval.agent import AgentEnv, run_agent  # noqa: E402
-from fasteval.blobs import BlobStore  # noqa: E402
+from fasteval.core.types import Record, Task, Trajectory  # noqa: E402
+from fasteval.engine.agent import AgentEnv, run_agent  # noqa: E402
+from fasteval.engine.clients import image_resolver  # noqa: E402
 from fasteval.images import ImageEncoder  # noqa: E402
-from fasteval.models import image_resolver  # noqa: E402
-from fasteval.records import RecordWriter  # noqa: E402
+from fasteval.runfolder.blobs import BlobStore  # noqa: E402
+from fasteval.runfolder.records import RecordWriter  # noqa: E402
 from fasteval.suites.base import make_suite  # noqa: E402
 from fasteval.tools.base import make_tool  # noqa: E402
-from fasteval.types import Record, Task, Trajectory  # noqa: E402
 from providers.base import ChatRequest, ChatResponse  # noqa: E402
 from providers.body import body_data  # noqa: E402
 from providers.client import ModelClient, count_retries  # noqa: E402
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                  ).decode()})
             return calls
 
-        gc.freeze()  # what `fasteval run` does after start-up (fasteval/cli.py)
+        gc.freeze()  # what `fasteval run` does after start-up (fasteval/cli/main.py)
         gc.set_threshold(50_000, 50, 100)
         for name, fn in (("body", body_pass), ("client", client_pass), ("agent", agent_pass),
                          ("record", record_pass), ("raw", raw_pass)):

@@ -8,7 +8,7 @@ are about KB kilobytes each, plus the same jobs split into ``--shards`` shard ru
 
 How the runs are built (the documented fast path): a real ``fasteval run`` of 20 tasks against
 the in-process sim (policy ``tools``, one calculator round, zero latency) gives template records.
-Then every job of the big config's real plan (``fasteval.sweep.plan``, so job ids are the ones a
+Then every job of the big config's real plan (``fasteval.engine.sweep.plan``, so job ids are the ones a
 sweep would resume) gets a template record with its own identity (job_id, model, suite,
 setting, task_id, seed), its tool output padded to reach the size, written through the sweep's
 own ``RecordWriter`` with the run index attached, exactly as a sweep writes them; the manifest
@@ -76,7 +76,7 @@ _PROBE = r"""
 import json, os, pathlib, sys, time
 t0 = time.perf_counter()
 import fasteval
-from fasteval.cli import main
+from fasteval.cli.main import main
 assert pathlib.Path(fasteval.__file__).resolve().is_relative_to(sys.argv[2]), fasteval.__file__
 t1 = time.perf_counter()
 code = main(sys.argv[3:])
@@ -109,7 +109,7 @@ def measure(code: Path, args: list[str]) -> dict[str, Any]:
 def template_records(folder: Path) -> list[dict[str, Any]]:
     cfg = write_config(folder, 20, "template")
     run = folder / "template-run"
-    subprocess.run([PY, "-m", "fasteval.cli", "run", str(cfg), "--run-dir", str(run), "--no-progress"], cwd=ROOT,
+    subprocess.run([PY, "-m", "fasteval.cli.main", "run", str(cfg), "--run-dir", str(run), "--no-progress"], cwd=ROOT,
                    env=_env(ROOT), check=True, capture_output=True)
     recs = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
     ok = [r for r in recs if r["status"] == "ok" and r["tool_calls"] == 1]
@@ -137,12 +137,12 @@ def _padded(template: dict[str, Any], kb: float) -> dict[str, Any]:
 
 
 async def build_runs(folder: Path, n: int, kb: float, shards: int, templates: list[dict[str, Any]]) -> dict[str, Any]:
-    from fasteval.blobs import BlobStore
-    from fasteval.config import load_config
-    from fasteval.records import RECORDS, RecordWriter, read_manifest, write_manifest
-    from fasteval.runindex import open_index
-    from fasteval.sweep import RunOptions, in_shard, load_suite, plan, prepare_run_dir
-    from fasteval.types import Record
+    from fasteval.config.load import load_config
+    from fasteval.core.types import Record
+    from fasteval.engine.sweep import RunOptions, in_shard, load_suite, plan, prepare_run_dir
+    from fasteval.runfolder.blobs import BlobStore
+    from fasteval.runfolder.index import open_index
+    from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 
     cfg = load_config(write_config(folder, max(1, n // SEEDS), "big"))
     padded = [_padded(t, kb) for t in templates]

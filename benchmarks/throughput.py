@@ -46,8 +46,8 @@ IMAGE_SIDE = 130  # 130x130 RGB noise: incompressible, so the PNG is ~50 KB
 _OURS_CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
-from fasteval.cli import main
-import fasteval.sweep  # the CLI imports the engine lazily (in `run`): count it as start-up, as before
+from fasteval.cli.main import main
+import fasteval.engine.sweep  # the CLI imports the engine lazily (in `run`): count it as start-up, as before
 t1 = time.perf_counter()
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 code = main(sys.argv[2:])

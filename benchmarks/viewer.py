@@ -41,7 +41,7 @@ def build_run(work: Path, n: int) -> Path:
     cfg = work / "small.yaml"
     cfg.write_text(yaml.safe_dump(SMALL))
     small = work / "small"
-    subprocess.run([sys.executable, "-m", "fasteval.cli", "run", str(cfg), "--run-dir", str(small),
+    subprocess.run([sys.executable, "-m", "fasteval.cli.main", "run", str(cfg), "--run-dir", str(small),
                     "--no-progress"], check=True, capture_output=True,
                    env={**os.environ, "FASTEVAL_CACHE_DIR": str(work / "cache")})
     templates = [orjson.loads(line) for line in (small / "records.jsonl").read_bytes().splitlines()]
@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from fasteval.records import iter_records
-    from fasteval.runindex import open_index
+    from fasteval.runfolder.index import open_index
+    from fasteval.runfolder.records import iter_records
 
     with tempfile.TemporaryDirectory(prefix="viewer-bench-") as tmp:
         run = build_run(Path(tmp), a.jobs)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(1 for _ in iter_records(run / "records.jsonl"))
         scan = time.perf_counter() - t0
         assert n == a.jobs
-        proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli", "view", str(run), "--port", "0"],
+        proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli.main", "view", str(run), "--port", "0"],
                                 stderr=subprocess.PIPE, text=True)
         try:
             assert proc.stderr is not None

@@ -16,6 +16,7 @@ import orjson
 
 from cache._store import NamespaceStats, default_cache_path
 from cache._transfer import KeyRef, cache_stats, export_cache, import_cache, prune_cache, read_key_list
+from fasteval.core.exitcodes import EXIT_JOB_ERRORS, EXIT_OK, EXIT_USAGE
 
 log = logging.getLogger("fasteval.cache")
 
@@ -55,7 +56,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         print(f"cache: {_path(args)}")
         print(_table(rows))
-    return 0
+    return EXIT_OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -69,7 +70,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             log.warning("%s not found; exporting without a key filter", key_file)
     n = export_cache(_path(args), args.out, namespace=args.namespace, keys=keys)
     print(f"exported {n} entries to {args.out}")
-    return 0
+    return EXIT_OK
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -78,9 +79,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         n = import_cache(_path(args), args.file)
     except (OSError, ValueError) as exc:
         print(f"cache import failed: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_JOB_ERRORS
     print(f"imported {n} entries into {_path(args)}")
-    return 0
+    return EXIT_OK
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -89,9 +90,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
         n = prune_cache(_path(args), older_than_days=args.older_than, namespace=args.namespace)
     except ValueError as exc:
         print(f"cache prune: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     print(f"pruned {n} entries from {_path(args)}")
-    return 0
+    return EXIT_OK
 
 
 def add_cache_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -142,4 +143,4 @@ if __name__ == "__main__":
 
 
 add_parser = add_cache_parser
-"""The name ``fasteval.cli`` looks for in each of its command modules."""
+"""The name ``fasteval.cli.main`` looks for in each of its command modules."""

@@ -22,19 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["RunSummary", "__version__", "load_records", "run"]
 
 
-def _read_version() -> str:
-    """The installed distribution's version (importlib.metadata costs ~60 ms: read on first use)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("fasteval")
-    except PackageNotFoundError:  # a source tree that was never installed
-        return "0.1.0"
-
-
 def __getattr__(name: str) -> Any:
     if name == "__version__":
-        value = globals()["__version__"] = _read_version()
+        from fasteval.core.version import fasteval_version
+
+        value = globals()["__version__"] = fasteval_version()
         return value
     if name in ("run", "load_records", "RunSummary"):
         from fasteval import api

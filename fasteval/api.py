@@ -13,11 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fasteval.config import ConfigError, SweepConfig, load_config
-from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK
-from fasteval.records import RECORDS
-from fasteval.runindex import open_index
-from fasteval.sweep import RunOptions, Selectors, SweepIncomplete, SweepResult, run_sweep
+from fasteval.config.load import SweepConfig, load_config
+from fasteval.core.errors import ConfigError
+from fasteval.engine.sweep import (
+    RunOptions,
+    Selectors,
+    SweepIncomplete,
+    SweepResult,
+    default_run_dir,
+    run_sweep,
+)
+from fasteval.runfolder.index import open_index
+from fasteval.runfolder.records import RECORDS
 
 
 @dataclass(slots=True)
@@ -38,10 +45,8 @@ class RunSummary:
 
 
 def _summary(run_dir: Path, r: SweepResult, incomplete: str | None) -> RunSummary:
-    code = (EXIT_INCOMPLETE if incomplete else EXIT_INTERRUPTED if r.interrupted
-            else EXIT_JOB_ERRORS if r.errors else EXIT_OK)
     return RunSummary(run_dir=run_dir, ok=r.ok, errors=r.errors, skipped=r.skipped, not_run=r.not_run,
-                      wall_s=r.wall_s, exit_code=code, errors_by=r.errors_by, incomplete=incomplete)
+                      wall_s=r.wall_s, exit_code=r.exit_code(incomplete is not None), errors_by=r.errors_by, incomplete=incomplete)
 
 
 async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | None = None,
@@ -52,12 +57,12 @@ async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | N
     """``run`` inside a running event loop (notebooks, async applications)."""
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
     if preflight:
-        from fasteval.preflight import preflight as check
+        from fasteval.engine.preflight import preflight as check
 
         problems = await check(cfg)
         if problems:
             raise ConfigError("preflight: " + "; ".join(problems), problems)
-    folder = Path(run_dir) if run_dir is not None else Path("runs") / cfg.path.stem
+    folder = Path(run_dir) if run_dir is not None else default_run_dir(cfg.path)
     sel = Selectors(models=list(models or []), suites=list(suites or []), settings=list(settings or []),
                     seeds=list(seeds or []), limit=limit)
     opts = RunOptions(run_dir=folder, force=force, keep_errors=keep_errors, max_concurrency=max_concurrency,

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.types import Message, Usage
+from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.http_json import JsonEndpoint, Timeouts, env_key, retry_after_header
 from providers.openai_compat import ImageResolver
@@ -30,9 +30,6 @@ _STOP = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "too
          "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "refusal"}
 _PASS_THROUGH = frozenset({"temperature", "top_p", "top_k", "metadata", "tool_choice", "service_tier"})
 _RENAMED = {"max_tokens": "max_tokens", "max_completion_tokens": "max_tokens", "stop": "stop_sequences"}
-_DROPPED = frozenset({"presence_penalty", "frequency_penalty", "repetition_penalty", "min_p", "logprobs", "n",
-                      "chat_template_kwargs", "seed", "reasoning_effort"})
-"""OpenAI-style sampling knobs the Messages API rejects; dropped (docs/providers.md lists them)."""
 
 
 class AnthropicProvider(Provider):

@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from fasteval.types import Message, Usage
+from fasteval.core.types import Message, Usage
 
 TOOL_IMAGES_PREFIX = "Images returned by the tool call above"
 """Opens the user message that carries tool-result images for providers that cannot take them

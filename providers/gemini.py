@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.types import Message, Usage
+from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.http_json import JsonEndpoint, Timeouts, env_key, retry_after_header
 from providers.openai_compat import ImageResolver

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from fasteval.types import Message, Usage
+from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.body import SLOT, ByteBudget, body_data, is_shareable, splice
 from providers.breaker import connection_error

@@ -36,13 +36,6 @@ class RetryPolicy:
     tools cap it so that one call cannot stall a job for minutes."""
 
 
-class Classified(Protocol):
-    """What the loop needs of an error: its kind and the server's Retry-After, if any."""
-
-    kind: str
-    retry_after: float | None
-
-
 class Window(Protocol):
     """An AIMD concurrency window (providers.limits.AdaptiveLimit)."""
 

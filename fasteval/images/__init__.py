@@ -3,6 +3,7 @@
 Public names are re-exported here; the modules behind them are an implementation detail.
 """
 
+from fasteval.images.blob_encoder import ImageEncoder
 from fasteval.images.decode import (
     DEFAULT_LIMITS,
     ImageError,
@@ -17,18 +18,6 @@ from fasteval.images.decode import (
     to_srgb8,
     verify,
 )
-from fasteval.images.encode import (
-    PNG_SMART_FACTOR,
-    PNG_SMART_MAX_PIXELS,
-    PNG_SMART_MIN_PIXELS,
-    PROFILES,
-    EncodedImage,
-    encode,
-    encode_image,
-    jpeg_bytes,
-    png_bytes,
-)
-from fasteval.images.encoder import ImageEncoder
 from fasteval.images.ops import (
     Box,
     adjust,
@@ -45,6 +34,17 @@ from fasteval.images.ops import (
     upscale_min_side,
 )
 from fasteval.images.processor import PROCESSOR_PRESETS, ProcessorResize, processor_resize
+from fasteval.images.render import (
+    PNG_SMART_FACTOR,
+    PNG_SMART_MAX_PIXELS,
+    PNG_SMART_MIN_PIXELS,
+    PROFILES,
+    EncodedImage,
+    encode,
+    encode_image,
+    jpeg_bytes,
+    png_bytes,
+)
 from fasteval.images.zoom import crop_original, rotate_original
 
 __all__ = [

@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from fasteval.images.decode import DEFAULT_LIMITS, ImageLimits, decode, drop_alpha, vips_errors
-from fasteval.images.encode import (
+from fasteval.images.ops import crop, pixel_box, resize, rotate, smart_resize, upscale_min_side
+from fasteval.images.render import (
     PNG_SMART_FACTOR,
     PNG_SMART_MAX_PIXELS,
     PNG_SMART_MIN_PIXELS,
     EncodedImage,
     png_bytes,
 )
-from fasteval.images.ops import crop, pixel_box, resize, rotate, smart_resize, upscale_min_side
 
 ZOOM_MIN_SIDE = 28
 

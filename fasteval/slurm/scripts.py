@@ -72,7 +72,7 @@ def array_script(o: SubmitOptions) -> str:
     if o.mem:
         head.append(f"#SBATCH --mem={o.mem}")
     head += [f"#SBATCH {arg}" for arg in o.sbatch_args]
-    cmd = [o.python, "-m", "fasteval.cli", "run", str(o.config.resolve()), "--run-dir", f"{run}/shards/$shard",
+    cmd = [o.python, "-m", "fasteval.cli.main", "run", str(o.config.resolve()), "--run-dir", f"{run}/shards/$shard",
            "--shard", f"$shard/{o.shards}", "--shard-by", o.shard_by, "--no-progress"]
     quoted = " ".join(c if "$shard" in c else shlex.quote(c) for c in cmd)
     body = f"""
@@ -102,7 +102,7 @@ def merge_script(o: SubmitOptions) -> str:
     head = ["#!/bin/bash", f"#SBATCH --job-name=fasteval-{o.config.stem}-merge",
             f"#SBATCH --output={run}/slurm/logs/merge.log", "#SBATCH --open-mode=append"]
     head += _common(o)
-    cmd = " ".join(shlex.quote(c) for c in (o.python, "-m", "fasteval.cli", "slurm", "merge", str(run)))
+    cmd = " ".join(shlex.quote(c) for c in (o.python, "-m", "fasteval.cli.main", "slurm", "merge", str(run)))
     body = f"""
 set -eu
 cd {shlex.quote(str(o.workdir.resolve()))}

@@ -1,7 +1,7 @@
 """A Slurm sweep's folder: ``RUN/slurm/jobs.json`` (what was submitted), the shards' run
 folders under ``RUN/shards/<i>``, and the merge of those shards into ``RUN`` itself.
 
-The merge builds a complete run folder beside the target (fasteval.merge is atomic), then moves
+The merge builds a complete run folder beside the target (fasteval.runfolder.merge is atomic), then moves
 its entries into ``RUN`` with ``manifest.json`` last: a reader sees a run folder only once every
 record is in place, and a merge killed half-way is simply done again.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from fasteval.merge import merge_runs
-from fasteval.records import MANIFEST, read_manifest
-from fasteval.report import status
+from fasteval.runfolder.merge import merge_runs
+from fasteval.runfolder.records import MANIFEST, read_manifest
+from fasteval.view.report import status
 
 JOBS = "jobs.json"
 

@@ -1,16 +1,20 @@
-"""Suites; importing this package registers the built-in ones by name."""
+"""Benchmark suites, each one place under this package; looked up by name, imported when named.
 
-from fasteval.suites import demo, jsonl, tir_synth, tirbench, vistahop, visualtoolbench
+``SUITES["vistahop"]`` imports VistaHop's package on first lookup; nothing here imports a suite.
+"""
+
 from fasteval.suites.base import (
-           SUITES,
-           LoadError,
-           Score,
-           ScoreContext,
-           Setting,
-           Suite,
-           make_suite,
-           register_suite,
+    SUITES,
+    LoadError,
+    Score,
+    ScoreContext,
+    Setting,
+    Suite,
+    has_tables,
+    make_suite,
+    register_suite,
+    suites_with_tables,
 )
 
-__all__ = ["SUITES", "LoadError", "Score", "ScoreContext", "Setting", "Suite", "demo", "jsonl", "tir_synth", "tirbench", "vistahop", "visualtoolbench", "make_suite",
-           "register_suite"]
+__all__ = ["SUITES", "LoadError", "Score", "ScoreContext", "Setting", "Suite", "has_tables", "make_suite",
+           "register_suite", "suites_with_tables"]

@@ -8,15 +8,16 @@ the suite still runs and the error lands on a record.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeGuard
 
-from fasteval.blobs import BlobStore
-from fasteval.options import OptionSchema
-from fasteval.tools.base import ToolResult
-from fasteval.types import Message, Task, ToolCall, Trajectory
+from fasteval.core.options import OptionSchema
+from fasteval.core.registry import LazyRegistry
+from fasteval.core.types import Message, Task, ToolCall, Trajectory
+from fasteval.runfolder.blobs import BlobStore
+from fasteval.tools.base import TOOLS, ToolResult
 
 ToolProtocol = Literal["native", "text"]
 
@@ -165,17 +166,40 @@ class Suite(ABC):
         """Score a finished trajectory; judge failures come back as Score.error, never as 0."""
 
 
-SUITES: dict[str, Callable[[dict[str, Any], BlobStore], Suite]] = {}
+# Built-in suites by the module that defines them; a suite's module is imported when it is named.
+SUITES: LazyRegistry[type[Suite]] = LazyRegistry("suite", {
+    "demo": "fasteval.suites.demo",
+    "jsonl": "fasteval.suites.jsonl",
+    "tir-synth": "fasteval.suites.tir_synth",
+    "tirbench": "fasteval.suites.tirbench",
+    "vistahop": "fasteval.suites.vistahop",
+    "visualtoolbench": "fasteval.suites.visualtoolbench",
+}, key=lambda cls: cls.name)
+
+# Tools that belong to one benchmark live with it (a benchmark is one place); the tool registry
+# learns where they are from here, so naming one imports that suite's tools module only.
+TOOLS.add_builtins({"image_search_tool": "fasteval.suites.vistahop.tools"})
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
-    SUITES[cls.name] = cls
-    return cls
+    """Class decorator: make a suite available by name to configs and the CLI."""
+    return SUITES.register(cls)
+
+
+def has_tables(cls: object) -> TypeGuard[type[Suite]]:
+    """Whether a suite prints tables of its own (overrides ``Suite.aggregate``)."""
+    return (isinstance(cls, type) and issubclass(cls, Suite)
+            and cls.aggregate.__func__ is not Suite.aggregate.__func__)  # type: ignore[attr-defined]
+
+
+def suites_with_tables(names: Iterable[str]) -> list[str]:
+    """Which of these suites print their own tables.
+
+    The sweep writes this into the manifest (``suite_tables``), so that a report of a run whose
+    suites have none never imports the suites (their tools, images and config: ~0.15 s).
+    """
+    return sorted(name for name in set(names) if has_tables(SUITES.get(name)))
 
 
 def make_suite(name: str, options: dict[str, Any], blobs: BlobStore) -> Suite:
-    try:
-        factory = SUITES[name]
-    except KeyError:
-        raise KeyError(f"unknown suite {name!r}; known suites: {sorted(SUITES)}") from None
-    return factory(options, blobs)
+    return SUITES[name](options, blobs)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pyvips
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Task, Trajectory, Turn
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
-from fasteval.types import Task, Trajectory, Turn
 
 
 def render(rng: random.Random, width: int, height: int) -> tuple[bytes, list[int], int]:

@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 
-from fasteval.blobs import BlobStore
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Task, Trajectory, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import normalise
 from fasteval.suites.row_checks import PathOutsideRoot, confine, image_roots, is_scalar_answer, type_name
-from fasteval.types import Task, Trajectory, Turn
 
 _RECENT_IMAGES = 8
 _PATH_MEMO = 4096

@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import yaml
 
-from fasteval.config import ConfigError
+from fasteval.core.errors import ConfigError
 
 TextRole = Literal["system_prompt", "tool_spec", "judge_prompt", "extractor_prompt", "demo", "tool_error"]
 TextKind = Literal["plain", "format", "data"]

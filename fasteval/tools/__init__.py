@@ -1,7 +1,5 @@
-"""Built-in tools; importing this package registers them by name."""
+"""Tools a model can call; looked up by name in ``TOOLS``, each tool's module imported when named."""
 
-from fasteval.tools import calculator, image_tools, python_tools, retrieval
 from fasteval.tools.base import TOOLS, Tool, ToolContext, ToolResult, make_tool, register_tool
 
-__all__ = ["TOOLS", "Tool", "ToolContext", "ToolResult", "calculator", "image_tools", "make_tool", "python_tools",
-           "register_tool", "retrieval"]
+__all__ = ["TOOLS", "Tool", "ToolContext", "ToolResult", "make_tool", "register_tool"]

@@ -8,13 +8,13 @@ model roles) arrive through ``ToolContext.services`` so tools stay free of globa
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from fasteval.blobs import BlobStore
-from fasteval.options import OptionSchema
-from fasteval.types import ImageRef, Task, ToolStatus
+from fasteval.core.options import OptionSchema
+from fasteval.core.registry import LazyRegistry
+from fasteval.core.types import ImageRef, Task, ToolStatus
+from fasteval.runfolder.blobs import BlobStore
 
 Fidelity = str  # "reference" reproduces the benchmark harness; "fixed" is our corrected behaviour
 
@@ -54,9 +54,9 @@ class Tool(ABC):
     description: ClassVar[str]
     parameters: ClassVar[dict[str, Any]]
     requires: ClassVar[tuple[str, ...]] = ()
-    """Services (fasteval.services) this tool needs in ``ToolContext.services``."""
+    """Services (fasteval.services.registry) this tool needs in ``ToolContext.services``."""
     limiter: ClassVar[str | None] = None
-    """Name of the limiter (fasteval.limiters) a call holds, for tools that call external APIs."""
+    """Name of the limiter (fasteval.services.limiters) a call holds, for tools that call external APIs."""
     default_concurrency: ClassVar[int] = 16
     option_schema: ClassVar[OptionSchema | None] = None
     """The tool's own options in ``tool_options`` (fidelity and concurrency are always allowed)."""
@@ -77,18 +77,25 @@ class Tool(ABC):
         """Execute one call; never raise for bad arguments, return ToolResult.fail instead."""
 
 
-TOOLS: dict[str, Callable[..., Tool]] = {}
+# Built-in tools by the module that defines them; a tool's module is imported when it is named.
+TOOLS: LazyRegistry[type[Tool]] = LazyRegistry("tool", {
+    "calculator": "fasteval.tools.calculator",
+    "image_zoom_in_tool": "fasteval.tools.image_tools",
+    "rotate_image": "fasteval.tools.image_tools",
+    "python_image_processing": "fasteval.tools.python_tools",
+    "python_interpreter": "fasteval.tools.python_tools",
+    "web_search": "fasteval.tools.retrieval.search",
+    "google_search": "fasteval.tools.retrieval.search",
+    "historical_weather": "fasteval.tools.retrieval.weather",
+    "browser_get_page_text": "fasteval.tools.retrieval.browse",
+    "text_search_tool": "fasteval.tools.retrieval.text_search",
+}, key=lambda cls: cls.name)
 
 
 def register_tool(cls: type[Tool]) -> type[Tool]:
     """Class decorator: make a tool available by name to suites and configs."""
-    TOOLS[cls.name] = cls
-    return cls
+    return TOOLS.register(cls)
 
 
 def make_tool(name: str, **options: Any) -> Tool:
-    try:
-        factory = TOOLS[name]
-    except KeyError:
-        raise KeyError(f"unknown tool {name!r}; known tools: {sorted(TOOLS)}") from None
-    return factory(**options)
+    return TOOLS[name](**options)

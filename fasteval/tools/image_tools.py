@@ -11,19 +11,19 @@ import asyncio
 import math
 from typing import Any, ClassVar
 
+from fasteval.core.options import OptionSchema
+from fasteval.core.types import ImageRef
 from fasteval.images import ImageError, crop_original, parse_bbox, rotate_original
 from fasteval.images.decode import decode, drop_alpha, vips_errors
-from fasteval.images.encode import (
+from fasteval.images.ops import crop, resize, smart_resize
+from fasteval.images.render import (
     PNG_SMART_FACTOR,
     PNG_SMART_MAX_PIXELS,
     PNG_SMART_MIN_PIXELS,
     EncodedImage,
     png_bytes,
 )
-from fasteval.images.ops import crop, resize, smart_resize
-from fasteval.options import OptionSchema
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
-from fasteval.types import ImageRef
 
 ZOOM_OUTPUT_TEXT = "Here is the zoomed image:"
 

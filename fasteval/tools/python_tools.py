@@ -16,8 +16,8 @@ import json
 import re
 from typing import Any, ClassVar, Literal
 
-from fasteval.options import Opt
-from fasteval.services import Closer, register_service
+from fasteval.core.options import Opt
+from fasteval.services.registry import Closer, register_service
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from sandbox import RunResult, SandboxPool
 

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import orjson
 from aiohttp import web
 
-from fasteval.runindex import RunIndexError
+from fasteval.runfolder.index import RunIndexError
 from fasteval.view.data import JobQuery, NotFound, RunSet, read_blob
 from fasteval.view.pages import asset, error_page, jobs_page, summary_page
 from fasteval.view.trajectory import ImageSrc, compare_page, job_page

@@ -2,7 +2,7 @@
 
 Pages never touch files: they render what these functions return (the same dicts the
 ``/api`` routes serve). Job lists page from the run index, one full record is read by its
-offset, and the summary numbers come from ``fasteval.report.report`` itself, so the viewer
+offset, and the summary numbers come from ``fasteval.view.report.report`` itself, so the viewer
 and ``fasteval report --format json`` cannot disagree. Nothing here holds every trajectory:
 the plot statistics are folded one record at a time and cached until ``records.jsonl`` grows.
 """
@@ -22,9 +22,9 @@ from typing import Any
 
 import orjson
 
-from fasteval.records import RECORDS, read_manifest
-from fasteval.report import report
-from fasteval.runindex import JobRow, RunIndex, open_index
+from fasteval.runfolder.index import JobRow, RunIndex, open_index
+from fasteval.runfolder.records import RECORDS, read_manifest
+from fasteval.view.report import report
 
 SORT_KEYS = ("task_id", "model", "suite", "setting", "seed", "status", "score", "error_kind", "termination",
              "rounds", "tool_calls", "latency_s")

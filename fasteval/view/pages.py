@@ -130,7 +130,7 @@ def summary_table(run: dict[str, Any]) -> str:
             f'<td class="num pass_pow_k">{pct(r["pass_pow_k"])}</td>'
             f'<td class="num cost">{_money(r.get("cost_usd"))}</td></tr>')
     total = run.get("cost_usd")
-    caption = (f"<caption>estimated cost of the evaluated models: ${total:.2f} (fasteval.pricing; roles not "
+    caption = (f"<caption>estimated cost of the evaluated models: ${total:.2f} (fasteval.core.pricing; roles not "
                f"included)</caption>" if total is not None else "")
     return f'<table class="summary">{caption}<tr>{head}</tr>{"".join(body)}</table>'
 

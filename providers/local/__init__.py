@@ -1,6 +1,6 @@
 """Locally served models: fasteval starts, supervises, routes to and stops their servers (vLLM by default).
 
-The names below load on first use: ``fasteval.config`` reads only ``providers.local.spec``, and
+The names below load on first use: ``fasteval.config.load`` reads only ``providers.local.spec``, and
 the package's routing and supervision pull in aiohttp, which a ``status`` or ``report`` never needs.
 """
 

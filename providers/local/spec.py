@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
 
 SERVE_OPTIONS: dict[str, Opt] = {
     "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True),

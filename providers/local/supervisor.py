@@ -37,7 +37,7 @@ from providers.local.launcher import group_members
 from providers.local.spec import ServeSpec, hints_for
 from providers.local.tiny_checkpoint import cache_root
 
-log = logging.getLogger("fasteval.serving")
+log = logging.getLogger("fasteval.engine.serving")
 LOG_TAIL_LINES = 40
 _HEALTH_FAILURES_BEFORE_RESTART = 3
 

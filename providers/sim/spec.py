@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
 
 _FAULTS = {
     "p_429": Opt("float", "probability of a 429 per request"), "retry_after_s": Opt("float", "Retry-After of a 429"),

@@ -12,9 +12,10 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.cli import main
-from fasteval.config import ConfigError, load_config
-from fasteval.data_fetch import default_dest
+from fasteval.cli.main import main
+from fasteval.config.load import load_config
+from fasteval.core.errors import ConfigError
+from fasteval.suites.data_fetch import default_dest
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -224,7 +225,7 @@ def test_a_setting_that_extends_an_unknown_default_exits_2_and_claims_nothing(
 
 def test_every_shipped_config_validates_against_the_published_schema_and_a_typo_does_not() -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    from fasteval.config_schema import config_json_schema
+    from fasteval.config.schema import config_json_schema
 
     schema = config_json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)

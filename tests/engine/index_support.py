@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from fasteval.records import RECORDS, RecordWriter, latest_by_job, write_manifest
-from fasteval.runindex import JobRow, RunIndex, row_of_dict
-from fasteval.types import Job, Record
+from fasteval.core.types import Job, Record
+from fasteval.runfolder.index import JobRow, RunIndex, row_of_dict
+from fasteval.runfolder.records import RECORDS, RecordWriter, latest_by_job, write_manifest
 
 MODELS = ("m-a", "m-b")
 SUITES = ("jsonl", "demo")

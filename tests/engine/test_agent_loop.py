@@ -9,12 +9,12 @@ from typing import Any
 import orjson
 import yaml
 
-from fasteval.agent import parse_text_tool_call
-from fasteval.config import load_config
+from fasteval.config.load import load_config
+from fasteval.core.types import Task, Trajectory, Turn
+from fasteval.engine.agent import parse_text_tool_call
+from fasteval.engine.sweep import RunOptions, run_sweep
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import render
-from fasteval.sweep import RunOptions, run_sweep
-from fasteval.types import Task, Trajectory, Turn
 
 
 def write_config(tmp: Path, cfg: dict[str, Any]) -> Path:
@@ -176,8 +176,8 @@ class FirstImageOnlySuite(Suite):
 
 
 async def test_tools_only_see_the_images_the_model_was_shown(tmp_path: Path) -> None:
-    from fasteval.agent import AgentEnv, execute_tool
-    from fasteval.blobs import BlobStore
+    from fasteval.engine.agent import AgentEnv, execute_tool
+    from fasteval.runfolder.blobs import BlobStore
     from fasteval.tools.base import ToolContext, make_tool
     from providers.base import ToolCallRequest
 

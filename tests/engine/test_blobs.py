@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.blobs import BlobStore
+from fasteval.runfolder.blobs import BlobStore
 
 
 def test_concurrent_puts_of_one_image_all_succeed(tmp_path: Path) -> None:

@@ -16,8 +16,8 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, SweepIncomplete, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, SweepIncomplete, run_sweep
 from providers.breaker import BreakerPolicy, CircuitBreaker, EndpointDown, EndpointUnreachable
 from providers.sim import SimModel, SimServer
 
@@ -133,7 +133,7 @@ async def test_breaker_opens_after_consecutive_outage_failures_and_a_probe_close
 async def test_a_supervisor_can_give_up_on_an_endpoint_and_its_remaining_jobs_are_left_unrun(tmp_path: Path) -> None:
     # What a local-server supervisor does when a model's servers are exhausted: give_up() (or raise
     # EndpointDown from the provider). Jobs in flight and not yet started get no record: exit 3.
-    from fasteval.sweep import Sweep
+    from fasteval.engine.sweep import Sweep
 
     port = free_port()
     server = sim(port)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 from providers.sim import SimModel, SimServer
 
 

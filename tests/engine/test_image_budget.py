@@ -11,8 +11,8 @@ import pyvips
 import yaml
 from aiohttp import web
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 
 
 async def test_images_are_downsized_to_the_models_budget(tmp_path: Path) -> None:

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import orjson
 
-from fasteval.records import read_manifest, write_manifest
-from fasteval.report import suites_with_tables
-from fasteval.types import Job
+from fasteval.core.types import Job
+from fasteval.runfolder.records import read_manifest, write_manifest
+from fasteval.suites.base import suites_with_tables
 from tests.engine.index_support import make_record, manifest, write
 
 _PROBE = """
 import json, sys
-from fasteval.cli import main
+from fasteval.cli.main import main
 code = main(sys.argv[2:])
-heavy = ("aiohttp", "numpy", "importlib.metadata", "fasteval.suites", "fasteval.config", "pyvips")
+heavy = ("aiohttp", "numpy", "importlib.metadata", "fasteval.suites", "fasteval.config.load", "pyvips")
 print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}), file=sys.stderr)
 """
 
@@ -60,6 +60,6 @@ async def test_a_run_without_the_manifest_key_asks_the_suites(tmp_path: Path) ->
 
 
 def test_the_engine_imports_without_numpy() -> None:
-    code = "import sys, fasteval.sweep, fasteval.suites; print('numpy' in sys.modules)"
+    code = "import sys, fasteval.engine.sweep, fasteval.suites; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

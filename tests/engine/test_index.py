@@ -15,12 +15,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fasteval.records import RECORDS, latest_by_job
-from fasteval.report import report, status
-from fasteval.runindex import INDEX, open_index, summarise_line
+from fasteval.runfolder.index import INDEX, open_index, summarise_line
+from fasteval.runfolder.records import RECORDS, latest_by_job
+from fasteval.view.report import report, status
 from tests.engine.index_support import full_scan_rows, index_rows, make_record, manifest, random_jobs, write
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 
 def _expected_status(run_dir: Path, total: int) -> tuple[int, int, int]:
@@ -161,7 +161,7 @@ def test_a_torn_record_glued_to_a_whole_one_is_not_a_record() -> None:
 
 async def test_a_locked_index_never_stops_the_records(tmp_path: Path) -> None:
     """Another process holding the index's write lock: records are still written, the index heals."""
-    from fasteval.records import RecordWriter
+    from fasteval.runfolder.records import RecordWriter
 
     rng = random.Random(8)
     run = tmp_path / "run"
@@ -184,7 +184,7 @@ async def test_a_locked_index_never_stops_the_records(tmp_path: Path) -> None:
 
 
 async def test_a_reader_rebuilding_while_the_writer_appends_loses_nothing(tmp_path: Path) -> None:
-    from fasteval.records import RecordWriter
+    from fasteval.runfolder.records import RecordWriter
 
     rng = random.Random(12)
     run = tmp_path / "run"

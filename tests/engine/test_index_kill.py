@@ -12,20 +12,20 @@ from pathlib import Path
 
 import orjson
 
-from fasteval.records import RECORDS, latest_by_job, repair_tail
-from fasteval.report import report, status
-from fasteval.runindex import open_index
+from fasteval.runfolder.index import open_index
+from fasteval.runfolder.records import RECORDS, latest_by_job, repair_tail
+from fasteval.view.report import report, status
 from tests.engine.index_support import full_scan_rows, index_rows, make_record, manifest, random_jobs, write
 from tests.engine.test_resume import make_config
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 # Writes records of the given sizes (bytes of trajectory) through RecordWriter + index, forever.
 _WRITER = r"""
 import asyncio, random, sys
 from pathlib import Path
-from fasteval.records import RECORDS, RecordWriter
-from fasteval.runindex import open_index
+from fasteval.runfolder.records import RECORDS, RecordWriter
+from fasteval.runfolder.index import open_index
 from tests.engine.index_support import make_record, random_jobs
 
 async def main(run_dir, sizes, count):
@@ -140,7 +140,7 @@ def test_repair_tail_keeps_a_long_valid_last_line_and_cuts_a_long_torn_one(tmp_p
 
 
 async def test_large_records_are_indexed_read_and_merged_intact(tmp_path: Path) -> None:
-    from fasteval.merge import merge_runs
+    from fasteval.runfolder.merge import merge_runs
 
     rng = random.Random(2)
     jobs = random_jobs(rng, n_tasks=1, seeds=1)

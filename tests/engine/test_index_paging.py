@@ -9,8 +9,7 @@ from typing import Literal
 
 import pytest
 
-from fasteval.runindex import open_index
-from fasteval.runindex.index import _ORDER
+from fasteval.runfolder.index import _ORDER, open_index
 from tests.engine.index_support import make_record, manifest, random_jobs, write
 
 

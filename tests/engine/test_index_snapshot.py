@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from fasteval.runindex import open_index
+from fasteval.runfolder.index import open_index
 from tests.engine.index_support import make_record, manifest, random_jobs, write
 
 

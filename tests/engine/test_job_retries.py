@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 from providers.base import ChatRequest, ProviderError
 from providers.client import ModelClient, RetryPolicy, count_retries
 from providers.openai_compat import OpenAICompatProvider

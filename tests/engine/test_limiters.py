@@ -6,11 +6,11 @@ import asyncio
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fasteval.agent import AgentEnv, execute_tool
-from fasteval.blobs import BlobStore
-from fasteval.limiters import Limiters
+from fasteval.core.types import Task
+from fasteval.engine.agent import AgentEnv, execute_tool
+from fasteval.runfolder.blobs import BlobStore
+from fasteval.services.limiters import Limiters
 from fasteval.tools.base import Tool, ToolContext, ToolResult
-from fasteval.types import Task
 from providers.base import ToolCallRequest
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fasteval.merge import MergeConflict, merge_runs
-from fasteval.records import RECORDS
-from fasteval.report import status
-from fasteval.runindex import open_index
+from fasteval.runfolder.index import open_index
+from fasteval.runfolder.merge import MergeConflict, merge_runs
+from fasteval.runfolder.records import RECORDS
+from fasteval.view.report import status
 from tests.engine.index_support import (
     full_scan_rows,
     index_rows,
@@ -27,7 +27,7 @@ from tests.engine.index_support import (
     write,
 )
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 
 def _shards(tmp_path: Path, n: int, *, n_tasks: int, size: int) -> list[Path]:

@@ -11,13 +11,12 @@ from typing import Any
 import orjson
 import pytest
 
-from fasteval.merge import MergeConflict, merge_runs
-from fasteval.records import RECORDS, latest_by_job
-from fasteval.report import status
-from fasteval.runindex import RunIndex, open_index
-from fasteval.runindex.index import _connect
-from fasteval.runindex.merged import write_merged
-from fasteval.types import Job, Record
+from fasteval.core.types import Job, Record
+from fasteval.runfolder.index import RunIndex, _connect, open_index
+from fasteval.runfolder.merge import MergeConflict, merge_runs
+from fasteval.runfolder.merged_index import write_merged
+from fasteval.runfolder.records import RECORDS, latest_by_job
+from fasteval.view.report import status
 from tests.engine.index_support import (
     full_scan_rows,
     index_rows,

@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, Sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, Sweep
 
 
 def cfg_path(tmp: Path, modes: str) -> Path:

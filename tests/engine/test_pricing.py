@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fasteval.config import load_config
-from fasteval.pricing import PRICES, Price, cost_usd, lookup, price_for
-from fasteval.report import report
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.core.pricing import PRICES, Price, cost_usd, lookup, price_for
+from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.view.report import report
+from providers.registry import is_embedded
 
 
 def test_longest_prefix_wins_and_unknown_models_have_no_price() -> None:
@@ -31,7 +32,8 @@ def test_cost_bills_cached_tokens_at_their_own_prices() -> None:
 def test_config_prices_override_the_table_and_bad_ones_are_refused() -> None:
     assert price_for("m", {"model": "gpt-4o", "price": {"input": 1, "output": 2}}) == Price(1.0, 2.0)
     assert price_for("m", {"model": "gpt-4o"}, {"m": {"input": 5, "output": 6}}) == Price(5.0, 6.0)
-    assert price_for("m", {"provider": "sim"}) is None
+    assert price_for("m", {"provider": "sim", "model": "gpt-4o"}, free=is_embedded) is None  # the embedded sim costs nothing
+    assert price_for("m", {"provider": "openai", "model": "gpt-4o"}, free=is_embedded) is not None
     with pytest.raises(ValueError, match="input and output"):
         price_for("m", {"price": {"inputs": 1}})
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from fasteval.progress import Counters, ProgressDisplay
+from fasteval.engine.progress import Counters, ProgressDisplay
 from providers.breaker import BreakerPolicy, CircuitBreaker, EndpointUnreachable
 from providers.client import ModelClient
 from providers.openai_compat import OpenAICompatProvider

@@ -16,10 +16,10 @@ from typing import Any
 import orjson
 import pytest
 
-from fasteval.records import RECORDS
-from fasteval.report import TOKEN_FIELDS, bootstrap_ci, report
-from fasteval.runindex import INDEX, open_index
-from fasteval.types import Job, Record
+from fasteval.core.types import Job, Record
+from fasteval.runfolder.index import INDEX, open_index
+from fasteval.runfolder.records import RECORDS
+from fasteval.view.report import TOKEN_FIELDS, bootstrap_ci, report
 from tests.engine.index_support import make_record, manifest, write
 
 

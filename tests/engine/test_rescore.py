@@ -9,12 +9,12 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.config import load_config
-from fasteval.records import latest_by_job
-from fasteval.rescore import rescore
+from fasteval.config.load import load_config
+from fasteval.core.types import Task, Trajectory, Turn
+from fasteval.engine.rescore import rescore
+from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.runfolder.records import latest_by_job
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
-from fasteval.sweep import RunOptions, run_sweep
-from fasteval.types import Task, Trajectory, Turn
 from providers.base import ChatRequest
 
 
@@ -85,7 +85,7 @@ async def test_unparseable_judge_is_a_judge_error_not_a_zero(tmp_path: Path) -> 
 
 def test_rescore_cli_reports_zero_judge_requests_from_cache(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    from fasteval.cli import main
+    from fasteval.cli.main import main
 
     cfg = config(tmp_path, [{"match": "q1", "reply": "YES"}])
     run_dir = tmp_path / "run"

@@ -13,14 +13,14 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.config import load_config
-from fasteval.merge import MergeConflict, merge_runs
-from fasteval.records import repair_tail
-from fasteval.report import report, status
-from fasteval.sweep import ConfigChanged, RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import ConfigChanged, RunOptions, run_sweep
+from fasteval.runfolder.merge import MergeConflict, merge_runs
+from fasteval.runfolder.records import repair_tail
+from fasteval.view.report import report, status
 from providers.sim import SimModel, SimServer
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 
 def make_config(tmp: Path, *, n_tasks: int = 6, seeds: int = 2, latency_ms: float = 0.0, **extra: Any) -> Path:

@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 
 
 async def test_python_tool_runs_in_the_pool_started_by_the_sweep(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import fasteval
-from fasteval.cli import main
+from fasteval.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -164,7 +164,7 @@ def test_third_party_warnings_go_to_run_log_not_the_terminal(tmp_path: Path) -> 
     # tir-synth scoring calls math_verify, which logs a WARNING per parse; a real process, so the
     # terminal is the real stderr handler that `fasteval` sets up.
     run_dir = tmp_path / "run"
-    proc = subprocess.run([sys.executable, "-m", "fasteval.cli", "run", str(ROOT / "configs" / "demo.yaml"),
+    proc = subprocess.run([sys.executable, "-m", "fasteval.cli.main", "run", str(ROOT / "configs" / "demo.yaml"),
                            "--run-dir", str(run_dir), "--no-progress", "--limit", "2", "--setting", "no-tool",
                            "--seeds", "0"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -20,13 +20,12 @@ import pyvips
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fasteval.tools  # noqa: F401  (registers the built-in tools)
-from fasteval.agent import AgentEnv, execute_tool, parse_text_tool_call
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
+from fasteval.engine.agent import AgentEnv, execute_tool, parse_text_tool_call
 from fasteval.images.decode import ImageError, ImageLimits, decode, probe, verify
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.tools.base import ToolContext, ToolResult, make_tool
-from fasteval.types import Task, Turn
 from providers.base import ChatResponse, ProviderError, ToolCallRequest
 from providers.openai_compat import parse_response
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pyvips
 
-from fasteval.blobs import BlobStore
+from fasteval.engine.clients import image_resolver
 from fasteval.images import ImageEncoder
-from fasteval.models import image_resolver
+from fasteval.runfolder.blobs import BlobStore
 from providers.base import ChatRequest
 from providers.openai_compat import OpenAICompatProvider
 

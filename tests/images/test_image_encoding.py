@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fasteval.blobs import BlobStore
 from fasteval.images import ImageEncoder, ImageError, encode, encode_image
+from fasteval.runfolder.blobs import BlobStore
 
 
 def _save(img: Image.Image, fmt: str, **kw: object) -> bytes:

@@ -23,12 +23,13 @@ import yaml
 from aiohttp import web
 from PIL import Image
 
-from fasteval.blobs import BlobStore
-from fasteval.config import ConfigError, load_config
+from fasteval.config.load import load_config
+from fasteval.core.errors import ConfigError
+from fasteval.engine.clients import ModelConfigError, build_client, image_resolver
+from fasteval.engine.sweep import RunOptions, run_sweep
 from fasteval.images import ImageEncoder, processor_resize, smart_resize
-from fasteval.models import ModelConfigError, build_client, image_resolver
-from fasteval.records import read_manifest
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.runfolder.blobs import BlobStore
+from fasteval.runfolder.records import read_manifest
 from providers.base import ChatRequest, ProviderError
 from providers.client import RetryPolicy
 from providers.openai_compat import OpenAICompatProvider

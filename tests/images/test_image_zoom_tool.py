@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.tools.base import TOOLS, ToolContext, make_tool
 from fasteval.tools.image_tools import ZOOM_OUTPUT_TEXT, ImageZoomInTool, RotateImageTool
-from fasteval.types import Task
 
 
 def _png(arr: np.ndarray) -> bytes:

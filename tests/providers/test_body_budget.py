@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from fasteval.blobs import BlobStore
+from fasteval.engine.clients import build_client, image_resolver
 from fasteval.images import ImageEncoder
-from fasteval.models import build_client, image_resolver
+from fasteval.runfolder.blobs import BlobStore
 from providers.base import ChatRequest
 from providers.body import ByteBudget
 from providers.sim import SimModel, SimServer

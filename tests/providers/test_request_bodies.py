@@ -25,10 +25,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Message
+from fasteval.engine.clients import image_resolver
 from fasteval.images import ImageEncoder
-from fasteval.models import image_resolver
-from fasteval.types import Message
+from fasteval.runfolder.blobs import BlobStore
 from providers.base import TOOL_IMAGES_PREFIX, ChatRequest
 from providers.client import ModelClient, RetryPolicy
 from providers.openai_compat import OpenAICompatProvider

@@ -14,14 +14,14 @@ import orjson
 import pytest
 import pyvips
 
-from fasteval.blobs import BlobStore
-from fasteval.config import load_config
+from fasteval.config.load import load_config
+from fasteval.core.types import Task
+from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.suites.tirbench.loader import load_tirbench
 from fasteval.suites.vistahop.loader import LoaderConfig, load_tasks
 from fasteval.suites.visualtoolbench.loader import iter_tasks
-from fasteval.sweep import RunOptions, run_sweep
-from fasteval.types import Task
 
 
 def png(path: Path, value: int = 80) -> Path:

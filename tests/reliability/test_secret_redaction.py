@@ -19,7 +19,7 @@ import pyvips
 import yaml
 from aiohttp import web
 
-from fasteval.redact import (
+from fasteval.core.redact import (
     MASK,
     RedactingFilter,
     add_secrets,
@@ -107,7 +107,7 @@ async def test_echoed_keys_of_model_judge_and_search_tool_are_redacted_everywher
     try:
         run_dir = tmp_path / "run"
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "fasteval.cli", "run", str(_config(tmp_path, upstream.url)),
+            sys.executable, "-m", "fasteval.cli.main", "run", str(_config(tmp_path, upstream.url)),
             "--run-dir", str(run_dir), "--no-progress", "--no-preflight", env={**os.environ, **KEYS},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
@@ -166,11 +166,10 @@ def test_values_and_token_shapes_are_masked_in_text_bytes_and_log_lines(tmp_path
 
 
 async def test_a_tool_error_shown_to_the_model_is_redacted(tmp_path: Path) -> None:
-    import fasteval.tools  # noqa: F401  (registers the built-in tools)
-    from fasteval.agent import AgentEnv, execute_tool
-    from fasteval.blobs import BlobStore
+    from fasteval.core.types import Task, Turn
+    from fasteval.engine.agent import AgentEnv, execute_tool
+    from fasteval.runfolder.blobs import BlobStore
     from fasteval.tools.base import ToolContext, make_tool
-    from fasteval.types import Task, Turn
     from providers.base import ToolCallRequest
 
     clear_secrets()

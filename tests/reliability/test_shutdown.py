@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import yaml
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 HANG_BOUND_S = 45  # the unfixed behaviour holds the process >= 60 s
 
 

@@ -17,13 +17,13 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.config import load_config
-from fasteval.exitcodes import EXIT_INCOMPLETE, EXIT_USAGE, RunIncomplete
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_USAGE, RunIncomplete
+from fasteval.engine.sweep import RunOptions, run_sweep
 from providers.sim import SimModel, SimServer
 from tests.reliability.storage_support import fill_disk, remount_read_only, tmpfs
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 
 def demo_config(tmp: Path, *, n_tasks: int, seeds: int = 1, latency_ms: float = 20, models: list[dict[str, Any]]

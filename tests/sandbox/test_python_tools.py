@@ -11,10 +11,10 @@ import pytest
 import pytest_asyncio
 from PIL import Image
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.tools.base import ToolContext, make_tool
 from fasteval.tools.python_tools import PythonImageProcessing
-from fasteval.types import Task, Turn
 from sandbox import SandboxPool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -14,11 +14,11 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.cli import main
-from fasteval.config import load_config
+from fasteval.cli.main import main
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 from fasteval.slurm.cluster import ACTIVE, Cluster
 from fasteval.slurm.state import read_jobs
-from fasteval.sweep import RunOptions, run_sweep
 
 SECRET = "sk-slurm-test-secret-0123456789abcdef"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pyvips
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
-from fasteval.types import Task
 
 
 def _png(path: Path, value: int) -> bytes:

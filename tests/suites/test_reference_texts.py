@@ -18,8 +18,8 @@ import pytest
 import yaml
 from reference_repos import FIXTURE_COMMIT, write_tirbench
 
-from fasteval.cli import main
-from fasteval.data_fetch import FetchError, fetch_reference
+from fasteval.cli.main import main
+from fasteval.suites.data_fetch import FetchError, fetch_reference
 from fasteval.suites.reference_texts import (
     ReferenceTextError,
     Template,

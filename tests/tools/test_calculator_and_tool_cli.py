@@ -12,7 +12,7 @@ import pytest
 from fasteval.suites.demo import render
 from fasteval.tools.calculator import CalcError, evaluate
 
-CLI = [sys.executable, "-m", "fasteval.cli", "tool", "run"]
+CLI = [sys.executable, "-m", "fasteval.cli.main", "tool", "run"]
 
 
 @pytest.mark.parametrize("expr,value", [("1 + 2 * 3", 7), ("-(2 ** 3)", -8), ("sqrt(16) + 7 % 4", 7.0),
@@ -76,10 +76,10 @@ def test_tool_run_misuse_exits_non_zero() -> None:
 
 
 async def test_a_tool_option_fidelity_overrides_the_setting(tmp_path: Path) -> None:
-    from fasteval.agent import AgentEnv, execute_tool
-    from fasteval.blobs import BlobStore
+    from fasteval.core.types import Task
+    from fasteval.engine.agent import AgentEnv, execute_tool
+    from fasteval.runfolder.blobs import BlobStore
     from fasteval.tools.base import ToolContext, make_tool
-    from fasteval.types import Task
     from providers.base import ToolCallRequest
 
     blobs = BlobStore(tmp_path)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest_asyncio
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.tools.base import ToolContext, make_tool
 from fasteval.tools.python_tools import missing_extra_hint
-from fasteval.types import Task
 from sandbox import SandboxPool
 
 

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli"]
+FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 CONFIG = {
     "name": "viewer-test",

@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from fasteval.report import report
 from fasteval.view.app import make_app
 from fasteval.view.data import RunSet
+from fasteval.view.report import report
 
 
 @pytest.fixture
@@ -130,7 +130,7 @@ async def test_a_run_being_written_shows_new_records_on_reload(tmp_path: Path) -
     (tmp_path / "live.yaml").write_text(yaml.safe_dump(cfg))
     run_dir = tmp_path / "live"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "fasteval.cli", "run", str(tmp_path / "live.yaml"), "--run-dir", str(run_dir),
+        sys.executable, "-m", "fasteval.cli.main", "run", str(tmp_path / "live.yaml"), "--run-dir", str(run_dir),
         "--no-progress", stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
         env={**os.environ, "FASTEVAL_CACHE_DIR": str(tmp_path / "cache")})
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fasteval.report import report
+from fasteval.view.report import report
 from tests.view.sweep_fixture import run_cli
 
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -62,7 +62,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def server(demo_run: Path) -> Iterator[str]:
-    proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli", "view", str(demo_run), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli.main", "view", str(demo_run), "--port", "0"],
                             stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     line = proc.stderr.readline()

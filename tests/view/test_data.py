@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fasteval.report import report
 from fasteval.view.data import JobQuery, NotFound, RunSet, question_text, sniff_image_type
+from fasteval.view.report import report
 
 
 def test_summary_rows_are_the_report_rows(demo_run: Path) -> None:

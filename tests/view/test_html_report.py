@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fasteval.report import report
 from fasteval.view.html_report import render_report
+from fasteval.view.report import report
 from tests.view.sweep_fixture import run_cli
 
 

@@ -11,11 +11,11 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Task, Trajectory, Turn
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.tir_synth.generators import GENERATORS, generate
 from fasteval.suites.tirbench import score_item, scoring_rule
-from fasteval.types import Task, Trajectory, Turn
 
 TOOLS = ["python_image_processing"]
 

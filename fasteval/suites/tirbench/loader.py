@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import ImageRef, Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.row_checks import ALLOW_OPTION, PathOutsideRoot, confine, image_roots
 from fasteval.suites.tirbench.scoring import TASK_TYPES, classify_string
-from fasteval.types import ImageRef, Task, Turn
 
 DATASET_FILE = "TIR-Bench.json"
 

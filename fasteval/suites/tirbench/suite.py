@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from fasteval.blobs import BlobStore
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Message, Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.tirbench.extract import ChatModel, extract
 from fasteval.suites.tirbench.loader import load_tirbench
@@ -21,7 +22,6 @@ from fasteval.suites.tirbench.reference_file import aggregate as aggregate_recor
 from fasteval.suites.tirbench.reference_file import score_reference_file
 from fasteval.suites.tirbench.scoring import TASK_TYPES, score_item, scoring_rule
 from fasteval.suites.tirbench.texts import tirbench_texts
-from fasteval.types import Message, Task, Trajectory
 
 FIDELITIES = ("reference", "fixed")
 EXTRACTION_MODES = ("model", "raw")

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import ImageRef, Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.row_checks import PathOutsideRoot, confine
-from fasteval.types import ImageRef, Task, Turn
 
 IMAGE_SEARCH_MAX_RESULTS = 5
 """The reference caps the pre-computed reverse-image results at five."""

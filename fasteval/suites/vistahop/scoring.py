@@ -15,13 +15,13 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import ImageRef, Message
 from fasteval.images.decode import probe, thumbnail
-from fasteval.images.encode import PNG_SMART_FACTOR, PNG_SMART_MAX_PIXELS, PNG_SMART_MIN_PIXELS, png_bytes
 from fasteval.images.ops import smart_resize
+from fasteval.images.render import PNG_SMART_FACTOR, PNG_SMART_MAX_PIXELS, PNG_SMART_MIN_PIXELS, png_bytes
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.reference_texts import TextBook
 from fasteval.suites.vistahop.prompts import JUDGE_SYSTEM_PROMPT, JUDGE_USER_PROMPT
-from fasteval.types import ImageRef, Message
 from providers.base import ChatRequest, ChatResponse
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 8192}

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fasteval.blobs import BlobStore
-from fasteval.options import Opt
+from fasteval.core.options import Opt
+from fasteval.core.types import Message, Task, ToolCall, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.row_checks import image_roots
 from fasteval.suites.vistahop import scoring
@@ -27,7 +28,6 @@ from fasteval.suites.vistahop.metrics import score_reference_file
 from fasteval.suites.vistahop.prompts import DEFAULT_FORMAT_INSTRUCTION, DEFAULT_SYSTEM_PROMPT
 from fasteval.suites.vistahop.texts import unwrap, vistahop_texts
 from fasteval.tools.base import ToolResult
-from fasteval.types import Message, Task, ToolCall, Trajectory
 
 SEARCH_TOOLS = ["text_search_tool", "image_search_tool"]
 # Reference tools.yaml order: crop first, then text search, then image search.
@@ -146,7 +146,6 @@ class VistaHopSuite(Suite):
                    if t["role"] in ("judge_prompt", "tool_error")
                    or t["name"] in {f"tool.{n}" for n in (setting.tools or [])}]
         if not _direct(setting):
-            import fasteval.tools  # noqa: F401  (registers the tools)
             from fasteval.tools.base import TOOLS
 
             specs = [TOOLS[n]().spec() for n in setting.tools or []]

@@ -27,7 +27,6 @@ OWN_UNKNOWN_TOOL = Template(("Error: Unknown tool '", Field("tool_name"), "'."))
 
 
 def _own_tool(name: str) -> dict[str, Any]:
-    import fasteval.tools  # noqa: F401  (registers the tools)
     from fasteval.tools.base import TOOLS
 
     spec: dict[str, Any] = TOOLS[name]().spec()

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import ImageRef, Task, Turn
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.row_checks import ALLOW_OPTION, PathOutsideRoot, confine, image_roots
-from fasteval.types import ImageRef, Task, Turn
 
 from .prompts import TOOL_NAMES
 

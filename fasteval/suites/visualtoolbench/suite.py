@@ -13,18 +13,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from fasteval.blobs import BlobStore
+from fasteval.core.options import Opt
+from fasteval.core.types import Message, Task, ToolCall, Trajectory
 from fasteval.images import ImageError
 from fasteval.images.decode import decode, probe, to_srgb8
-from fasteval.images.encode import png_bytes
-from fasteval.options import Opt
+from fasteval.images.render import png_bytes
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.reference_texts import Template
 from fasteval.suites.visualtoolbench.metrics import aggregate as metrics_aggregate
 from fasteval.suites.visualtoolbench.reference import score_reference_file
 from fasteval.tools.base import ToolResult
 from fasteval.tools.python_tools import SAVE_DIR
-from fasteval.types import Message, Task, ToolCall, Trajectory
 from sandbox import input_name
 
 from .judge import JudgeError, JudgeModel, Verdict, judge_rubric

@@ -23,7 +23,6 @@ REFERENCE_TOOL_NAMES = {"web_search": "google_search"}
 
 
 def _own_tool(name: str) -> dict[str, Any]:
-    import fasteval.tools  # noqa: F401  (registers the tools)
     from fasteval.tools.base import TOOLS
 
     spec: dict[str, Any] = TOOLS[name]().spec()["function"]

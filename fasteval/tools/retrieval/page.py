@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from fasteval.config import ConfigError
-from fasteval.services import Closer, register_service
+from fasteval.core.errors import ConfigError
+from fasteval.services.registry import Closer, register_service
 from fasteval.tools.retrieval.transport import RetrySettings, UpstreamError, classify_status, with_retries
 
 if TYPE_CHECKING:  # imported where used: the suites import this module, and a report needs no HTTP

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import orjson
 
 from cache import Cache, CacheValue
-from fasteval.limiters import current_limit
+from fasteval.services.limiters import current_limit
 from fasteval.tools.base import ToolContext
 from providers.retry import UPSTREAM_RETRYABLE, RetryPolicy, retry_call
 from providers.retry import classify_status as http_kind

@@ -65,7 +65,7 @@ def gone_within(pgid: int, seconds: float) -> bool:
 
 
 def fasteval_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fasteval.cli", *args]
+    return [sys.executable, "-m", "fasteval.cli.main", *args]
 
 
 def env() -> dict[str, str]:

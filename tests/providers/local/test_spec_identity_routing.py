@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.config import config_hash
+from fasteval.config.load import config_hash
 from providers.local import (
     GpuPool,
     ServeConfigError,

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, SweepResult, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, SweepResult, run_sweep
 from providers.sim import SimModel, SimServer
 
 

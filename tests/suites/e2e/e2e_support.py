@@ -19,8 +19,8 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.cli import main
-from fasteval.records import latest_by_job
+from fasteval.cli.main import main
+from fasteval.runfolder.records import latest_by_job
 
 SUITES_TESTS = Path(__file__).resolve().parents[1]
 

@@ -16,15 +16,13 @@ import pytest
 import yaml
 from e2e_support import cli, latest, load_fixture_module, report_rows, run_summary
 
-import fasteval.suites  # noqa: F401  (registers the suites)
-import fasteval.tools  # noqa: F401  (registers the tools)
-from fasteval.blobs import BlobStore
-from fasteval.config import SweepConfig, load_config
-from fasteval.models import OPENAI_LIKE
+from fasteval.config.load import SweepConfig, load_config
+from fasteval.engine.sweep import build_settings
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import SUITES, Setting, make_suite
-from fasteval.sweep import build_settings
 from fasteval.tools.base import TOOLS
 from providers.local import ServeSpec
+from providers.registry import providers
 from providers.sim import POLICIES
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs"
@@ -64,7 +62,7 @@ def test_model_lists_are_lists_of_models_used_by_some_config(path: Path) -> None
 
 def _check_endpoint(where: str, spec: dict[str, Any]) -> None:
     provider = spec["provider"]
-    assert provider == "sim" or provider in OPENAI_LIKE, f"{where}: unknown provider {provider}"
+    assert provider in providers(), f"{where}: unknown provider {provider}"
     if provider == "sim":
         assert spec.get("policy", "tools") in POLICIES, f"{where}: unknown sim policy {spec.get('policy')}"
     elif spec.get("serve") is not None:  # a local checkpoint fasteval serves itself

@@ -1,4 +1,4 @@
-"""``fasteval.data_fetch.fetch``: hub download when possible, a clear manual recipe otherwise.
+"""``fasteval.suites.data_fetch.fetch``: hub download when possible, a clear manual recipe otherwise.
 
 huggingface_hub is not a dependency and there is no network in tests: a stand-in module plays the
 hub, serving the files the official TIR-Bench release holds, and the loader then reads them.
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from fasteval.blobs import BlobStore
-from fasteval.data_fetch import DATASETS, FetchError, fetch, source
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import SUITES
+from fasteval.suites.data_fetch import DATASETS, FetchError, fetch, source
 from fasteval.suites.tirbench import load_tirbench
-from fasteval.types import Task
 
 
 def test_every_dataset_is_a_suite_and_names_resolve() -> None:

@@ -19,8 +19,8 @@ import yaml
 from aiohttp import web
 from e2e_support import load_fixture_module
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 
 tir = load_fixture_module("tirbench/conftest.py")
 
@@ -101,6 +101,6 @@ async def test_tool_and_rotation_settings_run_through_the_agent_loop_and_sandbox
     assert texts["mode"] == "reference" and texts["reference_commit"] == "0123456789abcdef0123456789abcdef01234567"
     demo = next(t for t in texts["texts"] if t["name"] == "demo.color")
     assert (demo["file"], demo["symbol"], len(demo["sha256"])) == ("demo_prompts.py", "demo_prompt_color", 64)
-    from fasteval.report import report
+    from fasteval.view.report import report
 
     assert report(tmp_path / "run")["texts"] == {"tirbench": f"reference texts from {texts['reference_repo']} @ 0123456789ab"}

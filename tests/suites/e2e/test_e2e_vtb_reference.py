@@ -16,8 +16,8 @@ import yaml
 from aiohttp import web
 from e2e_support import load_fixture_module
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 
 vtb = load_fixture_module("visualtoolbench/vtb_fixtures.py")
 

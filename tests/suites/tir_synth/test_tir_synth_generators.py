@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.suites.tir_synth import GENERATORS, generate
 from fasteval.suites.tirbench import classify_string
-from fasteval.types import Task
 
 
 @pytest.mark.parametrize("task_type", sorted(GENERATORS))

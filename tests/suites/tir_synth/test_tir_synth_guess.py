@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import ScoreContext
 from fasteval.suites.tir_synth import TIRSynth
-from fasteval.types import Task, Trajectory
 from providers.sim import POLICIES, SimModel
 
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.tir_synth import GENERATORS, TIRSynth
 from fasteval.suites.tirbench import score_item
 from fasteval.tools.base import ToolContext, ToolResult, make_tool
-from fasteval.types import Task
 from providers.sim import POLICIES, SimModel
 from providers.sim.oracle import answer_from_tool_output, plan_for
 from sandbox import SandboxPool

@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import yaml
 
-from fasteval.config import load_config
-from fasteval.sweep import RunOptions, run_sweep
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import RunOptions, run_sweep
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "tir-synth.yaml"
 

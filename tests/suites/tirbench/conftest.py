@@ -10,7 +10,7 @@ import pytest
 import pyvips
 from PIL import Image
 
-from fasteval.blobs import BlobStore
+from fasteval.runfolder.blobs import BlobStore
 
 
 def _png_with_pyvips(path: Path, width: int, height: int, value: int) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.suites.tirbench.loader import load_tirbench
-from fasteval.types import Task, Trajectory
 
 
 def _split(items: list[Task | LoadError]) -> tuple[dict[str, Task], dict[str, LoadError]]:
@@ -69,7 +69,6 @@ def test_json_file_path_works_and_missing_file_raises(release: Path, blobs: Blob
 
 
 def test_suite_is_registered_with_settings(release: Path, blobs: BlobStore) -> None:
-    import fasteval.suites.tirbench  # noqa: F401  (registers the suite)
 
     suite = make_suite("tirbench", {"path": str(release), "fidelity": "reference", "limit": 3}, blobs)
     assert len(list(suite.load())) == 3

@@ -7,9 +7,9 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-from fasteval.blobs import BlobStore
-from fasteval.config import load_config
-from fasteval.sweep import Selectors, load_suite, plan, plan_totals
+from fasteval.config.load import load_config
+from fasteval.engine.sweep import Selectors, load_suite, plan, plan_totals
+from fasteval.runfolder.blobs import BlobStore
 
 
 def test_plan_totals_count_exactly_the_planned_jobs(release: Path, tmp_path: Path) -> None:

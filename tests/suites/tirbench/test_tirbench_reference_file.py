@@ -98,12 +98,12 @@ def test_score_file_cli_prints_the_public_json(tmp_path: Path) -> None:
     import sys
 
     path = _reference_output(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "fasteval.cli", "score-file", "--suite", "tirbench", str(path),
+    out = subprocess.run([sys.executable, "-m", "fasteval.cli.main", "score-file", "--suite", "tirbench", str(path),
                           "--format", "json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert set(data) >= {"items", "overall", "by_category"}
     assert data["items"]["12"] == 0.5 and math.isclose(data["overall"], (1 + 0.5 + 2 / 3 + 1 + 0 + 1 + 1) / 7)
-    bad = subprocess.run([sys.executable, "-m", "fasteval.cli", "score-file", "--suite", "demo", str(path)],
+    bad = subprocess.run([sys.executable, "-m", "fasteval.cli.main", "score-file", "--suite", "demo", str(path)],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "no reference output format" in bad.stderr

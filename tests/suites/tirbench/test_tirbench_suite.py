@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import ScoreContext, Setting
 from fasteval.suites.tirbench import TIRBench
-from fasteval.types import Task, Trajectory
 from providers.base import ChatRequest, ChatResponse
 
 

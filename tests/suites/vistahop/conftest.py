@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from fasteval.blobs import BlobStore
+from fasteval.runfolder.blobs import BlobStore
 
 
 def png_bytes(color: tuple[int, int, int], size: tuple[int, int] = (64, 48)) -> bytes:

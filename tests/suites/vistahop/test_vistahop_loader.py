@@ -13,10 +13,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.suites.vistahop import LoaderConfig, level_of, load_tasks
-from fasteval.types import Task
 
 
 def _load(path: Path, blobs: BlobStore, **kw: object) -> list[Task | LoadError]:
@@ -157,8 +157,8 @@ def test_missing_level_fields_fail_loudly_unless_named_or_waived(tmp_path: Path,
                                                                  png: Callable[..., bytes]) -> None:
     import pytest
 
+    from fasteval.engine.sweep import load_suite
     from fasteval.suites.vistahop.loader import LevelsMissing
-    from fasteval.sweep import load_suite
 
     (tmp_path / "a.png").write_bytes(png((1, 1, 1)))
     rows = [{"prompt": [{"role": "user", "content": "<image>Q?"}], "reward_model": {"ground_truth": ["x"]},

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import ScoreContext, Setting, make_suite
 from fasteval.suites.vistahop import (
     VistaHopSuite,
@@ -23,7 +24,6 @@ from fasteval.suites.vistahop import (
     normalize_answer,
     parse_judge_verdict,
 )
-from fasteval.types import Task, Trajectory
 from providers.openai_compat import OpenAICompatProvider
 
 
@@ -260,8 +260,8 @@ def test_sampling_is_the_reference_runners_and_overridable_per_model(json_file: 
 def test_tool_system_prompt_and_error_strings_come_from_the_reference_files(json_file: Path, blobs: BlobStore) -> None:
     import json
 
+    from fasteval.core.types import ToolCall
     from fasteval.tools.base import ToolResult
-    from fasteval.types import ToolCall
 
     suite, task = _suite_and_task(json_file, blobs, system_prompt="BASE")
     setting = _setting(suite)

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 from vtb_fixtures import MULTI_ID, SINGLE_ID, sample_rows, write_parquet
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import ScoreContext
 from fasteval.suites.visualtoolbench import (
     JudgeParseError,
@@ -21,7 +22,6 @@ from fasteval.suites.visualtoolbench import (
     parse_verdict,
     score_task,
 )
-from fasteval.types import Task, Trajectory
 from providers.openai_compat import OpenAICompatProvider
 
 MET = '{"explanation": "The answer names it.", "judge_result": "Met"}'

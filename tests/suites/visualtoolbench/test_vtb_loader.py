@@ -22,10 +22,10 @@ from vtb_fixtures import (
     write_parquet,
 )
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.suites.visualtoolbench import VisualToolBenchSuite, iter_tasks, load_rubric_weights
-from fasteval.types import Task
 
 
 @pytest.fixture

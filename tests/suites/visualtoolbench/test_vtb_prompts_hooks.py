@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from vtb_fixtures import sample_rows, write_parquet
 
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task, ToolCall, Trajectory
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting
 from fasteval.suites.visualtoolbench import (
     OVERFLOW_ANSWER,
@@ -17,7 +18,6 @@ from fasteval.suites.visualtoolbench import (
     system_prompt_for,
 )
 from fasteval.tools.base import ToolResult
-from fasteval.types import Task, ToolCall, Trajectory
 
 
 def _suite(tmp_path: Path, **options: object) -> tuple[VisualToolBenchSuite, list[Task]]:
@@ -117,7 +117,6 @@ def test_tool_images_follow_in_a_user_message_under_reference(tmp_path: Path) ->
 
 
 def test_reference_tool_entries_use_the_reference_names_and_wording(tmp_path: Path) -> None:
-    import fasteval.tools  # noqa: F401  (registers the tools)
     from fasteval.tools.base import TOOLS
 
     suite, [task, _] = _suite(tmp_path)

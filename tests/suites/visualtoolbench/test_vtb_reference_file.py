@@ -85,7 +85,7 @@ def test_without_weights_the_stored_scores_are_used(tmp_path: Path) -> None:
 
 def test_reference_quirks_dropped_verdicts_empty_rubrics_exact_domains_and_pooled_files(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from fasteval.cli import main
+    from fasteval.cli.main import main
 
     clean = [
         {"task_id": "t1", "rubrics": {"a": rubric("x", 4), "b": rubric("y", 2)}},

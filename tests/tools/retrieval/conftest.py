@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 
 from cache import Cache
-from fasteval.blobs import BlobStore
+from fasteval.core.types import Task
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.tools.base import ToolContext
-from fasteval.types import Task
 from tests.tools.retrieval.retrieval_upstream import Upstream
 
 KEYS = {"SERPER_API_KEY": "serper-SECRET-1234", "SERPAPI_API_KEY": "serpapi-SECRET-5678",

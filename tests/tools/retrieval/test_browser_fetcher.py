@@ -86,7 +86,7 @@ async def test_rendered_page_holds_what_its_scripts_wrote(site: str) -> None:
 
 
 async def test_a_browser_asked_for_but_missing_stops_the_start() -> None:
-    from fasteval.config import ConfigError
+    from fasteval.core.errors import ConfigError
     from fasteval.tools.retrieval.page import start_browser
 
     with pytest.raises(ConfigError, match="Chromium|playwright"):

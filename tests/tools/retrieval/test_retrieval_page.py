@@ -8,7 +8,6 @@ from typing import Any
 
 import orjson
 
-import fasteval.tools.retrieval  # noqa: F401
 from cache import Cache
 from fasteval.tools.base import ToolContext, make_tool
 from fasteval.tools.retrieval import extract_text

@@ -8,7 +8,6 @@ from typing import Any
 import orjson
 import pytest
 
-import fasteval.tools.retrieval  # noqa: F401  (registers the tools)
 from cache import Cache
 from fasteval.tools.base import TOOLS, ToolContext, make_tool
 from tests.tools.retrieval.conftest import KEYS, Sleeps
@@ -139,7 +138,7 @@ async def test_empty_query_is_rejected_without_a_request(upstream: Upstream,
 async def test_upstream_429_shrinks_the_tools_limiter_window(upstream: Upstream, sleeps: Sleeps,
                                                              make_ctx: Callable[..., ToolContext]) -> None:
     """One retry policy: an upstream rate limit shrinks the named limiter as a model 429 shrinks its endpoint."""
-    from fasteval.limiters import Limiters
+    from fasteval.services.limiters import Limiters
 
     limiters = Limiters()
     upstream.fail_next("serpapi", 429, headers={"Retry-After": "1"}, times=2)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-import fasteval.tools.retrieval  # noqa: F401
 from cache import Cache
 from fasteval.tools.base import ToolContext, make_tool
 from providers.client import ModelClient, RetryPolicy

@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 import pytest
 
-import fasteval.tools.retrieval  # noqa: F401
 from fasteval.tools.base import ToolContext, make_tool
 from fasteval.tools.retrieval.weather import REFERENCE_NOTE, parse_date
 from tests.tools.retrieval.conftest import KEYS

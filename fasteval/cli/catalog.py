@@ -1,0 +1,103 @@
+"""``fasteval list suites|tools|providers|policies`` and ``fasteval config schema``.
+
+What a config may name, with one line each, read from the same registries and declarations the
+config validator uses, so the list can never disagree with what a run accepts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import orjson
+
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
+
+
+def catalog(kind: str) -> dict[str, str]:
+    """Name -> one-line description for one kind of component."""
+
+    if kind == "suites":
+        from fasteval.suites.base import SUITES
+
+        return {n: _first_line(c.__doc__) for n, c in sorted(SUITES.items())}
+    if kind == "tools":
+        from fasteval.tools.base import TOOLS
+
+        return {n: _first_line(getattr(c, "description", None) or c.__doc__) for n, c in sorted(TOOLS.items())}
+    if kind == "policies":
+        from providers.sim import POLICIES
+
+        return {n: _first_line(f.__doc__) for n, f in sorted(POLICIES.items())}
+    from providers.registry import providers
+
+    return {n: k.description for n, k in sorted(providers().items())}
+
+
+def cmd_list(a: argparse.Namespace) -> int:
+    items = catalog(a.kind)
+    if a.format == "json":
+        sys.stdout.write(orjson.dumps(items, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return EXIT_OK
+    width = max((len(n) for n in items), default=0)
+    for name, doc in items.items():
+        print(f"{name.ljust(width)}  {doc}".rstrip())
+    return EXIT_OK
+
+
+def cmd_config_schema(a: argparse.Namespace) -> int:
+    from fasteval.config.schema import config_json_schema
+
+    sys.stdout.write(orjson.dumps(config_json_schema(), option=orjson.OPT_INDENT_2).decode() + "\n")
+    return EXIT_OK
+
+
+def cmd_config_check(a: argparse.Namespace) -> int:
+    from fasteval.config.load import load_config
+    from fasteval.core.errors import ConfigError
+
+    try:
+        cfg = load_config(a.config)
+        placement = _serve_placement(cfg)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ValueError as e:  # a served model that cannot run here (no vllm, too few GPUs or cores)
+        print(f"error: {a.config}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{a.config}: ok")
+    for line in placement:
+        print(f"  {line}")
+    return EXIT_OK
+
+
+def _serve_placement(cfg: Any) -> list[str]:
+    """What the served models will run where; raises ValueError when they cannot run on this node."""
+    from pathlib import Path
+
+    from fasteval.engine.serving import Serving
+
+    serving = Serving.from_config(cfg, Path("runs") / "config-check")
+    if serving is None:
+        return []
+    serving.preflight()
+    return serving.placement()
+
+
+def add_parser(sub: Any) -> None:
+    ls = sub.add_parser("list", help="what a config may name: suites, tools, providers, sim policies")
+    ls.add_argument("kind", choices=["suites", "tools", "providers", "policies"])
+    ls.add_argument("--format", choices=["table", "json"], default="table")
+    ls.set_defaults(func=cmd_list)
+    cfg = sub.add_parser("config", help="config schema and checks")
+    csub = cfg.add_subparsers(dest="config_command", required=True)
+    schema = csub.add_parser("schema", help="print the JSON Schema of sweep configs (for editors)")
+    schema.set_defaults(func=cmd_config_schema)
+    check = csub.add_parser("check", help="validate a config (keys, names, data paths) without running it")
+    check.add_argument("config")
+    check.set_defaults(func=cmd_config_check)

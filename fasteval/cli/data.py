@@ -1,0 +1,32 @@
+"""``fasteval data fetch``: a benchmark's official files."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+
+
+def cmd_data_fetch(a: argparse.Namespace) -> int:
+    from fasteval.suites.data_fetch import FetchError, fetch
+
+    try:
+        path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision)
+    except (FetchError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(path)
+    return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    d = sub.add_parser("data", help="benchmark data")
+    dsub = d.add_subparsers(dest="data_command", required=True)
+    df = dsub.add_parser("fetch", help="download a benchmark's official files (needs huggingface_hub and a network)")
+    df.add_argument("name")
+    df.add_argument("--dest", help="folder (default: where the shipped configs read it, data/<benchmark>)")
+    df.add_argument("--revision")
+    df.set_defaults(func=cmd_data_fetch)

@@ -1,0 +1,129 @@
+"""``fasteval report``: scores per model × suite × setting, suites' own tables, or an HTML report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+from rich.table import Table
+
+from fasteval.cli.common import console, fmt, print_json
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.view.report import report
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    run_dir = Path(a.run_dir)
+    if not (run_dir / "manifest.json").exists():
+        print(f"error: {run_dir} is not a run folder (no manifest.json)", file=sys.stderr)
+        return EXIT_USAGE
+    if a.html:
+        from fasteval.view.html_report import write_report
+
+        size = write_report(run_dir, Path(a.html), examples=a.examples)
+        print(f"{a.html}: {size // 1000} KB", file=sys.stderr)
+        return EXIT_OK
+    rep = report(run_dir)
+    if a.format == "json":
+        print_json(rep)
+        return EXIT_OK
+    t = Table(title=f"{run_dir}: score (%) mean ± std over seeds")
+    for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
+                "cost $"):
+        t.add_column(col)
+    for r in rep["rows"]:
+        ci = r["ci95"]
+        t.add_row(r["model"], r["suite"], r["setting"], f"{fmt(r['mean'])} ± {fmt(r['std'])}",
+                  f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
+                  str(r["n_error"]), fmt(r["pass_at_k"]), fmt(r["pass_pow_k"]),
+                  "-" if r.get("cost_usd") is None else f"{r['cost_usd']:.2f}")
+    if rep.get("cost_usd") is not None:
+        t.caption = f"estimated cost of the evaluated models: ${rep['cost_usd']:.2f} (fasteval.core.pricing; roles not included)"
+    console().print(t)
+    for suite_name, label in (rep.get("texts") or {}).items():
+        console().print(f"texts: {suite_name}: {label}")
+    u = Table(title="cost and behaviour per trajectory")
+    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "mean latency s", "tool calls/traj",
+                "terminations"):
+        u.add_column(col)
+    for r in rep["rows"]:
+        lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
+        ends = ", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items()))
+        tokens = r.get("tokens") or {}
+        u.add_row(r["model"], r["suite"], r["setting"], str(tokens.get("prompt_tokens", "-")),
+                  str(tokens.get("completion_tokens", "-")), "-" if lat is None else f"{lat:.2f}",
+                  "-" if calls is None else f"{calls:.2f}", ends)
+    console().print(u)
+    for r in rep["rows"]:
+        if r.get("suite_metrics"):
+            _print_metrics(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"])
+    typed = [r for r in rep["rows"] if r.get("by_task_type")]
+    if typed:
+        kinds = sorted({k for r in typed for k in r["by_task_type"]})
+        pt = Table(title="score (%) per task type (all seeds)")
+        pt.add_column("task type")
+        for r in typed:
+            pt.add_column(f"{r['model']}\n{r['setting']}", justify="right")
+        for k in kinds:
+            pt.add_row(k, *(fmt(r["by_task_type"].get(k)) for r in typed))
+        console().print(pt)
+    return EXIT_OK
+
+
+def _scalar(v: Any) -> bool:
+    return v is None or isinstance(v, str | int | float | bool)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_cell(x)}" for k, x in v.items())
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
+    """A suite's own tables: scalars in one table, each dict of rows in its own, the rest as JSON."""
+    out = console()
+    scalars = {k: v for k, v in metrics.items() if _scalar(v)}
+    if scalars:
+        t = Table(title=title, title_justify="left")
+        t.add_column("metric")
+        t.add_column("value", justify="right")
+        for k, v in scalars.items():
+            t.add_row(k, _cell(v))
+        out.print(t)
+    for key, value in metrics.items():
+        if _scalar(value):
+            continue
+        if isinstance(value, dict) and value and all(_scalar(v) for v in value.values()):
+            t = Table(title=f"{title}: {key}", title_justify="left")
+            t.add_column(key)
+            t.add_column("value", justify="right")
+            for k, v in value.items():
+                t.add_row(str(k), _cell(v))
+            out.print(t)
+        elif isinstance(value, dict) and value and all(
+                isinstance(v, dict) and all(_scalar(x) or isinstance(x, dict) for x in v.values())
+                for v in value.values()):
+            cols = list(dict.fromkeys(c for v in value.values() for c in v))
+            t = Table(title=f"{title}: {key}", title_justify="left")
+            t.add_column(key)
+            for c in cols:
+                t.add_column(str(c), justify="right")
+            for k, v in value.items():
+                t.add_row(str(k), *(_cell(v.get(c, "")) for c in cols))
+            out.print(t)
+        else:
+            out.print(f"{title}: {key}")
+            out.print_json(orjson.dumps(value).decode())
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
+    p.add_argument("run_dir")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report (tables, plots)")
+    p.add_argument("--examples", type=int, default=0, metavar="N", help="with --html: N trajectories per model")
+    p.set_defaults(func=cmd_report)

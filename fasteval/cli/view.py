@@ -1,0 +1,92 @@
+"""``fasteval view`` (the local web app) and ``fasteval show`` (one trajectory in the terminal).
+
+Registered in ``fasteval.cli.main.COMMAND_MODULES``; ``report --html`` lives with ``report`` in the
+main CLI and calls ``fasteval.view.html_report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from fasteval.view.data import NotFound, RunSet
+
+
+def cmd_view(a: argparse.Namespace) -> int:
+    import uvloop
+
+    from fasteval.view.app import serve
+
+    try:
+        RunSet([Path(p) for p in a.runs])  # fail fast, before binding a port
+    except NotFound as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        uvloop.run(serve([Path(p) for p in a.runs], a.host, a.port))
+    except OSError as e:
+        print(f"error: cannot serve on {a.host}:{a.port}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from fasteval.view.show import ImageSaver, render_job
+
+    try:
+        runs = RunSet([Path(a.run)])
+        run = next(iter(runs.runs))
+        if a.job_id:
+            job = runs.job(a.job_id, run)
+        elif a.task:
+            rows = runs.find_jobs(run, a.task, a.model, a.seed)
+            if a.setting:
+                rows = [r for r in rows if r["setting"] == a.setting]
+            if not rows:
+                raise NotFound(f"no job of task {a.task!r} matches in {a.run}")
+            if len(rows) > 1:
+                t = Table(title=f"{len(rows)} jobs match: give a JOB_ID or narrow with --model/--setting/--seed")
+                for col in ("job_id", "model", "setting", "seed", "status", "score"):
+                    t.add_column(col)
+                for r in rows:
+                    t.add_row(r["job_id"], r["model"], r["setting"], str(r["seed"]), r["status"], str(r["score"]))
+                Console(stderr=True).print(t)
+                return EXIT_USAGE
+            job = runs.job(rows[0]["job_id"], run)
+        else:
+            print("error: give a JOB_ID or --task", file=sys.stderr)
+            return EXIT_USAGE
+    except NotFound as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    job_id = str(job["record"]["job_id"])
+    out = Path(a.images) if a.images else Path(tempfile.mkdtemp(prefix=f"fasteval-show-{job_id[:12]}-"))
+    console = Console() if sys.stdout.isatty() else Console(width=120)
+    render_job(console, job, ImageSaver(runs, run, out))
+    return EXIT_OK
+
+
+def add_parser(sub: Any) -> None:
+    v = sub.add_parser("view", help="browse run folders in a local web app (summary, jobs, trajectories)")
+    v.add_argument("runs", nargs="+", metavar="RUN")
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=int, default=8765, help="0 picks a free port (printed)")
+    v.set_defaults(func=cmd_view)
+    s = sub.add_parser("show", help="one trajectory in the terminal, its images saved as files")
+    s.add_argument("run", metavar="RUN")
+    s.add_argument("job_id", nargs="?", metavar="JOB_ID")
+    s.add_argument("--task", help="pick the job by task id (with --model/--setting/--seed)")
+    s.add_argument("--model")
+    s.add_argument("--setting")
+    s.add_argument("--seed", type=int)
+    s.add_argument("--images", help="folder for the images (default: a new temporary folder)")
+    s.set_defaults(func=cmd_show)

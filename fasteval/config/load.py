@@ -1,0 +1,221 @@
+"""Sweep configs: YAML files with models, model roles, suites with settings, and seeds.
+
+Model lists can live in their own files and be pulled in with ``include:``, so a lab keeps one
+list of endpoints and many sweeps. The config hash that guards resume ignores purely
+operational knobs (concurrency, fsync, progress), which may change between attempts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from fasteval.config.endpoint import EndpointSpec
+from fasteval.config.schema import (
+    KNOWN_ROLES,
+    TOP_LEVEL,
+    KeyPath,
+    Problems,
+    Source,
+    check_endpoint,
+    check_mapping,
+    check_suite,
+    did_you_mean,
+    line_map,
+)
+from fasteval.config.secrets import secret_problems
+from fasteval.core.errors import ConfigError
+
+OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
+                                  "breaker", "gpus"})
+
+
+@dataclass(slots=True)
+class SweepConfig:
+    raw: dict[str, Any]
+    """The config as written (includes expanded): what the manifest stores and the hash covers."""
+    path: Path
+    models: list[dict[str, Any]]
+    roles: dict[str, dict[str, Any]]
+    suites: list[dict[str, Any]]
+    """Suite entries with their path options resolved against the config file's folder."""
+    seeds: list[int]
+    run: dict[str, Any] = field(default_factory=dict)
+    typed: dict[str, EndpointSpec] = field(default_factory=dict, repr=False)
+    """Each model's and role's entry typed once (``EndpointSpec``), by model or role name."""
+
+    def hash(self) -> str:
+        return config_hash(self.raw)
+
+    def endpoint(self, name: str) -> EndpointSpec:
+        """The typed spec of the model or role called ``name``."""
+        entry = next((m for m in self.models if m.get("name") == name), None) or self.roles[name]
+        typed = self.typed.get(name)
+        if typed is None or typed.raw is not entry:  # an entry replaced after loading (rescore --judge)
+            typed = self.typed[name] = EndpointSpec.of(name, entry)
+        return typed
+
+
+def _refuse_secrets(spec: Any, where: KeyPath, src: Source, problems: Problems) -> bool:
+    """Report every secret in a config subtree (it would be copied into the manifest); True if any."""
+    found = False
+    for path, message in secret_problems(spec):
+        problems.add(src, (*where, *path), message)
+        found = True
+    return found
+
+
+def _read(path: Path) -> tuple[Any, Source]:
+    try:
+        text = path.read_text()
+        return yaml.safe_load(text), Source(path, line_map(text))
+    except (OSError, yaml.YAMLError) as e:
+        reason = str(e).replace("\n", " ")
+        raise ConfigError(f"cannot read config {path}: {reason}") from None
+
+
+def _expand_includes(items: list[Any], src: Source, base: Path, problems: Problems,
+                     path: KeyPath = ("models",)) -> list[tuple[Any, Source, KeyPath]]:
+    """Model entries with the file and key path each came from (for messages that point at it)."""
+    out: list[tuple[Any, Source, KeyPath]] = []
+    for i, item in enumerate(items):
+        where: KeyPath = (*path, i)
+        if isinstance(item, dict) and "include" in item:
+            if set(item) != {"include"}:
+                problems.add(src, where, "an include entry holds only 'include: FILE'")
+                continue
+            inc = base / str(item["include"])
+            if not inc.is_file():
+                problems.add(src, (*where, "include"), f"{item['include']} does not exist (looked for {inc})")
+                continue
+            loaded, inc_src = _read(inc)
+            inc_path: KeyPath = ()
+            if isinstance(loaded, dict):
+                loaded, inc_path = loaded.get("models", []), ("models",)
+            if not isinstance(loaded, list):
+                problems.add(inc_src, (), "an included model list must be a YAML list")
+                continue
+            out.extend(_expand_includes(loaded, inc_src, inc.parent, problems, inc_path))
+        else:
+            out.append((item, src, where))
+    return out
+
+
+def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
+    """Read and validate a sweep config; every problem is reported at once (ConfigError.problems).
+
+    Relative paths are read from the config file's folder. ``check_paths=False`` skips the check
+    that data files exist (for tools that only inspect a config).
+    """
+    p = Path(path)
+    raw, src = _read(p)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: the top level must be a mapping")
+    problems = Problems(check_paths=check_paths)
+    base = p.parent
+    top = check_mapping(raw, TOP_LEVEL, (), src, problems, base)
+    expanded = _expand_includes(raw.get("models") or [] if isinstance(raw.get("models"), list) else [],
+                                src, base, problems)
+    models: list[dict[str, Any]] = []
+    for spec, spec_src, where in expanded:
+        if _refuse_secrets(spec, where, spec_src, problems):
+            continue
+        check_endpoint(spec, where, spec_src, problems, role=False)
+        if isinstance(spec, dict):
+            models.append(spec)
+    raw["models"] = models
+    if not expanded and "models" in raw:
+        problems.add(src, ("models",), "'models' is empty")
+    names = [m.get("name") for m in models]
+    dupes = sorted({str(n) for n in names if names.count(n) > 1})
+    if dupes:
+        problems.add(src, ("models",), f"model names must be unique: {', '.join(dupes)} repeated")
+    roles = raw.get("roles") or {}
+    if isinstance(roles, dict):
+        for role, spec in roles.items():
+            if role not in KNOWN_ROLES:
+                problems.add(src, ("roles", role), f"unknown role{did_you_mean(str(role), KNOWN_ROLES)} "
+                             f"(known: {', '.join(sorted(KNOWN_ROLES))})")
+            if _refuse_secrets(spec, ("roles", role), src, problems):
+                continue
+            check_endpoint(spec, ("roles", role), src, problems, role=True)
+    for key in ("run", "suites"):
+        _refuse_secrets(raw.get(key), (key,), src, problems)
+    suites: list[dict[str, Any]] = []
+    entries = raw.get("suites")
+    if isinstance(entries, list):
+        if not entries:
+            problems.add(src, ("suites",), "'suites' is empty")
+        for i, entry in enumerate(entries):
+            suites.append(check_suite(entry, ("suites", i), src, problems, base))
+    if problems:
+        n = len(problems.items)
+        raise ConfigError(f"{p}: {n} problem{'s' if n > 1 else ''}:\n  " + "\n  ".join(problems.items),
+                          problems.items)
+    seeds_raw = raw.get("seeds", [0])
+    seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
+    run = dict(top.get("run") or {})
+    cfg = SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
+                      suites=suites, seeds=seeds, run=run)
+    for name in [m["name"] for m in models] + list(cfg.roles):
+        cfg.endpoint(name)  # typed once, here
+    return cfg
+
+
+def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
+    """The config a run folder was started with, its relative paths read from the original
+    config file's folder (recorded in the manifest) as they were at run time."""
+    raw = manifest["config"]
+    base = Path(str(manifest.get("config_path") or run_dir / "manifest.json")).parent
+    problems = Problems(check_paths=False)
+    suites = [check_suite(e, ("suites", i), Source(run_dir / "manifest.json"), problems, base)
+              for i, e in enumerate(raw.get("suites") or [])]
+    return SweepConfig(raw=raw, path=run_dir / "manifest.json", models=raw["models"], roles=raw.get("roles") or {},
+                       suites=suites, seeds=[], run=dict(raw.get("run") or {}))
+
+
+# How a served model is kept up, not what it computes: may change between attempts of one run.
+OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restarts", "routing", "admission",
+                                    "health_interval_s", "restart_backoff_s", "stop_timeout_s",
+                                    "gpu_memory_utilization"})
+
+
+def _identity(raw: dict[str, Any]) -> dict[str, Any]:
+    ident = dict(raw)
+    run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
+    ident["run"] = run
+    if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):
+        ident["models"] = [{**m, "serve": {k: v for k, v in m["serve"].items() if k not in OPERATIONAL_SERVE_KEYS}}
+                           if isinstance(m, dict) and isinstance(m.get("serve"), dict) else m
+                           for m in raw["models"]]
+    return ident
+
+
+def config_hash(raw: dict[str, Any]) -> str:
+    return hashlib.sha256(orjson.dumps(_identity(raw), option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+
+
+def config_diff(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """Human-readable list of what changed between two configs (identity parts only)."""
+    if prefix == "":
+        old, new = _identity(old), _identity(new)
+    changes: list[str] = []
+    for key in sorted(set(old) | set(new), key=str):
+        where = f"{prefix}{key}"
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes.extend(config_diff(a, b, where + "."))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and a != b:
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                if isinstance(x, dict) and isinstance(y, dict):
+                    changes.extend(config_diff(x, y, f"{where}[{i}]."))
+                elif x != y:
+                    changes.append(f"{where}[{i}]: {orjson.dumps(x).decode()} -> {orjson.dumps(y).decode()}")
+        elif a != b:
+            changes.append(f"{where}: {orjson.dumps(a).decode()} -> {orjson.dumps(b).decode()}")
+    return changes

@@ -1,0 +1,12 @@
+"""The vocabulary every layer speaks: types, options, errors, exit codes, redaction, pricing, version.
+
+It imports nothing of ours, so any module may use it without dragging in another layer.
+"""
+
+from fasteval.core.errors import ConfigError
+from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, EXIT_USAGE
+from fasteval.core.registry import LazyRegistry
+from fasteval.core.types import ImageRef, Job, Message, Record, Task, ToolCall, Trajectory, Turn, Usage
+
+__all__ = ["EXIT_INCOMPLETE", "EXIT_INTERRUPTED", "EXIT_JOB_ERRORS", "EXIT_OK", "EXIT_USAGE", "ConfigError", "ImageRef",
+           "Job", "LazyRegistry", "Message", "Record", "Task", "ToolCall", "Trajectory", "Turn", "Usage"]

@@ -1,0 +1,110 @@
+"""What a sweep costs: a prices table per model and the arithmetic over token counts.
+
+Prices are USD per million tokens: input (uncached prompt), output, cache read and cache write
+(prompt caching bills the tokens it stores and serves differently). The shipped table holds the
+providers' list prices for common models as published in 2025; prices change, so a config
+overrides them: a model entry's ``price: {input, output, cache_read, cache_write}`` or a
+top-level ``prices: {<model name or id>: {...}}``. A model with no price is reported with its
+tokens and no cost, never with a guessed one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True, frozen=True)
+class Price:
+    input: float
+    output: float
+    cache_read: float | None = None
+    """Defaults to the input price (no discount) when a provider publishes none."""
+    cache_write: float | None = None
+    """Defaults to the input price (no surcharge)."""
+
+    @classmethod
+    def from_config(cls, spec: dict[str, Any], where: str) -> Price:
+        unknown = set(spec) - {"input", "output", "cache_read", "cache_write"}
+        if unknown or "input" not in spec or "output" not in spec:
+            raise ValueError(f"{where}: a price needs input and output (USD per million tokens) and may have "
+                             f"cache_read, cache_write; got {sorted(spec)}")
+        return cls(**{k: float(v) for k, v in spec.items()})
+
+
+# Longest matching prefix of the served model id wins ("gpt-4o-mini-2024-07-18" -> "gpt-4o-mini").
+PRICES: dict[str, Price] = {
+    "claude-opus-4-5": Price(5.0, 25.0, 0.50, 6.25),
+    "claude-opus-4": Price(15.0, 75.0, 1.50, 18.75),
+    "claude-sonnet-4": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-3-7-sonnet": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-3-5-sonnet": Price(3.0, 15.0, 0.30, 3.75),
+    "claude-haiku-4-5": Price(1.0, 5.0, 0.10, 1.25),
+    "claude-3-5-haiku": Price(0.80, 4.0, 0.08, 1.0),
+    "gpt-4o-mini": Price(0.15, 0.60, 0.075),
+    "gpt-4o": Price(2.50, 10.0, 1.25),
+    "gpt-4.1-nano": Price(0.10, 0.40, 0.025),
+    "gpt-4.1-mini": Price(0.40, 1.60, 0.10),
+    "gpt-4.1": Price(2.0, 8.0, 0.50),
+    "gpt-5-mini": Price(0.25, 2.0, 0.025),
+    "gpt-5": Price(1.25, 10.0, 0.125),
+    "o3": Price(2.0, 8.0, 0.50),
+    "o4-mini": Price(1.10, 4.40, 0.275),
+    "gemini-2.5-pro": Price(1.25, 10.0, 0.31),
+    "gemini-2.5-flash-lite": Price(0.10, 0.40, 0.025),
+    "gemini-2.5-flash": Price(0.30, 2.50, 0.075),
+    "gemini-2.0-flash": Price(0.10, 0.40, 0.025),
+}
+
+
+def lookup(model_id: str, table: dict[str, Price] | None = None) -> Price | None:
+    """The price of the longest table key that prefixes ``model_id`` (case-insensitive)."""
+    table = PRICES if table is None else table
+    mid = model_id.lower().rsplit("/", 1)[-1]  # "anthropic/claude-..." gateway ids
+    best = max((k for k in table if mid.startswith(k.lower())), key=len, default=None)
+    return table[best] if best is not None else None
+
+
+def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None = None,
+              free: Callable[[dict[str, Any]], bool] | None = None) -> Price | None:
+    """A model entry's price: its own ``price:``, then the config's ``prices:`` by name or id, then the table.
+
+    ``free`` says which entries cost nothing whatever their model id (the embedded sim: the
+    provider registry knows, and this leaf imports nothing of ours to ask it).
+    """
+    if spec.get("price"):
+        return Price.from_config(dict(spec["price"]), f"model {name}: price")
+    model_id = str(spec.get("model", name))
+    for key in (name, model_id):
+        if overrides and key in overrides:
+            return Price.from_config(dict(overrides[key]), f"prices.{key}")
+    if free is not None and free(spec):
+        return None
+    return lookup(model_id)
+
+
+def cost_usd(usage: dict[str, Any], price: Price) -> float:
+    """USD for token counts in record form (prompt_tokens counts cached tokens too)."""
+    prompt = int(usage.get("prompt_tokens") or 0)
+    read = int(usage.get("cache_read_tokens") or 0)
+    write = int(usage.get("cache_write_tokens") or 0)
+    out = int(usage.get("completion_tokens") or 0)
+    uncached = max(0, prompt - read - write)
+    cr = price.input if price.cache_read is None else price.cache_read
+    cw = price.input if price.cache_write is None else price.cache_write
+    return (uncached * price.input + read * cr + write * cw + out * price.output) / 1e6
+
+
+def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] | None = None
+                 ) -> dict[str, Price | None]:
+    """Name -> price for every model and role of a config (raw, as in a manifest)."""
+    overrides = config.get("prices") or {}
+    out: dict[str, Price | None] = {}
+    for m in config.get("models") or []:
+        if isinstance(m, dict) and "name" in m:
+            out[m["name"]] = price_for(m["name"], m, overrides, free)
+    for role, spec in (config.get("roles") or {}).items():
+        if isinstance(spec, dict):
+            out[role] = price_for(role, spec, overrides, free)
+    return out

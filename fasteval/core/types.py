@@ -1,0 +1,145 @@
+"""The vocabulary every module speaks: Task, Job, ToolCall, Trajectory, Record.
+
+Kept in one small file so a reader learns the whole design in one place. Images are never
+carried as bytes here: an image is an ``ImageRef``, the sha256 hex of its bytes in the run's
+blob store, so records stay small and memory stays flat as concurrency grows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+ImageRef = str
+"""sha256 hex digest of an image's encoded bytes; the key into a BlobStore."""
+
+Termination = Literal["answered", "max_rounds", "max_tokens", "error", "context_overflow", "refusal"]
+JobStatus = Literal["ok", "error"]
+ToolStatus = Literal["ok", "error"]
+
+# A message is plain OpenAI chat format, except that image parts are
+# {"type": "image", "image": <ImageRef>} and get encoded only when a request is sent.
+Message = dict[str, Any]
+
+
+@dataclass(slots=True)
+class Turn:
+    """One user turn of a task: its text and the images shown with it."""
+
+    text: str
+    images: list[ImageRef] = field(default_factory=list)
+    reference: Any = None
+    """Reference answer of this turn (multi-turn tasks grade each turn)."""
+
+
+@dataclass(slots=True)
+class Task:
+    """One benchmark item, as a suite loaded it."""
+
+    id: str
+    turns: list[Turn]
+    tools: list[str] = field(default_factory=list)
+    reference: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class Job:
+    """One unit of work: a task run by a model under a setting with a seed."""
+
+    model: str
+    suite: str
+    setting: str
+    task_id: str
+    seed: int
+
+    @property
+    def job_id(self) -> str:
+        """Stable across processes and machines, so resume and shards agree."""
+        return job_id_of(self.model, self.suite, self.setting, self.task_id, self.seed)
+
+
+def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int) -> str:
+    """``Job(...).job_id`` without building the Job (resume walks every planned job)."""
+    return hashlib.sha256(f"{model}\x1f{suite}\x1f{setting}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:20]
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """One executed (or rejected) tool call, logged for tool-use metrics after the run."""
+
+    id: str
+    name: str
+    args: Any
+    status: ToolStatus
+    output: str = ""
+    error: str | None = None
+    latency_s: float = 0.0
+    images: list[ImageRef] = field(default_factory=list)
+    turn: int = 0
+    round: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Facts for metrics that the model did not see (search provider, query, ranks...)."""
+
+
+@dataclass(slots=True)
+class Usage:
+    """Tokens of one or more requests. ``prompt_tokens`` counts the whole prompt, cached or not;
+    ``cache_read_tokens`` and ``cache_write_tokens`` say how much of it a prompt cache served or
+    stored, because providers price those differently (fasteval.core.pricing)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """Everything that happened in one job: the conversation, the tools, the ending."""
+
+    messages: list[Message] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage_by_turn: list[Usage] = field(default_factory=list)
+    answers: list[str | None] = field(default_factory=list)
+    """Final answer text of each user turn (None when the turn ended without one)."""
+    rounds: int = 0
+    termination: Termination = "answered"
+    termination_reason: str | None = None
+
+
+@dataclass(slots=True)
+class Record:
+    """One finished job: exactly one JSONL line in the run folder."""
+
+    job_id: str
+    model: str
+    suite: str
+    setting: str
+    task_id: str
+    seed: int
+    status: JobStatus
+    score: float | None
+    answer: str | None
+    error: str | None = None
+    error_kind: str | None = None
+    termination: Termination | None = None
+    rounds: int = 0
+    tool_calls: int = 0
+    usage: dict[str, int] = field(default_factory=dict)
+    latency_s: float = 0.0
+    retries: int = 0
+    score_details: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    trajectory: Trajectory | dict[str, Any] | None = None
+    """The Trajectory when written by a sweep; a plain dict when read back or rescored."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,171 @@
+"""Turning config entries into ModelClients: the evaluated models and the model roles.
+
+What each provider is (its wire, whether the sweep serves it itself, whether ``serve:`` may
+start it) comes from the provider registry (``providers.registry``); this module only wires an
+entry's typed spec to a client with the sweep's limits, retries, breaker and image URLs. Keys
+are read from the environment variable the config names, at request time, and never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from fasteval.config.endpoint import EndpointSpec
+from fasteval.images.processor import ProcessorResize, processor_resize
+from providers.base import Capabilities, Provider, ProviderError
+from providers.body import ByteBudget
+from providers.breaker import BreakerPolicy, CircuitBreaker
+from providers.client import ModelClient, RetryPolicy
+from providers.http_json import Timeouts
+from providers.openai_compat import ImageUrlResolver
+from providers.registry import WireArgs, is_embedded, make_provider
+from providers.sim.spec import SimModel
+
+DEFAULT_MAX_BODY_MB = 1024
+"""Request body bytes in flight per model before new requests wait (``limits.max_body_mb``)."""
+
+
+class ModelConfigError(ValueError):
+    pass
+
+
+def sim_models(models: list[dict[str, Any]], roles: dict[str, dict[str, Any]]) -> list[SimModel]:
+    """The endpoints the embedded sim serves (their provider's kind says ``embedded``)."""
+    sims = [SimModel.from_config(m["name"], m) for m in models if is_embedded(m)]
+    return sims + [SimModel.from_config(role, spec) for role, spec in roles.items() if is_embedded(spec)]
+
+
+def build_client(name: str, spec: dict[str, Any] | EndpointSpec, *, sim_base_url: str | None,
+                 resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None,
+                 serving: Any = None) -> ModelClient:
+    """A ModelClient for one config entry (model or role); ``serving`` provides served models.
+
+    A served model gets no circuit breaker: its supervisor restarts dead servers and raises
+    EndpointDown itself when they are exhausted.
+    """
+    try:
+        ep = spec if isinstance(spec, EndpointSpec) else EndpointSpec.of(name, spec)
+    except KeyError as e:
+        raise ModelConfigError(f"model {name}: {e.args[0]}") from None
+    kind = ep.kind
+    timeouts = Timeouts(**ep.timeouts)
+    retry = RetryPolicy(**ep.retry)
+    tool_images = bool(ep.raw.get("tool_message_images", False))
+    if ep.serve is not None:
+        if serving is None or not kind.servable:
+            raise ModelConfigError(f"model {name}: 'serve' needs an OpenAI-compatible provider (vllm, sglang, "
+                                   f"openai_compat) in a sweep")
+        endpoint = serving.endpoint_name(name)
+
+        def make(base_url: str) -> Provider:
+            replica = make_provider("openai", WireArgs(
+                model_id=name, base_url=base_url, key_env=None, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
+                endpoint_name=endpoint, image_resolver=resolver, tool_message_images=tool_images))
+            _apply_capabilities(name, replica, ep)  # each replica's provider decides what it sends (seed)
+            return replica
+
+        served = serving.provider(name, make, tool_message_images=tool_images)
+        _apply_capabilities(name, served, ep)
+        return ModelClient(name, served, concurrency=int(ep.limits.get("concurrency", 256)), rpm=ep.limits.get("rpm"),
+                           tpm=ep.limits.get("tpm"), retry=retry, params=ep.params)
+    if kind.embedded:
+        if sim_base_url is None:
+            raise ModelConfigError(f"model {name}: the sim server is not running")
+        base_url, model_id, key_env = sim_base_url, name, None
+        retry = RetryPolicy(**{"base_delay_s": 0.05, "max_delay_s": 2.0, **ep.retry})
+    else:
+        if kind.needs_base_url and not ep.base_url:
+            raise ModelConfigError(f"model {name}: 'base_url' is required for provider {kind.name}")
+        base_url, model_id, key_env = ep.base_url or "", ep.model, ep.key_env
+    endpoint_name = ep.endpoint_id or (f"sim:{name}" if kind.embedded else None)
+    try:
+        provider = make_provider(ep.wire, WireArgs(
+            model_id=model_id, base_url=base_url, key_env=key_env, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
+            endpoint_name=endpoint_name, image_resolver=resolver, tool_message_images=tool_images,
+            body_budget=_body_budget(name, ep.limits), options=ep.raw, embedded=kind.embedded))
+    except ValueError as e:
+        raise ModelConfigError(f"model {name}: {e}") from None
+    _apply_capabilities(name, provider, ep)
+    lister = getattr(provider, "list_models", None)
+    probe = None
+    if lister is not None:
+        async def probe() -> None:  # GET /models: is the server back? (no list: the breaker half-opens)
+            await lister(timeout_s=min(10.0, timeouts.connect_s + 5.0))
+
+    label = f"{name} ({base_url})" if not kind.embedded and base_url else name
+    return ModelClient(name, provider, concurrency=int(ep.limits.get("concurrency", 256)), rpm=ep.limits.get("rpm"),
+                       tpm=ep.limits.get("tpm"), retry=retry, params=ep.params,
+                       breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
+
+
+def _body_budget(name: str, limits: dict[str, Any]) -> ByteBudget:
+    mb = limits.get("max_body_mb", DEFAULT_MAX_BODY_MB)
+    if isinstance(mb, bool) or not isinstance(mb, int | float) or mb <= 0:
+        raise ModelConfigError(f"model {name}: limits.max_body_mb must be a positive number, got {mb!r}")
+    return ByteBudget(int(mb * 1024 * 1024))
+
+
+def model_processor(spec: dict[str, Any]) -> ProcessorResize | None:
+    """The model's ``image_resize`` switch, resolved (ModelConfigError when malformed)."""
+    try:
+        return processor_resize(spec.get("image_resize"))
+    except ValueError as e:
+        raise ModelConfigError(f"model {spec.get('name', '?')}: {e}") from None
+
+
+def _apply_capabilities(name: str, provider: Provider, ep: EndpointSpec) -> None:
+    caps = ep.capabilities
+    unknown = set(caps) - {f.name for f in fields(Capabilities)}
+    if unknown:
+        raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: "
+                               f"{sorted(f.name for f in fields(Capabilities))}")
+    if caps:
+        provider.capability_overrides = {k: bool(v) for k, v in caps.items()}
+
+
+def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
+                   spec: dict[str, Any] | None = None) -> ImageUrls:
+    """Image URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
+
+    A model entry's ``max_image_bytes`` / ``max_image_pixels`` downsize images that would
+    otherwise be rejected (APIs refuse large data URLs) instead of failing the request.
+    ``local_media: true`` (a server that reads local files, e.g. vLLM started with
+    ``--allowed-local-media-path`` covering the run folder) sends ``file://`` URLs of the blob
+    store instead of base64 data URLs. ``image_resize`` (e.g. ``qwen2_5_vl``) shrinks images to
+    what the model's processor would make of them (fasteval.images.processor).
+    """
+    local = False
+    processor = None
+    if spec is not None:
+        max_bytes = spec.get("max_image_bytes", max_bytes)
+        max_pixels = spec.get("max_image_pixels", max_pixels)
+        local = bool(spec.get("local_media", False))
+        processor = model_processor(spec)
+    return ImageUrls(encoder, max_bytes, max_pixels, processor, local)
+
+
+class ImageUrls:
+    """One model's image URLs (an ImageUrlResolver): awaited when an image must be encoded,
+    ``cached`` without a coroutine when it already was (every later round of every trajectory)."""
+
+    __slots__ = ("encoder", "local", "max_bytes", "max_pixels", "processor")
+
+    def __init__(self, encoder: Any, max_bytes: int | None, max_pixels: int | None,
+                 processor: ProcessorResize | None, local: bool) -> None:
+        self.encoder = encoder
+        self.max_bytes, self.max_pixels, self.processor, self.local = max_bytes, max_pixels, processor, local
+
+    async def __call__(self, ref: str, profile: str) -> bytes:
+        try:
+            url: bytes = await self.encoder.image_url(ref, profile, max_bytes=self.max_bytes, max_pixels=self.max_pixels,
+                                                      processor=self.processor, local=self.local)
+        except (ValueError, KeyError, OSError) as e:
+            raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
+        return url
+
+    def cached(self, ref: str, profile: str) -> bytes | None:
+        url: bytes | None = self.encoder.cached_image_url(ref, profile, max_bytes=self.max_bytes,
+                                                          max_pixels=self.max_pixels, processor=self.processor,
+                                                          local=self.local)
+        return url

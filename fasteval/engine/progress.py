@@ -1,0 +1,158 @@
+"""Live progress: jobs done/error/total, in-flight per endpoint, retries, backoff, tokens, ETA.
+
+On a terminal it is a rich Live panel refreshed a few times a second; elsewhere (CI, logs) it
+prints one plain line every ``interval_s``. Either way it reads counters, never blocks jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from fasteval.core.pricing import Price, cost_usd
+from providers.client import ModelClient
+
+
+@dataclass(slots=True)
+class Counters:
+    total: int = 0
+    skipped: int = 0
+    done: int = 0
+    errors: int = 0
+    in_flight: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+    def eta_s(self) -> float | None:
+        """None until enough jobs finished for a rate to mean something (the first jobs pay for
+        start-up and the first finishers are the quick ones: an early ETA is noise)."""
+        finished = self.done + self.errors
+        elapsed = time.monotonic() - self.started_at
+        if finished < max(5, 0.05 * self.total) or elapsed < 5.0:
+            return None
+        return (self.total - finished) / (finished / elapsed)
+
+
+def _money(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}"
+
+
+def _fmt_eta(eta: float | None) -> str:
+    if eta is None:
+        return "—"
+    m, s = divmod(int(eta), 60)
+    return f"{m // 60}h{m % 60:02d}m" if m >= 60 else f"{m}m{s:02d}s"
+
+
+class ProgressDisplay:
+    """Renders the counters and the endpoint limiters; extra limiters come as callables."""
+
+    def __init__(self, counters: Counters, clients: dict[str, ModelClient],
+                 extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
+                 live: bool | None = None, interval_s: float = 10.0,
+                 extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None,
+                 prices: dict[str, Price | None] | None = None, global_cap: int | None = None) -> None:
+        self.counters = counters
+        self.prices = prices or {}
+        self.clients = clients
+        self.extra = extra or {}
+        self.extra_rows = extra_rows
+        self.live = sys.stderr.isatty() if live is None else live
+        self.interval_s = interval_s
+        self.global_cap = global_cap
+        """The sweep's in-flight cap: an endpoint's effective limit is the smaller of the two."""
+        self._task: asyncio.Task[None] | None = None
+        self.console = Console(stderr=True)
+
+    def _limit(self, cl: ModelClient) -> int:
+        return min(cl.limit.limit, self.global_cap) if self.global_cap else cl.limit.limit
+
+    @staticmethod
+    def _state(cl: ModelClient) -> str:
+        return cl.breaker.describe() if cl.breaker is not None else "up"
+
+    def _cost(self, name: str, cl: ModelClient) -> float | None:
+        price = self.prices.get(name)
+        if price is None:
+            return None
+        s = cl.stats
+        return cost_usd({"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
+                         "cache_read_tokens": s.cache_read_tokens, "cache_write_tokens": s.cache_write_tokens}, price)
+
+    def total_cost(self) -> float | None:
+        costs = [c for c in (self._cost(n, cl) for n, cl in self.clients.items()) if c is not None]
+        return sum(costs) if costs else None
+
+    def table(self) -> Table:
+        c = self.counters
+        total = self.total_cost()
+        spent = f" cost ${total:.2f}" if total is not None else ""
+        t = Table(title=(f"jobs {c.done + c.errors}/{c.total} (ok {c.done}, error {c.errors}, "
+                         f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}"),
+                  title_justify="left")
+        for col in ("endpoint", "in flight", "limit", "waiting", "requests", "retries", "429s", "backoff s", "tokens",
+                    "cost $", "state"):
+            t.add_column(col, justify="right" if col not in ("endpoint", "state") else "left")
+        for name, cl in self.clients.items():
+            s = cl.stats
+            t.add_row(name, str(cl.limit.in_flight), str(self._limit(cl)), str(cl.limit.waiting), str(s.requests),
+                      str(s.retries), str(s.rate_limited), f"{s.backoff_s:.1f}",
+                      str(s.prompt_tokens + s.completion_tokens), _money(self._cost(name, cl)), self._state(cl))
+        rows = {name: fn() for name, fn in self.extra.items()}
+        if self.extra_rows is not None:
+            rows.update(self.extra_rows())
+        for name, st in rows.items():
+            t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", st.get("size", ""))), str(st.get("waiting", "")),
+                      str(st.get("requests", st.get("calls", ""))), "", "", "", "", "")
+        return t
+
+    def line(self) -> str:
+        c = self.counters
+        total = self.total_cost()
+        parts = [f"jobs {c.done + c.errors}/{c.total} ok={c.done} error={c.errors} in_flight={c.in_flight} "
+                 f"eta={_fmt_eta(c.eta_s())}" + (f" cost=${total:.2f}" if total is not None else "")]
+        for name, cl in self.clients.items():
+            s = cl.stats
+            state = self._state(cl)
+            parts.append(f"{name}: {cl.limit.in_flight}/{self._limit(cl)} req={s.requests} retries={s.retries} "
+                         f"backoff={s.backoff_s:.1f}s tok={s.prompt_tokens + s.completion_tokens}"
+                         + ("" if state == "up" else f" {state}"))
+        rows = {name: fn() for name, fn in self.extra.items()}
+        if self.extra_rows is not None:
+            rows.update(self.extra_rows())
+        for name, st in rows.items():
+            parts.append(f"{name}: {st.get('in_flight', '?')}/{st.get('limit', st.get('size', '?'))} "
+                         f"waiting={st.get('waiting', 0)}")
+        return " | ".join(parts)
+
+    async def _run(self) -> None:
+        if self.live:
+            with Live(self.table(), console=self.console, refresh_per_second=4, transient=False) as live:
+                while True:
+                    await asyncio.sleep(0.25)
+                    live.update(self.table())
+        else:
+            while True:
+                await asyncio.sleep(self.interval_s)
+                print(self.line(), file=sys.stderr, flush=True)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+            self._task = None
+        if not self.live:
+            print(self.line(), file=sys.stderr, flush=True)

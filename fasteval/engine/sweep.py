@@ -1,0 +1,686 @@
+"""One sweep: plan the jobs, skip what the run folder already holds, run the rest, record each.
+
+Jobs start lazily from the plan iterator under a global in-flight cap (never thousands of idle
+coroutines); per-endpoint limits live in each ModelClient. Every finished job, ok or error,
+is one appended JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
+ones; what was written stays, and the same command resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import platform
+import shutil
+import signal
+import sqlite3
+import time
+import traceback
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Container, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fasteval.services.limiters  # noqa: F401  (registers the limiters service)
+from fasteval.config.load import SweepConfig, config_diff
+from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
+from fasteval.core.pricing import model_prices
+from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
+from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
+from fasteval.engine.agent import AgentEnv, run_agent
+from fasteval.engine.clients import model_processor
+from fasteval.engine.progress import Counters, ProgressDisplay
+from fasteval.engine.runtime import open_runtime
+from fasteval.engine.serving import Serving, checkpoint_identities
+from fasteval.runfolder.blobs import BlobStore
+from fasteval.runfolder.diskfaults import database_failure, write_failure
+from fasteval.runfolder.index import INDEX, open_index
+from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
+from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
+from fasteval.tools.base import TOOLS, make_tool
+from providers.base import ProviderError
+from providers.breaker import BreakerPolicy, EndpointDown
+from providers.client import ModelClient, count_retries
+from providers.local import trajectory
+from providers.registry import is_embedded
+
+log = logging.getLogger("fasteval")
+
+
+class ConfigChanged(RuntimeError):
+    pass
+
+
+@dataclass(slots=True)
+class Selectors:
+    """Narrow the plan without changing the config (resume and the config hash ignore them)."""
+
+    models: list[str] = field(default_factory=list)
+    suites: list[str] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    limit: int | None = None
+    """First N tasks of each suite."""
+
+    def __bool__(self) -> bool:
+        return bool(self.models or self.suites or self.settings or self.seeds or self.limit is not None)
+
+
+@dataclass(slots=True)
+class RunOptions:
+    run_dir: Path
+    shard: tuple[int, int] | None = None
+    shard_by: str = "job"
+    """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
+    max_concurrency: int | None = None
+    force: bool = False
+    keep_errors: bool = False
+    progress: bool | None = None
+    selectors: Selectors = field(default_factory=Selectors)
+
+
+@dataclass(slots=True)
+class SuiteRun:
+    suite: Suite
+    settings: list[Setting]
+    items: list[Task | LoadError]
+
+
+@dataclass(slots=True)
+class SweepResult:
+    total: int = 0
+    skipped: int = 0
+    ok: int = 0
+    errors: int = 0
+    interrupted: bool = False
+    wall_s: float = 0.0
+    stats: dict[str, Any] = field(default_factory=dict)
+    not_run: int = 0
+    """Jobs left unrun because their endpoint was down (no record; a rerun runs them)."""
+    down: dict[str, str] = field(default_factory=dict)
+    """Endpoints given up on: name -> reason."""
+    errors_by: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
+
+    def add_error(self, model: str, kind: str, message: str) -> None:
+        entry = self.errors_by.setdefault(model, {}).setdefault(kind, [0, message])
+        entry[0] += 1
+
+    def exit_code(self, incomplete: bool = False) -> int:
+        """What ``fasteval run`` returns for this result (the API reports the same number)."""
+        if incomplete:
+            return EXIT_INCOMPLETE
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return EXIT_JOB_ERRORS if self.errors else EXIT_OK
+
+
+def default_run_dir(config_path: str | Path, shard: tuple[int, int] | None = None) -> Path:
+    """``runs/<config stem>`` (``-shard<i>of<n>`` for a shard): where a run goes without --run-dir."""
+    folder = Path("runs") / Path(config_path).stem
+    return folder.with_name(f"{folder.name}-shard{shard[0]}of{shard[1]}") if shard else folder
+
+
+class SweepIncomplete(RunIncomplete):
+    """The sweep stopped with work left that a rerun can do (exit 3); carries the partial result."""
+
+    def __init__(self, message: str, result: SweepResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def usage_summary(turns: list[Usage]) -> dict[str, int]:
+    """A record's token counts; cache counts appear only when a prompt cache served or stored some."""
+    total = Usage()
+    for u in turns:
+        total.add(u)
+    out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
+    if total.cache_read_tokens or total.cache_write_tokens:
+        out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
+    return out
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    i, _, n = text.partition("/")
+    idx, count = int(i), int(n)
+    if not 0 <= idx < count:
+        raise ValueError(f"--shard {text}: expected i/n with 0 <= i < n")
+    return idx, count
+
+
+def in_shard(job_id: str, shard: tuple[int, int] | None, model_slot: int | None = None) -> bool:
+    """Is this job in the shard? By job_id hash, or by the model's position when sharding by model."""
+    if shard is None:
+        return True
+    key = int(job_id, 16) if model_slot is None else model_slot
+    return key % shard[1] == shard[0]
+
+
+def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
+    """Settings from the config, each filled in from the suite's default of the same name."""
+    defaults = {s.name: s for s in suite.default_settings()}
+    if not entries:
+        return list(defaults.values())
+    out = []
+    for e in entries:
+        if "extends" in e and e["extends"] not in defaults:
+            raise ValueError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
+                             f"of its default settings ({', '.join(defaults) or 'none'})")
+        base = defaults.get(e.get("extends", e["name"]))
+        merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
+        options = {**merged.get("options", {}), **(e.get("options") or {})}
+        merged.update({k: v for k, v in e.items() if k not in ("options", "extends")})
+        merged["options"] = options
+        out.append(Setting(**merged))
+    return out
+
+
+def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
+    suite = make_suite(entry["name"], dict(entry.get("options") or {}), blobs)
+    items: list[Task | LoadError] = []
+    seen: set[str] = set()
+    try:
+        for item in suite.load():
+            if isinstance(item, Task) and item.id in seen:
+                item = LoadError(task_id=f"{item.id}#dup{len(items)}", message=f"duplicate task id {item.id!r}")
+            seen.add(item.task_id if isinstance(item, LoadError) else item.id)
+            items.append(item)
+    except Exception as e:  # a loader that dies still leaves what it loaded and one error record
+        items.append(LoadError(task_id=f"{entry['name']}-load", message=f"loader failed: {type(e).__name__}: {e}"))
+    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
+
+
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+         selectors: Selectors | None = None, done: Container[str] = frozenset(),
+         on_done: Callable[[], None] | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+    """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
+
+    Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
+    Jobs whose id is in ``done`` (the resume set) are left out, each with a call of ``on_done``:
+    resuming a finished sweep builds no Job at all.
+    """
+    sel = selectors or Selectors()
+    all_models = [m["name"] for m in cfg.models]
+    slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
+    models, seeds = _plan_axes(cfg, sel)
+    need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
+    for run, setting, item, tid in _plan_items(runs, sel):
+        suite = run.suite.name
+        for seed in seeds:
+            for model in models:
+                if need_id:
+                    job_id = job_id_of(model, suite, setting.name, tid, seed)
+                    if shard is not None and not in_shard(job_id, shard, slot.get(model)):
+                        continue
+                    if job_id in done:
+                        if on_done is not None:
+                            on_done()
+                        continue
+                yield Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed), run, setting, item
+
+
+def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
+    """The plan's models and seeds, as the selectors narrow them."""
+    models = [m["name"] for m in cfg.models if not sel.models or m["name"] in sel.models]
+    return models, [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
+
+
+def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun, Setting, Task | LoadError, str]]:
+    """Each (suite, setting, task) of the plan with its task id; every model and seed runs each."""
+    for run in runs:
+        if sel.suites and run.suite.name not in sel.suites:
+            continue
+        items = run.items if sel.limit is None else run.items[:sel.limit]
+        for setting in run.settings:
+            if sel.settings and setting.name not in sel.settings:
+                continue
+            for item in items:
+                if isinstance(item, Task) and not run.suite.applies_to(item, setting):
+                    continue
+                yield run, setting, item, item.task_id if isinstance(item, LoadError) else item.id
+
+
+def _versions() -> dict[str, str]:
+    import aiohttp
+    import pyvips
+
+    from fasteval.core.version import fasteval_version
+
+    return {"fasteval": fasteval_version(), "python": platform.python_version(), "aiohttp": aiohttp.__version__,
+            "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
+
+
+def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
+    """Create or check the run folder's manifest; refuse a changed config unless forced."""
+    from fasteval.suites.base import suites_with_tables
+
+    opts.run_dir.mkdir(parents=True, exist_ok=True)
+    old = read_manifest(opts.run_dir)
+    now = datetime.now(UTC).isoformat()
+    if old is not None and old.get("config_hash") != cfg.hash():
+        changes = config_diff(old.get("config", {}), cfg.raw)
+        if not opts.force:
+            raise ConfigChanged(
+                f"the config differs from the one this run folder was started with ({opts.run_dir}):\n  "
+                + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
+        log.warning("config changed (forced): %s", "; ".join(changes))
+    checkpoints = checkpoint_identities(cfg)
+    moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
+             for n, o in ((old or {}).get("checkpoints") or {}).items()
+             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
+    if moved and not opts.force:
+        raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
+                            + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
+    manifest = {
+        "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
+        "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
+        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
+        "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
+        "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
+    }
+    if old is not None and old.get("config_hash") == manifest["config_hash"]:
+        # What the sweep derives from this same config stays until it is written again: a kill in
+        # between must not leave status without the plan's totals.
+        manifest.update({k: old[k] for k in ("plan", "texts", "image_resize") if k in old})
+    write_manifest(opts.run_dir, manifest)
+
+
+class Sweep:
+    """Runs one config into one run folder."""
+
+    def __init__(self, cfg: SweepConfig, opts: RunOptions) -> None:
+        self.cfg = cfg
+        self.opts = opts
+        self.counters = Counters()
+        self.clients: dict[str, ModelClient] = {}
+        self.roles: dict[str, ModelClient] = {}
+        self.services: dict[str, Any] = {}
+        self.serving: Serving | None = None
+        self._stop = asyncio.Event()
+        self._fatal: RuntimeError | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._writer: RecordWriter | None = None
+
+    def _fault(self, err: RuntimeError) -> None:
+        """A fault no job can survive (full disk, vanished run folder): stop everything now.
+
+        Callable from any thread (blob writes happen in tool threads). The first fault wins; the
+        writer accepts no more records, so no job finishing after it is claimed as done.
+        """
+        loop = self._loop
+        if loop is not None and not _in_loop(loop):
+            loop.call_soon_threadsafe(self._fault, err)
+            return
+        if self._fatal is None:
+            self._fatal = err  # the CLI prints it once; run.log may be what cannot be written
+        if self._writer is not None:
+            self._writer.halt()
+        self._stop.set()
+
+    def _blob_fault(self, exc: OSError, path: Path) -> None:
+        self._fault(write_failure(exc, path, self.opts.run_dir))
+
+    async def run(self) -> SweepResult:
+        """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line)."""
+        t0 = time.monotonic()
+        self._loop = asyncio.get_running_loop()
+        self.serving = Serving.from_config(self.cfg, self.opts.run_dir)
+        if self.serving is not None:
+            self.serving.preflight()  # before the run folder is claimed: exit 2, nothing written
+        add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
+        existed = self.opts.run_dir.exists()
+        claimed = read_manifest(self.opts.run_dir) is not None if existed else False
+        try:
+            try:
+                prepare_run_dir(self.cfg, self.opts)
+                blobs = BlobStore(self.opts.run_dir / "blobs")
+            except OSError as e:
+                raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+            blobs.on_failure = self._blob_fault
+            await asyncio.to_thread(blobs.clean_temp)
+            runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
+            check_setting_selectors(runs, self.opts.selectors)
+        except BaseException:
+            # A start that fails before any job ran leaves the folder as it found it: unclaimed.
+            unclaim_run_dir(self.opts.run_dir, existed=existed, claimed=claimed)
+            raise
+        try:
+            return await self._run(blobs, runs, t0)
+        finally:
+            await asyncio.to_thread(blobs.clean_temp, own=True)
+
+    async def _run(self, blobs: BlobStore, runs: list[SuiteRun], t0: float) -> SweepResult:
+        # The resume set comes from the run index: job ids only, however large the records.
+        try:
+            index = await asyncio.to_thread(open_index, self.opts.run_dir)
+        except (OSError, sqlite3.Error) as e:
+            raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
+        finished = index.job_ids(ok_only=not self.opts.keep_errors)
+        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
+        manifest = read_manifest(self.opts.run_dir) or {}
+        manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
+                            "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
+        manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
+        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
+        try:
+            write_manifest(self.opts.run_dir, manifest)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+        if self._fatal is not None:  # a loader's blob write hit a full disk
+            raise self._fatal
+        if self.opts.selectors:
+            jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
+        self.counters.total = jobs_total
+        if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
+            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
+                                     done=finished):
+                self.serving.expect(job.model)
+        result = SweepResult(total=jobs_total)
+        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
+                  for name in run.suite.tools(item, s) if name in TOOLS
+                  for req in getattr(TOOLS[name], "requires", ())}
+        if self.cfg.roles or self.cfg.run.get("cache"):
+            needed.add("cache")
+        needed.add("limiters")
+        if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
+            needed.add("browser")
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(self._remove_signals)
+            stack.callback(index.close)
+            writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"),
+                                  index=index, on_failure=self._fault)
+            self._writer = writer
+            rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
+                                    needed=needed, serving=self.serving,
+                                    breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
+                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt")
+            self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
+            await writer.start()
+            stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
+            display = self._display()
+            display.start()
+            stack.push_async_callback(display.stop)
+            self._install_signals()
+            await self._launch(runs, finished, writer, blobs, result)
+        if self._fatal is not None:
+            raise self._fatal
+        result.wall_s = time.monotonic() - t0
+        result.skipped = self.counters.skipped
+        result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
+        result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
+        if result.down and not result.interrupted:
+            names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
+            raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
+        return result
+
+    def _display(self) -> ProgressDisplay:
+        # services with synchronous stats() (the sandbox pool); the cache's stats are async I/O
+        extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
+                 and not inspect.iscoroutinefunction(s.stats) and not isinstance(s, ModelClient)}
+        limiters = self.services.get("limiters")
+        rows = [f for f in (limiters.rows if limiters is not None else None,
+                            self.serving.rows if self.serving is not None else None) if f is not None]
+        return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
+                               extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
+                               prices=model_prices(self.cfg.raw, is_embedded),
+                               global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._stop.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+    def _remove_signals(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
+                      result: SweepResult) -> None:
+        cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
+        slots = asyncio.Semaphore(cap)
+        running: set[asyncio.Task[None]] = set()
+        idle = asyncio.Event()
+        idle.set()
+        tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
+
+        def finished_one(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            slots.release()
+            if not running:
+                idle.set()
+
+        serving = self.serving
+        waiting_gpus: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
+
+        async def launcher() -> None:
+            # Jobs are created only when a slot is free: never thousands of idle coroutines.
+            # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
+            # other endpoints' jobs could use; they run (or are left unrun) at the end.
+            deferred: list[tuple[Job, SuiteRun, Setting, Task | LoadError]] = []
+
+            def resumed() -> None:
+                self.counters.skipped += 1
+                self.counters.total -= 1
+
+            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                self.opts.selectors, done=finished, on_done=resumed):
+                breaker = self.clients[job.model].breaker
+                if breaker is not None and breaker.is_open:
+                    deferred.append((job, run, setting, item))
+                    continue
+                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
+                    waiting_gpus.setdefault(job.model, []).append((job, run, setting, item))
+                    continue
+                await start(job, run, setting, item)
+            for job, run, setting, item in deferred:
+                await start(job, run, setting, item)
+            while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
+                for model in list(waiting_gpus):
+                    if serving.admission(model) != "defer":
+                        for entry in waiting_gpus.pop(model):
+                            await start(*entry)
+                if waiting_gpus:
+                    await serving.wait_change()
+
+        async def start(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
+            breaker = self.clients[job.model].breaker
+            if breaker is not None and breaker.gave_up:  # its endpoint is gone: leave the job unrun
+                self.counters.total -= 1
+                result.not_run += 1
+                result.down[breaker.endpoint] = breaker.reason
+                return
+            await slots.acquire()
+            coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
+            if serving is not None and serving.served(job.model):
+                coro = serving.track(job.model, coro)
+            task = asyncio.create_task(coro)
+            running.add(task)
+            idle.clear()
+            task.add_done_callback(finished_one)
+
+        # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
+        # completion would cost O(n) callbacks each time.
+        stop_wait = asyncio.create_task(self._stop.wait())
+        launch = asyncio.create_task(launcher())
+        idle_wait: asyncio.Task[bool] | None = None
+        try:
+            await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if launch.done():
+                launch.result()  # a failing plan or loader surfaces here
+                idle_wait = asyncio.create_task(idle.wait())
+                await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (launch, stop_wait, idle_wait):
+                if t is not None:
+                    t.cancel()
+            if running:
+                for t in list(running):
+                    t.cancel()
+                await asyncio.gather(*running, return_exceptions=True)
+                result.interrupted = True
+            if self._stop.is_set():
+                result.interrupted = True
+
+    def _tools_for(self, run: SuiteRun, setting: Setting, task: Task,
+                   cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]]) -> dict[str, Any]:
+        names = tuple(run.suite.tools(task, setting))
+        key = (run.suite.name, setting.name, names)
+        if key not in cache:
+            opts = dict(setting.options.get("tool_options") or {})
+            cache[key] = {n: make_tool(n, **{"fidelity": setting.fidelity, **(opts.get(n) or {})}) for n in names}
+        return cache[key]
+
+    @contextlib.asynccontextmanager
+    async def _job_scope(self, job: Job) -> AsyncIterator[None]:
+        """A job's hold on the sweep: counted in flight, its sandbox session released at the end.
+
+        Whatever ends the job (an answer, a provider error, our own bug, cancellation, its
+        endpoint going down), leaving this block undoes both, so a long sweep with a buggy suite
+        leaks neither sessions nor in-flight counts.
+        """
+        self.counters.in_flight += 1
+        try:
+            yield
+        finally:
+            self.counters.in_flight -= 1
+            sandbox = self.services.get("sandbox")
+            if sandbox is not None:
+                try:
+                    await asyncio.shield(sandbox.release(job.job_id))
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # a worker that died with the session: nothing left to free
+                    log.warning("job %s: releasing its sandbox session failed: %s", job.job_id, e)
+
+    async def _one(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, writer: RecordWriter,
+                   blobs: BlobStore, result: SweepResult, tools_cache: dict[tuple[str, str, tuple[str, ...]],
+                                                                         dict[str, Any]]) -> None:
+        t0 = time.monotonic()
+        rec = Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
+                     seed=job.seed, status="error", score=None, answer=None)
+        traj = Trajectory()
+        async with self._job_scope(job):
+            try:
+                await self._play(job, run, setting, item, blobs, tools_cache, rec, traj)
+            except EndpointDown as e:
+                # Not attempted (or cut short) because the endpoint is gone: no record, a rerun runs it.
+                self.counters.total -= 1
+                result.not_run += 1
+                result.down[e.endpoint] = e.reason
+                return
+            except Exception as e:  # our bug or a suite's: record it, keep the sweep going
+                rec.error, rec.error_kind = _one_line(f"{type(e).__name__}: {e}"), "internal"
+                if self._fatal is not None:  # a storage fault: the sweep stops, this job is not recorded
+                    return
+                log.error("job %s failed internally:\n%s", job.job_id, traceback.format_exc())
+                traj.termination, traj.termination_reason = "error", rec.error
+        rec.answer = traj.answers[-1] if traj.answers else None
+        rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
+        rec.usage = usage_summary(traj.usage_by_turn)
+        rec.latency_s = round(time.monotonic() - t0, 4)
+        rec.trajectory = traj
+        if rec.status == "ok":
+            self.counters.done += 1
+            result.ok += 1
+        else:
+            self.counters.errors += 1
+            result.errors += 1
+            result.add_error(job.model, rec.error_kind or "error", rec.error or "")
+        writer.write(rec)
+
+    async def _play(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, blobs: BlobStore,
+                    tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]], rec: Record,
+                    traj: Trajectory) -> None:
+        """Run and score one job into ``rec`` and ``traj``; a provider's failure is the record's error."""
+        if isinstance(item, LoadError):
+            rec.error, rec.error_kind = item.message, "load_error"
+            traj.termination, traj.termination_reason = "error", item.message
+            return
+        rec.metadata = {k: v for k, v in item.metadata.items() if isinstance(v, str | int | float | bool)}
+        rec.metadata["max_rounds"] = setting.max_rounds
+        rec.metadata["fidelity"] = setting.fidelity
+        env = AgentEnv(client=self.clients[job.model], suite=run.suite, setting=setting, blobs=blobs,
+                       services=self.services, tools=self._tools_for(run, setting, item, tools_cache),
+                       params=run.suite.request_params(setting, job.model))
+        with count_retries() as retries, (trajectory(job.job_id) if self.serving is not None
+                                          else contextlib.nullcontext()):
+            try:
+                await run_agent(item, job.seed, job.job_id, env, traj)
+                score = await run.suite.score(item, traj, setting, ScoreContext(blobs=blobs, services=self.services))
+                rec.score, rec.score_details = score.value, score.details
+                if score.error:
+                    rec.error, rec.error_kind = score.error, "judge_error"
+                else:
+                    rec.status = "ok"
+            except ProviderError as e:
+                rec.error, rec.error_kind = str(e), e.kind
+                traj.termination, traj.termination_reason = "error", str(e)
+            finally:
+                rec.retries = retries.count
+
+def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """Error texts on records and the terminal are one bounded line (the traceback is in run.log)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+
+
+def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+                selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+    # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
+    # is walked once more to launch, so this pass must stay cheap at a million jobs. Unsharded,
+    # every model and seed runs every planned task: counting tasks is enough (no job is built).
+    combos: Counter[tuple[str, str, str, int]] = Counter()
+    if shard is None:
+        sel = selectors or Selectors()
+        models, seeds = _plan_axes(cfg, sel)
+        per = Counter((run.suite.name, setting.name) for run, setting, _, _ in _plan_items(runs, sel))
+        for (suite, setting), n in per.items():
+            for seed in seeds:
+                for model in models:
+                    combos[(model, suite, setting, seed)] += n
+    else:
+        combos.update((job.model, job.suite, job.setting, job.seed)
+                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
+    by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
+    for combo, n in combos.items():
+        for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
+            by[dim][str(val)] = by[dim].get(str(val), 0) + n
+    return sum(combos.values()), by
+
+
+def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
+    """``--setting`` must name a setting of some selected suite (a typo would silently run nothing)."""
+    known = {s.name for r in runs if not selectors.suites or r.suite.name in selectors.suites for s in r.settings}
+    unknown = [s for s in selectors.settings if s not in known]
+    if unknown:
+        raise ValueError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
+
+
+def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:
+    """Undo what a failed start wrote: the folder it created, or the manifest it added."""
+    if not existed:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif not claimed and not (run_dir / RECORDS).exists():
+        (run_dir / "manifest.json").unlink(missing_ok=True)
+
+
+async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:
+    return await Sweep(cfg, opts).run()

@@ -1,0 +1,112 @@
+"""Local storage faults of a run folder, each turned into one readable line and an exit code.
+
+A full disk, a deleted run folder or a read-only one cannot be fixed by retrying a job: the
+sweep must stop at the first failed write (so nothing is claimed as done that was not saved)
+and say in one line what to do. Incomplete runs exit 3 (free space or restore, then rerun);
+a run folder that cannot be written at all exits 2 (nothing ran).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+
+from fasteval.core.exitcodes import RunIncomplete
+from fasteval.core.redact import RedactingFilter
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+_GONE = frozenset({errno.ENOENT, errno.ESTALE, errno.ENOTDIR})
+FATAL_ERRNOS = _FULL | _UNWRITABLE | _GONE | {errno.EIO}
+"""Errors of a write into the run folder that no retry of the job can fix."""
+
+
+class RunDirUnwritable(RuntimeError):
+    """The run folder cannot be written at all (read-only, no permission): exit 2, nothing ran."""
+
+
+def shown(path: Path) -> str:
+    """A path as the user typed it: relative to the working directory when it lies below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def is_fatal(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in FATAL_ERRNOS
+
+
+def write_failure(exc: OSError, path: Path, run_dir: Path | None = None) -> RuntimeError:
+    """The one-line error for a failed write of ``path`` inside the run folder ``run_dir``.
+
+    A RunIncomplete (exit 3) when a rerun can finish the sweep, RunDirUnwritable (exit 2) when
+    the folder cannot be written at all.
+    """
+    where = shown(path)
+    if exc.errno in _FULL:
+        return RunIncomplete(f"disk full writing {where}: free space, then rerun")
+    if exc.errno in _UNWRITABLE:
+        return RunDirUnwritable(f"cannot write {where} ({os.strerror(exc.errno or 0)}): "
+                                "use a writable --run-dir")
+    if exc.errno in _GONE:
+        return vanished(run_dir or path.parent, path)
+    return RunIncomplete(f"cannot write {where} ({exc.strerror or exc}): fix the disk, then rerun")
+
+
+def database_failure(exc: Exception, path: Path, run_dir: Path) -> RuntimeError | None:
+    """The one-line error for a failed SQLite write (the run index) in the run folder.
+
+    None when the error is not a storage fault (the caller decides what the database is worth).
+    """
+    if isinstance(exc, OSError):
+        return write_failure(exc, path, run_dir)
+    text = str(exc).lower()
+    if "full" in text:
+        return write_failure(OSError(errno.ENOSPC, "No space left on device"), path, run_dir)
+    if "readonly" in text or "read-only" in text:
+        return write_failure(OSError(errno.EROFS, "Read-only file system"), path, run_dir)
+    if "disk i/o" in text:
+        return write_failure(OSError(errno.EIO, "I/O error"), path, run_dir)
+    return None
+
+
+def vanished(run_dir: Path, gone: Path) -> RunIncomplete:
+    """The run folder (or a file in it) was deleted or moved while the sweep ran."""
+    return RunIncomplete(f"run folder {shown(run_dir)} was deleted or moved while running "
+                         f"({shown(gone)} is gone): nothing after that was saved; rerun to start again")
+
+
+class RunLogHandler(logging.FileHandler):
+    """``run.log``: secrets scrubbed, and a full disk silences it instead of printing tracebacks.
+
+    When the disk is full the sweep already stops with one line; a logging traceback on stderr
+    for every later log call would only bury that line.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, encoding="utf-8")
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        self.addFilter(RedactingFilter())
+        self.failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 (logging's API name)
+        self.failed = True
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError:
+            self.failed = True
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError:
+            self.failed = True

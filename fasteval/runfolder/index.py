@@ -1,0 +1,637 @@
+"""The run index: one small SQLite row per job, derived from ``records.jsonl``.
+
+``records.jsonl`` stays the single source of truth; ``index.sqlite`` beside it only says, for
+each job, its latest record's summary and where the full line lives (byte offset and length).
+SQLite (stdlib, WAL) because readers need grouped counts, filters and paging (status, report,
+the viewer) without loading anything, several processes read while the sweep appends, and a
+torn or half-written database is detected by SQLite itself.
+
+The index is never trusted blindly. On open it checks that the records file still starts with
+the line it indexed first, still holds the last indexed line exactly where it was, and that the
+row count matches; any disagreement (or a missing, foreign or corrupt index) rebuilds it from
+the records. Lines appended since (e.g. after a ``kill -9`` between a record write and its
+index update) are indexed on open, so every reader sees every complete record.
+
+A job's row follows the records' own rule: its latest ok record, else its latest record. That
+rule is a maximum over (ok, offset), so applying lines twice or in any order gives one answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+RECORDS = "records.jsonl"
+INDEX = "index.sqlite"
+SCHEMA_VERSION = "2"
+_ERROR_CHARS = 300
+_HASH_BYTES = 4096
+_CHUNK_LINES = 2000
+_STATS_MIN_ROWS = 1000
+
+# Column order of the jobs table (and of the tuples ``row_of_*`` return).
+COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
+         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
+         "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
+         "task_type", "ok", "byte_offset", "byte_length")
+_FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
+                      "termination", "task_type"})
+IndexRowTuple = tuple[Any, ...]
+
+
+class RunIndexError(RuntimeError):
+    """The index cannot be used (e.g. a record line is not where the index says)."""
+
+
+@dataclass(slots=True)
+class JobRow:
+    """One job's latest record, summarised; ``offset``/``length`` locate its full line."""
+
+    job_id: str
+    model: str
+    suite: str
+    setting: str
+    task_id: str
+    seed: int
+    status: str
+    score: float | None
+    error_kind: str | None
+    error: str | None
+    """First 300 characters of the record's error."""
+    termination: str | None
+    rounds: int
+    tool_calls: int
+    usage: dict[str, int]
+    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens."""
+    latency_s: float
+    retries: int
+    task_type: str | None
+    offset: int
+    length: int
+
+    def at(self, offset: int, length: int) -> IndexRowTuple:
+        """This row as an index row for the same record at another place (a merged file)."""
+        return (self.job_id, self.model, self.suite, self.setting, self.task_id, self.seed, self.status, self.score,
+                self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
+                self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
+                self.usage["cache_write_tokens"], self.latency_s, self.retries,
+                self.task_type, int(self.status == "ok"), offset, length)
+
+
+def _short(text: Any) -> str | None:
+    if text is None:
+        return None
+    s = str(text)
+    return s if len(s) <= _ERROR_CHARS else s[:_ERROR_CHARS - 1] + "…"
+
+
+def _num(v: Any, default: float = 0.0) -> float:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+
+
+def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
+    """The index row of a record dict (as read back from a line)."""
+    try:
+        usage = rec["usage"]
+        task_type = rec["metadata"].get("task_type")
+        status = rec["status"]
+        error = rec["error"]
+        score = rec["score"]
+        row = (rec["job_id"], rec["model"], rec["suite"], rec["setting"], rec["task_id"], int(rec["seed"]), status,
+               None if score is None else float(score), rec["error_kind"],
+               error if error is None or len(error) <= _ERROR_CHARS else _short(error), rec["termination"],
+               int(rec["rounds"]), int(rec["tool_calls"]), int(usage.get("prompt_tokens", 0)),
+               int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+               int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
+               None if task_type is None else str(task_type), int(status == "ok"), offset, length)
+        if _SQL_TYPES.issuperset(map(type, row)):
+            return row
+    except (KeyError, TypeError, ValueError, AttributeError):
+        pass
+    return _careful_row(rec, offset, length)
+
+
+_SQL_TYPES = frozenset({str, int, float, type(None)})
+# Total orders, each served by an index (job_id ends every index of a WITHOUT ROWID table).
+_ORDER = {"offset": "byte_offset", "key": "model, suite, setting, task_id, seed, job_id"}
+
+
+def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
+    """``row_of_dict`` for a record with missing fields or odd types (hand-written, old)."""
+    usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
+    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+    score = rec.get("score")
+    task_type = meta.get("task_type") if meta else None
+    status = str(rec.get("status"))
+
+    def text(key: str) -> str | None:
+        v = rec.get(key)
+        return None if v is None else str(v)
+
+    return (str(rec["job_id"]), str(rec.get("model")), str(rec.get("suite")), str(rec.get("setting")),
+            str(rec.get("task_id")), int(_num(rec.get("seed"))), status,
+            float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
+            text("error_kind"), _short(rec.get("error")), text("termination"), int(_num(rec.get("rounds"))),
+            int(_num(rec.get("tool_calls"))), int(_num((usage or {}).get("prompt_tokens"))),
+            int(_num((usage or {}).get("completion_tokens"))), int(_num((usage or {}).get("cache_read_tokens"))),
+            int(_num((usage or {}).get("cache_write_tokens"))), _num(rec.get("latency_s")),
+            int(_num(rec.get("retries"))), None if task_type is None else str(task_type), int(status == "ok"),
+            offset, length)
+
+
+def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple:
+    """The index row of a ``fasteval.core.types.Record`` being written (no serialise/parse round trip)."""
+    usage = rec.usage or {}
+    task_type = (rec.metadata or {}).get("task_type")
+    return (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
+            None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
+            int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
+            int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+            int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
+            None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
+
+
+def summarise_line(line: bytes) -> dict[str, Any] | None:
+    """The record of a line, or None for a line that is not one (exactly as every reader decides).
+
+    The whole line is parsed: a torn record followed by a whole one on the same line (an append
+    without repair) starts like a valid record, and only a full parse rejects it. Parsing costs
+    only on catch-up and rebuild; the writer indexes what it writes without parsing anything.
+    """
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return rec if isinstance(rec, dict) and "job_id" in rec else None
+
+
+_UPSERT = (
+    f"INSERT INTO jobs({', '.join(_COLS)}) VALUES({', '.join('?' * len(_COLS))}) "
+    f"ON CONFLICT(job_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLS[1:])} "
+    "WHERE (excluded.ok, excluded.byte_offset) > (jobs.ok, jobs.byte_offset)"
+)
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, model TEXT, suite TEXT, setting TEXT, task_id TEXT, "
+    "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
+    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
+    "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
+    "task_type TEXT, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
+)
+# Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
+# re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
+# A build from scratch creates them at the end: one sort each instead of a B-tree insert per row.
+_INDEXES = {"jobs_offset": "CREATE INDEX IF NOT EXISTS jobs_offset ON jobs(byte_offset)",
+            "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(model, suite, setting, task_id, seed)"}
+
+
+def _line_digest(data: bytes) -> str:
+    return hashlib.sha256(data[:_HASH_BYTES]).hexdigest()
+
+
+class RunIndex:
+    """The index of one run folder. Use ``open_index``; close it (or use ``with``) when done."""
+
+    def __init__(self, run_dir: Path, db: sqlite3.Connection, path: Path | None) -> None:
+        self.run_dir = run_dir
+        self.records_path = run_dir / RECORDS
+        self.path = path
+        """The index file, or None when the folder is read-only and the index lives in memory."""
+        self._db = db
+        self._fd = -1
+        self.rebuilt = False
+        """Whether this open rebuilt the index from scratch (missing, stale, foreign, corrupt)."""
+
+    # ---- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._db.close()
+
+    def __enter__(self) -> RunIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def set_busy_timeout(self, seconds: float) -> None:
+        """How long a write waits for another process's lock (the sweep's writer waits little)."""
+        self._db.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")
+
+    def database_file(self, scratch: Path) -> Path:
+        """The index as a database file another connection can ATTACH (merge plans in SQL).
+
+        Its own file, or, for an index held in memory (a read-only folder), a copy at ``scratch``.
+        """
+        if self.path is not None:
+            return self.path
+        dest = sqlite3.connect(str(scratch))
+        try:
+            self._db.backup(dest)
+        finally:
+            dest.close()
+        return scratch
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+
+    def _set_meta(self, values: dict[str, Any]) -> None:
+        self._db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)",
+                             [(k, str(v)) for k, v in values.items()])
+
+    def _reset(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+        self._db.execute("DELETE FROM jobs")
+        self._db.execute("DELETE FROM meta")
+        self._set_meta({"version": SCHEMA_VERSION, "offset": 0, "head": "", "head_len": 0,
+                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0})
+        self._db.execute("COMMIT")
+        self.rebuilt = True
+
+    def _pread(self, offset: int, length: int) -> bytes:
+        if self._fd < 0:
+            self._fd = os.open(self.records_path, os.O_RDONLY)
+        return os.pread(self._fd, length, offset)
+
+    def verify(self) -> str | None:
+        """Why the index disagrees with the records (None when it agrees with what it covers)."""
+        try:
+            # One read transaction: the meta and the count from the same snapshot, even while
+            # the sweep's writer commits between them.
+            self._db.execute("BEGIN")
+            try:
+                meta = self._meta()
+                n_rows = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+            finally:
+                self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            return f"unreadable index: {e}"
+        if meta.get("version") != SCHEMA_VERSION:
+            return "index from another version"
+        offset, n_jobs = int(meta.get("offset", -1)), int(meta.get("n_jobs", -1))
+        if n_rows != n_jobs:
+            return f"index holds {n_rows} rows, expected {n_jobs}"
+        if offset == 0:
+            return None
+        try:
+            size = self.records_path.stat().st_size
+        except FileNotFoundError:
+            return "records.jsonl is missing"
+        if size < offset:
+            return f"records.jsonl is shorter ({size} bytes) than indexed ({offset})"
+        head_len, tail_off = int(meta["head_len"]), int(meta["tail_off"])
+        head = self._pread(0, min(head_len, _HASH_BYTES))
+        if _line_digest(head) != meta["head"] or self._pread(head_len - 1, 1) != b"\n":
+            return "records.jsonl does not start with the indexed line (another run's index?)"
+        tail = self._pread(tail_off, min(offset - tail_off, _HASH_BYTES))
+        before = self._pread(tail_off - 1, 1) if tail_off else b"\n"
+        if _line_digest(tail) != meta["tail"] or before != b"\n" or self._pread(offset - 1, 1) != b"\n":
+            return "the last indexed line is not where the index says"
+        return None
+
+    # ---- writing ---------------------------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Verify, rebuild if needed, then index every complete line past the indexed offset.
+
+        Returns the number of lines indexed. Safe with other processes doing the same: each
+        chunk is one IMMEDIATE transaction that re-reads where the index stands.
+        """
+        self._close_fd()
+        problem = self.verify()
+        if problem is not None:
+            self._reset()
+        from_scratch = self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0] == "0"
+        if from_scratch:
+            for name in _INDEXES:
+                self._db.execute(f"DROP INDEX IF EXISTS {name}")
+        added = 0
+        try:
+            while True:
+                n = self._index_chunk()
+                added += n
+                if n < _CHUNK_LINES:
+                    break
+        finally:
+            if from_scratch:
+                for sql in _INDEXES.values():
+                    self._db.execute(sql)
+        self._keep_statistics()
+        return added
+
+    def _keep_statistics(self) -> None:
+        """Planner statistics for the secondary indexes, renewed each time the run doubles.
+
+        Without them SQLite takes the key index for a report's (model, suite, setting) even when
+        that group is the whole run (a lookup per row instead of one scan); with them it knows.
+        ANALYZE reads each index once (~0.07 s per 100,000 jobs).
+        """
+        n = int(self._db.execute("SELECT value FROM meta WHERE key = 'n_jobs'").fetchone()[0])
+        if n < _STATS_MIN_ROWS:
+            return
+        try:
+            row = self._db.execute("SELECT stat FROM sqlite_stat1 WHERE idx = 'jobs_key'").fetchone()
+        except sqlite3.OperationalError:
+            row = None  # never analysed
+        if row is None or n >= 2 * int(str(row[0]).split()[0]):
+            with contextlib.suppress(sqlite3.OperationalError):  # locked by a writer: next time
+                self._db.execute("ANALYZE jobs")
+
+    def _close_fd(self) -> None:
+        # Reopen the records file on each refresh: it may have been replaced (merge, rebuild).
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _index_chunk(self) -> int:
+        if not self.records_path.exists():
+            return 0
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            meta = self._meta()
+            offset = int(meta["offset"])
+            rows: list[IndexRowTuple] = []
+            head: dict[str, Any] = {}
+            last: tuple[int, bytes] | None = None
+            bad = 0
+            with self.records_path.open("rb") as f:
+                f.seek(offset)
+                pos = offset
+                while len(rows) + bad < _CHUNK_LINES:
+                    line = f.readline()
+                    if not line.endswith(b"\n"):
+                        break  # end of file, or a torn last line the next writer repairs
+                    rec = summarise_line(line)
+                    if rec is None:
+                        bad += 1
+                    else:
+                        rows.append(row_of_dict(rec, pos, len(line)))
+                    if pos == 0:
+                        head = {"head": _line_digest(line), "head_len": len(line)}
+                    last = (pos, line)
+                    pos += len(line)
+            if last is not None:
+                self._apply(rows, pos, last[0], last[1], extra={**head, "bad_lines": int(meta["bad_lines"]) + bad})
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return len(rows) + bad
+
+    def _upsert(self, rows: Sequence[IndexRowTuple]) -> None:
+        """Apply rows and keep ``n_jobs`` exact without counting the whole table."""
+        if not rows:
+            return
+        ids = list({r[0] for r in rows})
+        known = 0
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            known += self._db.execute(f"SELECT count(*) FROM jobs WHERE job_id IN ({', '.join('?' * len(part))})",
+                                      part).fetchone()[0]
+        self._db.executemany(_UPSERT, rows)
+        n = int(self._db.execute("SELECT value FROM meta WHERE key = 'n_jobs'").fetchone()[0])
+        self._set_meta({"n_jobs": n + len(ids) - known})
+
+    def _apply(self, rows: Sequence[IndexRowTuple], end: int, tail_off: int, tail_line: bytes,
+               extra: dict[str, Any] | None = None) -> None:
+        self._upsert(rows)
+        self._set_meta({"offset": end, "tail": _line_digest(tail_line), "tail_off": tail_off, **(extra or {})})
+
+    def append(self, rows: Sequence[IndexRowTuple], lines_end: int, tail_off: int, tail_line: bytes,
+               first_line: bytes | None = None) -> None:
+        """Index lines the caller has just appended (their bytes end at ``lines_end``).
+
+        For the one writer of the run folder: every line before its first one must already be
+        indexed (``refresh`` at start). A reader that indexed some of them meanwhile is harmless.
+        """
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            current = int(self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0])
+            extra = {"head": _line_digest(first_line), "head_len": len(first_line)} if first_line else {}
+            if rows and current == rows[0][-2]:
+                self._apply(rows, lines_end, tail_off, tail_line, extra)
+            else:
+                # A reader indexed past our first line, or rebuilt the index and has not reached
+                # it yet: our rows are right, but only a contiguous catch-up may move the offset.
+                self._upsert(rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    # ---- reading ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _where(filters: dict[str, Any], scan: bool = False) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        col = "+{}" if scan else "{}"  # a unary plus keeps the planner off the column's indexes
+        for key, value in filters.items():
+            if key not in _FILTERS:
+                raise TypeError(f"unknown index filter {key!r}; known: {sorted(_FILTERS)}")
+            if value is None:
+                continue
+            if isinstance(value, list | tuple | set | frozenset):
+                values = list(value)
+                clauses.append(f"{col.format(key)} IN ({', '.join('?' * len(values))})")
+                params.extend(values)
+            else:
+                clauses.append(f"{col.format(key)} = ?")
+                params.append(value)
+        return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+    def rows(self, *, order: Literal["offset", "key"] = "offset", limit: int | None = None, skip: int = 0,
+             **filters: Any) -> Iterator[JobRow]:
+        """Per-job rows matching ``filters`` (column = value, or a list of values).
+
+        ``order="offset"`` is file order (cheapest for then reading records); ``"key"`` is
+        model, suite, setting, task_id, seed. ``limit``/``skip`` page (the viewer's /jobs).
+        """
+        where, params = self._where(filters)
+        sort = _ORDER[order]
+        sql = f"SELECT {', '.join(_COLS)} FROM jobs{where} ORDER BY {sort}"
+        if limit is not None or skip:
+            sql += " LIMIT ? OFFSET ?"
+            params += [-1 if limit is None else limit, skip]
+        for r in self._db.execute(sql, params):
+            yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
+                         {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
+                          "cache_write_tokens": r[16]}, r[17], r[18], r[19], r[21], r[22])
+
+    def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset", scan: bool = False,
+               **filters: Any) -> Iterator[tuple[Any, ...]]:
+        """Plain tuples of some of COLUMNS (cheaper than ``rows`` when a reader needs a few).
+
+        ``scan=True`` reads the whole table and sorts the matches, for a large share of the jobs:
+        a walk of an index costs a primary-key lookup per row, ten times a row of a plain scan.
+        """
+        for col in columns:
+            if col not in _COLS:
+                raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
+        where, params = self._where(filters, scan)
+        sort = ", ".join(f"+{c.strip()}" for c in _ORDER[order].split(",")) if scan else _ORDER[order]
+        yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
+
+    def sums(self, columns: Sequence[str], *, scan: bool = False, **filters: Any) -> tuple[int, ...]:
+        """The matching jobs' count, then the sum of each integer column (tokens, tool calls)."""
+        for col in columns:
+            if col not in _COLS:
+                raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
+        where, params = self._where(filters, scan)
+        sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
+        return tuple(self._db.execute(sql, params).fetchone())
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[RunIndex]:
+        """Several reads that must agree (a report's sizes, sums and rows) see one state of the index.
+
+        A sweep may append while a report reads; without this each statement is its own
+        transaction and a group's sums could count a job its rows do not have. A read transaction
+        in WAL mode pins one snapshot and does not block the writer.
+        """
+        self._db.execute("BEGIN")
+        try:
+            yield self
+        finally:
+            self._db.execute("COMMIT")
+
+    def count(self, **filters: Any) -> int:
+        where, params = self._where(filters)
+        n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
+        return n
+
+    def group_sizes(self) -> dict[tuple[str, str, str], int]:
+        """Jobs per model × suite × setting, counted off the key index alone (no row is read)."""
+        sql = "SELECT model, suite, setting, count(*) FROM jobs GROUP BY model, suite, setting"
+        return {(m, s, st): n for m, s, st, n in self._db.execute(sql)}
+
+    def counts(self, by: Sequence[str] = (), **filters: Any) -> dict[tuple[Any, ...], dict[str, int]]:
+        """Jobs per group of ``by`` columns (e.g. ``("model", "error_kind")``): {key: {status: n}}."""
+        for col in by:
+            if col not in _FILTERS:
+                raise TypeError(f"unknown index dimension {col!r}; known: {sorted(_FILTERS)}")
+        where, params = self._where(filters)
+        cols = ", ".join(["status", *by])
+        out: dict[tuple[Any, ...], dict[str, int]] = {}
+        # Counting is a pass over the table: one scan beats an index walk with a lookup per row.
+        # Status leads the GROUP BY: led by model, suite, setting the planner walks the key index
+        # (for its order) despite NOT INDEXED, a primary-key lookup per row.
+        table = "jobs" if "job_id" in filters else "jobs NOT INDEXED"
+        for status, *key, n in self._db.execute(f"SELECT {cols}, count(*) FROM {table}{where} GROUP BY {cols}",
+                                                params):
+            out.setdefault(tuple(key), {})[status] = n
+        return out
+
+    def job_ids(self, *, ok_only: bool = False) -> set[str]:
+        """The set of indexed jobs (only ok ones with ``ok_only``): the sweep's resume set."""
+        sql = "SELECT job_id FROM jobs" + (" WHERE ok = 1" if ok_only else "")
+        return {r[0] for r in self._db.execute(sql)}
+
+    def row(self, job_id: str) -> JobRow | None:
+        return next(self.rows(job_id=job_id), None)
+
+    def read_line(self, offset: int, length: int) -> bytes:
+        """The raw bytes of one record line (newline included)."""
+        data = self._pread(offset, length)
+        if len(data) != length or not data.endswith(b"\n"):
+            raise RunIndexError(f"{self.records_path}: no record line at byte {offset} (length {length}); "
+                              "run `fasteval index rebuild`")
+        return data
+
+    def read_record(self, job_id: str) -> dict[str, Any] | None:
+        """One job's full latest record, read from its offset (None if the job is not indexed)."""
+        row = self.row(job_id)
+        if row is None:
+            return None
+        return self.read_row(row)
+
+    def read_row(self, row: JobRow) -> dict[str, Any]:
+        rec: dict[str, Any] = orjson.loads(self.read_line(row.offset, row.length))
+        if rec.get("job_id") != row.job_id:
+            raise RunIndexError(f"{self.records_path}: byte {row.offset} holds job {rec.get('job_id')}, "
+                              f"the index says {row.job_id}; run `fasteval index rebuild`")
+        return rec
+
+    def iter_records(self, **filters: Any) -> Iterator[dict[str, Any]]:
+        """Full latest records matching ``filters``, one at a time, in file order."""
+        for row in self.rows(**filters):
+            yield self.read_row(row)
+
+    def stats(self) -> dict[str, Any]:
+        meta = self._meta()
+        return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
+                "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
+                "rebuilt": self.rebuilt}
+
+
+def _connect(target: str | Path) -> sqlite3.Connection:
+    db = sqlite3.connect(str(target), timeout=60.0, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    # The index is derived: a power cut that loses its last commits is caught by verify().
+    db.execute("PRAGMA synchronous=OFF")
+    for stmt in (*_SCHEMA, *_INDEXES.values()):
+        db.execute(stmt)
+    return db
+
+
+def _drop(path: Path) -> None:
+    for p in (path, path.with_name(INDEX + "-wal"), path.with_name(INDEX + "-shm")):
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _open_db(run_dir: Path) -> tuple[sqlite3.Connection, Path | None]:
+    path = run_dir / INDEX
+    if os.access(run_dir, os.W_OK):
+        try:
+            db = _connect(path)
+            db.execute("SELECT count(*) FROM meta").fetchone()
+            return db, path
+        except sqlite3.OperationalError as e:
+            if "readonly" not in str(e) and "unable to open" not in str(e):
+                raise
+        except sqlite3.DatabaseError:
+            # Not a database (or a corrupt one): it is derived, so throw it away.
+            _drop(path)
+            return _connect(path), path
+    # A folder (or index) we may not write: index in memory, one streaming pass.
+    return _connect(":memory:"), None
+
+
+def open_index(run_dir: Path | str) -> RunIndex:
+    """The run folder's index, verified and caught up with ``records.jsonl``.
+
+    A missing, stale, foreign or corrupt index is rebuilt; a read-only folder gets an index in
+    memory, built by one streaming pass.
+    """
+    run_dir = Path(run_dir)
+    db, path = _open_db(run_dir)
+    index = RunIndex(run_dir, db, path)
+    try:
+        index.refresh()
+    except sqlite3.DatabaseError:
+        db.close()
+        if path is None:
+            raise
+        _drop(path)
+        index = RunIndex(run_dir, _connect(path), path)
+        index.refresh()
+        index.rebuilt = True
+    return index
+
+
+def rebuild_index(run_dir: Path | str) -> dict[str, Any]:
+    """Throw the index away and build it again from the records (``fasteval index rebuild``)."""
+    run_dir = Path(run_dir)
+    _drop(run_dir / INDEX)
+    with open_index(run_dir) as index:
+        return index.stats()

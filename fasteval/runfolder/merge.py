@@ -1,0 +1,149 @@
+"""Joining shard run folders into one: records, blobs and a manifest.
+
+Two records of one job that disagree (different status, score or answer) are refused with the
+job named: silently picking one would hide a non-deterministic or mixed-config sweep.
+
+Merging costs what copying the bytes costs: each source's run index says which line is each
+job's latest record, the merged ``records.jsonl`` is those lines, source after source in file
+order, copied in contiguous byte ranges by the kernel, and the merged index is computed from
+the sources' indexes in SQL (``fasteval.runfolder.merged_index``). No line is parsed, except the
+records of a job that several sources hold, which are compared.
+
+A merge is atomic: everything is built in a hidden folder beside the target
+(``.<name>.merge-<pid>``) and renamed into place at the end. A merge killed half-way leaves only
+that folder, which the next merge into the same target removes once its process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from fasteval.runfolder.blobs import pid_alive
+from fasteval.runfolder.index import RunIndex, RunIndexError, open_index
+from fasteval.runfolder.merged_index import Candidate, Chooser, write_merged
+from fasteval.runfolder.records import read_manifest, write_manifest
+
+_COMPARED = ("status", "score", "answer", "model", "suite", "setting", "task_id", "seed")
+_TMP_TAG = ".merge-"
+
+
+class MergeConflict(RuntimeError):
+    pass
+
+
+def _clean_stale(out: Path) -> None:
+    """Remove what merges into ``out`` that were killed left behind (their process is gone)."""
+    for p in out.parent.glob(f".{out.name}{_TMP_TAG}*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _chooser(indexes: list[RunIndex], sources: list[Path]) -> Chooser:
+    """A job in several sources keeps the first source's ok record, else the first source's record;
+    two ok records that disagree refuse the merge."""
+    def record(c: Candidate) -> dict[str, Any]:
+        rec = orjson.loads(indexes[c.source].read_line(c.offset, c.length))
+        if not isinstance(rec, dict):
+            raise RunIndexError(f"{sources[c.source]}: byte {c.offset} is not a record; run `fasteval index rebuild`")
+        return rec
+
+    def choose(job_id: str, candidates: list[Candidate]) -> int:
+        oks = [c for c in candidates if c.ok]
+        if not oks:
+            return candidates[0].source
+        first = record(oks[0])
+        for c in oks[1:]:
+            other = record(c)
+            diff = [k for k in _COMPARED if first.get(k) != other.get(k)]
+            if diff:
+                raise MergeConflict(f"job {job_id} appears twice with different {', '.join(diff)} "
+                                    f"(in {sources[c.source]}); refusing to pick one")
+        return oks[0].source
+
+    return choose
+
+
+def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
+    """Write ``out`` from ``sources``; returns counts. Refuses mixed configs and disagreeing duplicates."""
+    manifests = []
+    for src in sources:
+        m = read_manifest(src)
+        if m is None:
+            raise MergeConflict(f"{src} is not a run folder (no manifest.json)")
+        manifests.append(m)
+    hashes = {m.get("config_hash") for m in manifests}
+    if len(hashes) > 1:
+        raise MergeConflict(f"the sources were run with different configs: {sorted(h or '' for h in hashes)}")
+    if out.exists() and any(out.iterdir()):
+        raise MergeConflict(f"{out} already exists and is not empty; merge into a new or empty folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _clean_stale(out)
+    indexes = [open_index(src) for src in sources]
+    tmp = out.parent / f".{out.name}{_TMP_TAG}{os.getpid()}"
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        written = write_merged(tmp, indexes, _chooser(indexes, sources))
+        for index in indexes:
+            index.close()
+        blobs = _link_blobs(tmp, sources)
+        write_manifest(tmp, _merged_manifest(manifests, sources))
+        with contextlib.suppress(FileNotFoundError):
+            out.rmdir()  # an empty target folder the user made
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for index in indexes:
+            index.close()
+    _fsync_dir(out.parent)
+    return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
+
+
+def _link_blobs(dst_run: Path, sources: list[Path]) -> int:
+    blobs = 0
+    for src in sources:
+        for p in (src / "blobs").glob("*/*"):
+            if ".tmp-" in p.name:
+                continue  # a blob write that a killed sweep never finished
+            dst = dst_run / "blobs" / p.parent.name / p.name
+            if not dst.exists():
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(p, dst)
+                except OSError:
+                    shutil.copy2(p, dst)
+                blobs += 1
+    return blobs
+
+
+def _merged_manifest(manifests: list[dict[str, Any]], sources: list[Path]) -> dict[str, Any]:
+    plan_total = sum(int((m.get("plan") or {}).get("total", 0)) for m in manifests)
+    base = dict(manifests[0])
+    base.update({"shard": None, "merged_from": [str(s) for s in sources]})
+    plan = dict(base.get("plan") or {})
+    plan["total"] = plan_total
+    for dim in ("model", "suite", "setting", "seed"):
+        agg: dict[str, int] = {}
+        for m in manifests:
+            for k, v in ((m.get("plan") or {}).get(f"by_{dim}") or {}).items():
+                agg[k] = agg.get(k, 0) + int(v)
+        plan[f"by_{dim}"] = agg
+    base["plan"] = plan
+    return base
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,284 @@
+"""The run folder: manifest, append-only JSONL records, and resume bookkeeping.
+
+A record line is written whole (one ``write`` of the line including its newline) and flushed;
+fsync is ``always`` (every batch), ``batch`` (at most every second) or ``never``. After a hard
+kill the only possible damage is a torn last line, which ``repair_tail`` truncates away before
+appending, so finished records are never rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import orjson
+
+from fasteval.core.redact import redact_bytes, redact_text
+from fasteval.core.types import Record
+from fasteval.runfolder.diskfaults import database_failure, vanished, write_failure
+from fasteval.runfolder.index import IndexRowTuple, RunIndex, row_of_record
+
+log = logging.getLogger("fasteval")
+# The writer commits index rows at most this often (or per this many rows): off the hot path.
+INDEX_EVERY_S = 0.5
+INDEX_EVERY_ROWS = 2000
+
+RECORDS = "records.jsonl"
+MANIFEST = "manifest.json"
+FsyncPolicy = Literal["always", "batch", "never"]
+
+
+def repair_tail(path: Path) -> int:
+    """Cut a torn (unterminated or unparsable) last line; returns the bytes removed.
+
+    The last line is found by scanning back for newlines in 1 MiB steps, so a valid record of
+    any length (a 20 MB trajectory) is kept whole and a torn one is cut at its start.
+    """
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with path.open("rb+") as f:
+        f.seek(size - 1)
+        terminated = f.read(1) == b"\n"
+        end = size - 1 if terminated else size
+        start = _line_start(f, end)
+        if terminated:
+            f.seek(start)
+            try:
+                orjson.loads(f.read(end - start))
+                return 0
+            except orjson.JSONDecodeError:
+                pass
+        f.truncate(start)
+        return size - start
+
+
+def _line_start(f: BinaryIO, end: int) -> int:
+    """Offset just after the last newline before ``end`` (0 when there is none)."""
+    step = 1 << 20
+    pos = end
+    while pos > 0:
+        lo = max(0, pos - step)
+        f.seek(lo)
+        nl = f.read(pos - lo).rfind(b"\n")
+        if nl >= 0:
+            return lo + nl + 1
+        pos = lo
+    return 0
+
+
+def iter_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete record line; a torn line (only possible last) is skipped."""
+    if not path.exists():
+        return
+    with path.open("rb") as f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                break
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(rec, dict) and "job_id" in rec:
+                yield rec
+
+
+def latest_by_job(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """The last record of each job across files (a later ok record supersedes an error)."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in paths:
+        for rec in iter_records(p):
+            prev = out.get(rec["job_id"])
+            if prev is None or prev.get("status") != "ok" or rec.get("status") == "ok":
+                out[rec["job_id"]] = rec
+    return out
+
+
+class RecordWriter:
+    """Appends records from many coroutines through one writer task (batched, ordered).
+
+    Every line is scrubbed of secrets before it is written. The first failed write (full disk,
+    deleted run folder) halts the writer: the partial line is cut back, later records are
+    dropped, and ``on_failure`` gets a one-line error so the sweep stops instead of running
+    jobs whose results cannot be saved.
+    """
+
+    def __init__(self, path: Path, fsync: FsyncPolicy = "batch", index: RunIndex | None = None,
+                 on_failure: Callable[[RuntimeError], None] | None = None, index_wait_s: float = 2.0) -> None:
+        self.path = path
+        self.fsync = fsync
+        self.index = index
+        """When set, written lines are added to the run index after their bytes (batched)."""
+        self.index_wait_s = index_wait_s
+        """How long an index update may wait for another process's lock before the writer gives
+        the index up (it runs on the event loop; readers catch the index up later)."""
+        self.on_failure = on_failure
+        self.failure: RuntimeError | None = None
+        self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._fd = -1
+        self._size = 0
+        self._halted = False
+        self._last_sync = 0.0
+        self.written = 0
+        # Rows of written lines not yet in the index: one index commit per INDEX_EVERY_S (or
+        # INDEX_EVERY_ROWS rows) keeps the index off the hot path; readers index any lag themselves.
+        self._pending: list[IndexRowTuple] = []
+        self._pending_first: bytes | None = None
+        self._pending_last = b""
+        self._pending_end = 0
+        self._last_index = 0.0
+
+    async def start(self) -> None:
+        repair_tail(self.path)
+        if self.index is not None:
+            self.index.refresh()  # every line before our first one is indexed
+            self.index.set_busy_timeout(self.index_wait_s)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._size = os.fstat(self._fd).st_size
+        self._task = asyncio.create_task(self._run())
+
+    def write(self, record: Record) -> None:
+        if self._halted:
+            return  # after a failure nothing more is claimed as done
+        if record.error:
+            record.error = redact_text(record.error)  # the index keeps the error text too
+        # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
+        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        self._queue.put_nowait((redact_bytes(line), record))
+
+    def halt(self) -> None:
+        """Accept no more records (the sweep stopped for a fault found elsewhere)."""
+        self._halted = True
+
+    def _fail(self, err: RuntimeError) -> None:
+        self._halted = True
+        if self.failure is None:
+            self.failure = err
+            if self.on_failure is not None:
+                self.on_failure(err)
+
+    def _write_batch(self, batch: list[tuple[bytes, Record]]) -> bool:
+        """Write every line of ``batch``; False (and the writer halted) on the first failure."""
+        # A records file with no links left means its folder was deleted: writing on would
+        # "save" records nobody can read.
+        if os.fstat(self._fd).st_nlink == 0:
+            self._fail(vanished(self.path.parent, self.path))
+            return False
+        for line, _ in batch:
+            try:
+                # One write per line: a kill can tear only the line being written.
+                n = os.write(self._fd, line)
+                if n != len(line):
+                    os.write(self._fd, line[n:])
+            except OSError as e:
+                try:
+                    os.ftruncate(self._fd, self._size)  # cut a partial line back to the last whole one
+                except OSError:
+                    pass  # the torn tail is repaired on the next start
+                self._fail(write_failure(e, self.path, self.path.parent))
+                return False
+            self._size += len(line)
+            self.written += 1
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            item = await self._queue.get()
+            batch: list[tuple[bytes, Record]] = []
+            stop = item is None
+            if item is not None:
+                batch.append(item)
+            while not self._queue.empty():
+                nxt = self._queue.get_nowait()
+                if nxt is None:
+                    stop = True
+                else:
+                    batch.append(nxt)
+            # A batch cut short is left to the index's own catch-up on the next start.
+            if batch and self.failure is None and self._write_batch(batch):
+                now = time.monotonic()
+                if self.index is not None:
+                    self._index_batch(batch, now, flush=stop)
+                if self.failure is None and (self.fsync == "always" or
+                                             (self.fsync == "batch" and now - self._last_sync >= 1.0)):
+                    try:
+                        await asyncio.to_thread(os.fsync, self._fd)
+                    except OSError as e:
+                        self._fail(write_failure(e, self.path, self.path.parent))
+                    self._last_sync = now
+            if stop:
+                self._flush_index(time.monotonic())  # lines already written stay indexable
+                return
+
+    def _index_failed(self, e: Exception) -> None:
+        """A full disk under the index stops the sweep like one under the records; other index
+        errors only cost the index (it is derived, and rebuilt from the records on the next read)."""
+        err = database_failure(e, self.path.parent / "index", self.path.parent)
+        if err is not None:
+            self._fail(err)
+        else:
+            log.warning("run index not updated (%s); it catches up from the records on the next read", e)
+            self.index = None
+
+    def _index_batch(self, batch: list[tuple[bytes, Record]], now: float, flush: bool) -> None:
+        end = os.lseek(self._fd, 0, os.SEEK_CUR)  # O_APPEND: the end of our last line
+        pos = end - sum(len(line) for line, _ in batch)
+        if pos == 0:
+            self._pending_first = batch[0][0]
+        for line, rec in batch:
+            self._pending.append(row_of_record(rec, pos, len(line)))
+            pos += len(line)
+        self._pending_last, self._pending_end = batch[-1][0], end
+        if flush or len(self._pending) >= INDEX_EVERY_ROWS or now - self._last_index >= INDEX_EVERY_S:
+            self._flush_index(now)
+
+    def _flush_index(self, now: float) -> None:
+        if self.index is None or not self._pending:
+            return
+        last, end = self._pending_last, self._pending_end
+        try:
+            self.index.append(self._pending, end, end - len(last), last, first_line=self._pending_first)
+        except (OSError, sqlite3.Error) as e:
+            self._index_failed(e)
+        self._pending, self._pending_first, self._last_index = [], None, now
+
+    async def close(self) -> None:
+        """Flush and close; never raises (a failure is reported through ``failure``)."""
+        if self._task is not None:
+            self._queue.put_nowait(None)
+            await self._task
+            self._task = None
+        if self._fd >= 0:
+            if self.fsync != "never" and self.failure is None:
+                try:
+                    os.fsync(self._fd)
+                except OSError as e:
+                    self._fail(write_failure(e, self.path, self.path.parent))
+            try:
+                os.close(self._fd)
+            except OSError as e:
+                log.warning("closing %s: %s", self.path, e)
+            self._fd = -1
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    tmp = run_dir / (MANIFEST + ".tmp")
+    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    os.replace(tmp, run_dir / MANIFEST)
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any] | None:
+    p = run_dir / MANIFEST
+    if not p.exists():
+        return None
+    data: dict[str, Any] = orjson.loads(p.read_bytes())
+    return data

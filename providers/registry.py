@@ -1,0 +1,201 @@
+"""Every provider fasteval can talk to, by the name a config gives it: one table, read by everyone.
+
+The config schema (which keys an entry may have), the client builder (which wire to speak), the
+preflight (which endpoints to ask), pricing (what costs money), the catalog (``fasteval list
+providers``) and the sim all read a provider's ``ProviderKind`` here, so no module outside
+``providers/`` names a provider, and a new one is one entry in ``PROVIDERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fasteval.core.options import Opt, OptionSchema
+
+if TYPE_CHECKING:
+    from providers.base import Provider
+    from providers.http_json import Timeouts
+
+Wire = str
+"""The request format a provider speaks: ``openai``, ``anthropic`` or ``gemini``."""
+
+
+@dataclass(frozen=True, slots=True)
+class WireArgs:
+    """What every wire's client is built from (already resolved from the typed endpoint spec)."""
+
+    model_id: str
+    base_url: str
+    key_env: str | None
+    timeouts: Timeouts
+    extra_body: dict[str, Any] | None
+    endpoint_name: str | None
+    image_resolver: Any
+    """bytes-returning resolver (``ImageUrlResolver``); the native wires get it as text."""
+    tool_message_images: bool = False
+    body_budget: Any = None
+    options: dict[str, Any] = field(default_factory=dict)
+    """The entry's provider-specific options (thinking_budget, prompt_caching, ...)."""
+    embedded: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderKind:
+    """What fasteval knows of one provider name."""
+
+    name: str
+    description: str
+    wire: Wire
+    options_of: Callable[[], OptionSchema] = dict
+    """Config keys an entry of this provider may have, besides the ones every endpoint has
+    (a function: the sim's and serve's tables import their packages, which a report never needs)."""
+    embedded: bool = False
+    """Served by the sweep's own in-process sim: no network, no key, no price, no preflight."""
+    servable: bool = False
+    """``serve:`` may start it (an OpenAI-compatible server fasteval launches itself)."""
+    needs_base_url: bool = False
+    """The entry must say where the server is (unless it is served)."""
+    wire_option: bool = False
+    """The entry picks its wire with ``wire:`` (the sim speaks all three)."""
+    validate: Callable[[dict[str, Any]], Iterator[tuple[str, str]]] | None = None
+    """Extra checks of an entry: (key, message) for each problem."""
+    choices: Callable[[], dict[str, list[str]]] | None = None
+    """Keys whose values come from a registry of their own (the sim's policies), for the JSON Schema."""
+
+    def options(self) -> OptionSchema:
+        return self.options_of()
+
+
+_KEY = Opt("str", "the environment variable holding the key (never the key itself)")
+_EXTRA = Opt("dict", "extra JSON fields sent with every request")
+
+
+def _openai_options() -> OptionSchema:
+    from providers.local.spec import SERVE_OPTIONS
+
+    return {
+        # required unless the entry has `serve:` (enforced in the config check; the JSON Schema cannot say it)
+        "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"),
+        "api_key_env": _KEY,
+        "extra_body": _EXTRA,
+        "serve": Opt("dict", "a local checkpoint fasteval serves itself (docs/serving.md); no base_url then",
+                     fields=SERVE_OPTIONS),
+    }
+
+
+_NATIVE: OptionSchema = {
+    "base_url": Opt("str", "the API root (default: the vendor's)"),
+    "api_key_env": _KEY,
+    "extra_body": _EXTRA,
+    "thinking_budget": Opt("int", "extended thinking tokens"),
+}
+
+
+def _anthropic_options() -> OptionSchema:
+    return {**_NATIVE, "prompt_caching": Opt("bool", "cache_control on the stable prefix (default true)")}
+
+
+def _sim_options() -> OptionSchema:
+    from providers.sim.spec import SIM_OPTIONS
+
+    return dict(SIM_OPTIONS)
+
+
+def _sim_choices() -> dict[str, list[str]]:
+    from providers.sim import POLICIES
+
+    return {"policy": sorted(POLICIES)}
+
+
+def _check_sim(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    from providers.sim import POLICIES
+
+    policy = spec.get("policy", "tools")
+    if policy not in POLICIES:
+        from difflib import get_close_matches
+
+        close = get_close_matches(str(policy), list(POLICIES), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        yield "policy", f"unknown sim policy {policy!r}{hint} (known: {', '.join(sorted(POLICIES))})"
+
+
+def _compatible(name: str, description: str) -> ProviderKind:
+    """An OpenAI-compatible server: the OpenAI wire, a base_url, and ``serve:`` may start it."""
+    return ProviderKind(name, description, "openai", _openai_options, servable=True, needs_base_url=True)
+
+
+def _kinds() -> dict[str, ProviderKind]:
+    return {k.name: k for k in (
+        ProviderKind("sim", "the embedded scripted server (no keys, no network)", "openai", _sim_options,
+                     embedded=True, wire_option=True, validate=_check_sim, choices=_sim_choices),
+        _compatible("openai", "any OpenAI-compatible endpoint (OpenAI, gateways)"),
+        _compatible("openai_compat", "alias of openai"),
+        _compatible("vllm", "a vLLM server (OpenAI-compatible)"),
+        _compatible("sglang", "an SGLang server (OpenAI-compatible)"),
+        ProviderKind("anthropic", "the Anthropic Messages API, natively", "anthropic", _anthropic_options),
+        ProviderKind("gemini", "the Gemini API, natively", "gemini", lambda: dict(_NATIVE)),
+    )}
+
+
+_PROVIDERS: dict[str, ProviderKind] = {}
+
+
+def providers() -> dict[str, ProviderKind]:
+    """Every provider by name (built on first use: the option tables import the sim and serve specs)."""
+    if not _PROVIDERS:
+        _PROVIDERS.update(_kinds())
+    return _PROVIDERS
+
+
+def provider_kind(name: str) -> ProviderKind | None:
+    return providers().get(name)
+
+
+def is_embedded(spec: dict[str, Any]) -> bool:
+    """An endpoint the sweep serves itself (no network, no key, no price)."""
+    kind = provider_kind(str(spec.get("provider")))
+    return kind is not None and kind.embedded
+
+
+def make_provider(wire: Wire, args: WireArgs) -> Provider:
+    """A client speaking ``wire`` (imported here, on first use: aiohttp and the wires cost ~0.1 s)."""
+    if wire == "openai":
+        from providers.openai_compat import OpenAICompatProvider
+
+        return OpenAICompatProvider(
+            args.base_url, args.model_id, api_key_env=args.key_env, extra_body=args.extra_body,
+            timeouts=args.timeouts, tool_message_images=args.tool_message_images,
+            image_resolver=args.image_resolver, endpoint_name=args.endpoint_name, body_budget=args.body_budget)
+    if wire not in ("anthropic", "gemini"):
+        raise ValueError(f"unknown wire {wire!r} (known: openai, anthropic, gemini)")
+    kwargs: dict[str, Any] = {"timeouts": args.timeouts, "image_resolver": _as_text(args.image_resolver),
+                              "endpoint_name": args.endpoint_name, "extra_body": args.extra_body,
+                              "thinking_budget": args.options.get("thinking_budget")}
+    if args.embedded:  # the sim's root and a dummy key
+        kwargs.update(base_url=args.base_url.removesuffix("/v1"), api_key_env=None, api_key="sim")
+    else:
+        if args.base_url:
+            kwargs["base_url"] = args.base_url
+        if args.key_env:
+            kwargs["api_key_env"] = args.key_env
+    if wire == "anthropic":
+        from providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(args.model_id, prompt_caching=bool(args.options.get("prompt_caching", True)),
+                                 **kwargs)
+    from providers.gemini import GeminiProvider
+
+    return GeminiProvider(args.model_id, **kwargs)
+
+
+def _as_text(resolver: Any) -> Any:
+    """The native providers take data URLs as text (they split off the base64 part)."""
+    if resolver is None:
+        return None
+
+    async def resolve(ref: str, profile: str) -> str:
+        url: bytes = await resolver(ref, profile)
+        return url.decode("ascii")
+    return resolve
