@@ -23,6 +23,7 @@ import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -124,7 +125,9 @@ class Replica:
         self.label = f"{spec.name}-{index}"
         self.log_path = servers_dir / f"{self.label}.log"
         self.state_path = servers_dir / f"{self.label}.json"
-        self.tmp_dir = servers_dir / f"{self.label}.tmp"
+        self.tmp_dir: Path | None = None
+        """The server's TMPDIR for this start: short (a unix socket path under it must fit in 107
+        bytes, which a run folder's path may not), its own, and removed when the replica stops."""
         self.state = "pending"
         self.restarts = 0
         self.port = 0
@@ -170,7 +173,8 @@ class Replica:
                "base_url": self.base_url if self.port else None, "gpus": self.gpus, "cpus": self.cpus,
                "state": self.state,
                "restarts": self.restarts, "started_at": self.started_at, "stopped_at": self.stopped_at,
-               "command": self.command, "log": str(self.log_path), "last_error": self.last_error}
+               "command": self.command, "log": str(self.log_path), "last_error": self.last_error,
+               "tmpdir": str(self.tmp_dir) if self.tmp_dir is not None else None}
         tmp = self.state_path.with_suffix(".json.tmp")
         tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         tmp.replace(self.state_path)
@@ -193,8 +197,8 @@ class Replica:
         self.port = free_port(self.host)
         self.command = self.spec.command_line(port=self.port, host=self.host, replica=self.index, cpus=self.cpus,
                                               gpus=self.gpus)
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)  # the last start's per-start files
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        self._remove_tmp()  # the last start's per-start files
+        self.tmp_dir = Path(tempfile.mkdtemp(prefix=f"fasteval-{self.label[:40]}-"))
         env = server_env(self.spec, gpus=self.gpus, cpus=self.cpus, tmpdir=self.tmp_dir,
                          values=self.spec.placeholders(port=self.port, host=self.host, replica=self.index,
                                                        cpus=self.cpus, gpus=self.gpus))
@@ -344,6 +348,11 @@ class Replica:
                 await proc.wait()
         await stop_group(proc.pid, grace)
 
+    def _remove_tmp(self) -> None:
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            self.tmp_dir = None
+
     async def stop(self) -> None:
         if self.state in ("stopped", "pending"):
             return
@@ -355,7 +364,7 @@ class Replica:
         await self._kill()
         if self._session is not None:
             await self._session.close()
-        shutil.rmtree(self.tmp_dir, ignore_errors=True)
+        self._remove_tmp()
         if self.state != "failed":
             self._set("stopped")
 
