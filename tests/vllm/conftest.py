@@ -1,7 +1,8 @@
 """Real vLLM (the CPU build from ``make vllm``) serving the tiny calculator checkpoint.
 
-These tests skip, saying why, when no vllm binary is found (PATH, then ``.venv-vllm``);
-``FASTEVAL_REQUIRE_VLLM=1`` (``make test-vllm``) makes that a failure instead. The checkpoint is
+They run under ``make test-vllm`` (``FASTEVAL_REQUIRE_VLLM=1``: a missing vllm is then a failure),
+or with ``FASTEVAL_VLLM_TESTS=1``; a plain ``make test`` skips them (minutes of CPU vLLM each), and
+without a vllm binary (PATH, then ``.venv-vllm``) they skip saying why. The checkpoint is
 built and trained by providers/local/tiny_checkpoint.py once and cached between runs.
 """
 
@@ -23,6 +24,15 @@ from providers.local.tiny_checkpoint import ensure_checkpoint
 
 VLLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "2048",
              "--max-num-seqs", "16", "--dtype", "float32"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("FASTEVAL_REQUIRE_VLLM") or os.environ.get("FASTEVAL_VLLM_TESTS"):
+        return
+    skip = pytest.mark.skip(reason="real-vLLM tests run with `make test-vllm` (or FASTEVAL_VLLM_TESTS=1)")
+    for item in items:
+        if "tests/vllm/" in str(item.fspath):
+            item.add_marker(skip)
 
 
 def vllm_binary() -> str:

@@ -101,7 +101,7 @@ def test_whitespace_cut_at_the_token_limit_is_max_tokens_not_answered(tmp_path: 
     tasks = [{"id": "silent", "prompt": "Stay silent.", "answer": "x"},
              {"id": "calc", "prompt": "What is 12 + 7?", "answer": "19", "tools": ["calculator"]}]
     config = write_sweep(tmp_path, serve_block(checkpoint, vllm), tasks)
-    text = config.read_text().replace("max_tokens: 48", "max_tokens: 6")
+    text = config.read_text().replace("max_tokens: 48", "max_tokens: 1")  # one token of blank lines, then cut
     config.write_text(text)
     run_dir = tmp_path / "run"
     start = time.monotonic()
@@ -111,5 +111,7 @@ def test_whitespace_cut_at_the_token_limit_is_max_tokens_not_answered(tmp_path: 
     recs = {r["task_id"]: r for r in records(run_dir)}
     silent = recs["silent"]
     assert silent["termination"] == "max_tokens" and silent["answer"] is None, silent
+    assert not silent["trajectory"]["messages"][-1]["content"].strip()  # vLLM did send whitespace only
+    assert recs["calc"]["termination"] == "max_tokens"  # a tool call cut short is no answer either
     assert all(r["latency_s"] < time.monotonic() - start - 10 for r in recs.values()), \
         "latency_s does not include the server's start-up"
