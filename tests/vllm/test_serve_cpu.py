@@ -6,12 +6,14 @@ import os
 import signal
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import orjson
 
 from providers.local.launcher import group_members
+from providers.local.routing import parse_metrics
 from tests.vllm.conftest import (
     calculator_tasks,
     env,
@@ -34,7 +36,8 @@ def states(run_dir: Path, labels: list[str]) -> list[dict[str, object]]:
 
 def test_two_cpu_replicas_sticky_tool_rounds_kill_9_and_an_exact_resume(tmp_path: Path, vllm: str,
                                                                          checkpoint: Path) -> None:
-    config = write_sweep(tmp_path, serve_block(checkpoint, vllm, replicas=2), calculator_tasks(24, turns=2))
+    config = write_sweep(tmp_path, serve_block(checkpoint, vllm, replicas=2, admission="kv"),
+                         calculator_tasks(24, turns=2))
     run_dir = tmp_path / "run"
     argv = fasteval("run", str(config), "--run-dir", str(run_dir), "--no-progress")
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
@@ -44,6 +47,11 @@ def test_two_cpu_replicas_sticky_tool_rounds_kill_9_and_an_exact_resume(tmp_path
         docs = states(run_dir, ["tiny-0", "tiny-1"])
         assert [d["cpus"] for d in docs] == [["0"], ["1"]] and all(not d["gpus"] for d in docs)
         pgids = [int(str(d["pgid"])) for d in docs]
+        with urllib.request.urlopen(f"http://127.0.0.1:{docs[0]['port']}/metrics", timeout=10) as resp:
+            metrics = parse_metrics(resp.read().decode())
+        for name in ("vllm:kv_cache_usage_perc", "vllm:num_requests_running", "vllm:num_requests_waiting",
+                     "vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"):
+            assert name in metrics, f"admission: kv and the benchmark read {name}"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         wait_for(lambda: not any(group_members(g) for g in pgids), 20, "every vLLM process to go after kill -9")
