@@ -64,8 +64,7 @@ def test_two_cpu_replicas_sticky_tool_rounds_kill_9_and_an_exact_resume(tmp_path
     assert done.returncode in (0, 1), done.stderr
     recs = records(run_dir)
     assert sorted(Counter(r["job_id"] for r in recs).values()) == [1] * 24  # each job once, none lost
-    assert all(recs[i] == r for i, r in enumerate(before.values())) or \
-        [r for r in recs if r["job_id"] in before] == list(before.values())  # finished records untouched
+    assert [r for r in recs if r["job_id"] in before] == list(before.values())  # finished records untouched
     calls = sum(r["tool_calls"] for r in recs)
     assert calls >= 24, f"the trained checkpoint made {calls} parsed tool calls in 48 turns"
     cached = sum((r.get("usage") or {}).get("cache_read_tokens", 0) for r in recs)
