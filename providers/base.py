@@ -68,6 +68,8 @@ class Capabilities:
     parallel_tool_calls: bool = True
     seed: bool = True
     thinking: bool = False
+    sampling: bool = True
+    """Does the model take ``temperature``/``top_p``? OpenAI's reasoning models refuse them."""
 
 
 class ProviderError(Exception):

@@ -97,6 +97,8 @@ class ModelClient:
         self.stats = EndpointStats()
         self.cache = cache
         self.breaker = breaker
+        self.batch: Callable[[ChatRequest], Awaitable[ChatResponse]] | None = None
+        """Set for a model in batch mode (fasteval.engine.batching): requests go into provider batches."""
 
     def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:
         """Called only when a retry will really happen (never after the last attempt)."""
@@ -116,6 +118,8 @@ class ModelClient:
         return await self._chat_uncached(request)
 
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
+        if self.batch is not None:
+            return await self.batch(request)
         if self.breaker is None:
             return await self._chat_retrying(request)
         while True:

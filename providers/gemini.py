@@ -4,8 +4,11 @@ Translation from our OpenAI-format trajectories: system text becomes ``systemIns
 roles become ``user``/``model`` with ``parts`` of ``text``, ``inlineData``, ``functionCall`` and
 ``functionResponse``; images a tool returned follow its ``functionResponse`` as ``inlineData``
 parts in the same user turn. Tool schemas are cut down to the OpenAPI subset the API accepts.
-Parts carrying ``thoughtSignature`` come back on ``ChatResponse.native`` and are sent back
-verbatim (the API needs them to continue a function-calling turn with thinking).
+A ``functionCall.id`` the API set is kept as the call's id and sent back as the
+``functionResponse.id`` of its answer, so several calls in one turn are matched by id (calls
+without one are numbered by us and matched by name). Parts carrying ``thoughtSignature`` come
+back on ``ChatResponse.native`` and are sent back verbatim (the API needs them to continue a
+function-calling turn with thinking).
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ _REFUSALS = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT"
                        "LANGUAGE"})
 _OVERFLOW = ("exceeds the maximum number of tokens", "input token count", "too many tokens", "context length")
 _DELAY = re.compile(r"^\s*([\d.]+)s\s*$")
+_NO_ID = "gemini_call_"
+"""Our ids for calls the API sent without one (by position); never sent back as an ``id``."""
+_OUR_ID = re.compile(r"^gemini_call_\d+$")
+
+
+def api_call_id(call_id: str) -> str | None:
+    """The ``functionCall.id`` the API gave this call, or None for an id-less call we numbered."""
+    return None if not call_id or _OUR_ID.match(call_id) else call_id
 
 
 class GeminiProvider(Provider):
@@ -98,6 +109,7 @@ class GeminiProvider(Provider):
         system: list[str] = []
         contents: list[dict[str, Any]] = []
         call_names: dict[str, str] = {}
+        api_ids: set[str] = set()  # calls that came with a functionCall.id: it goes back with their response
 
         def push(role: str, parts: list[dict[str, Any]]) -> None:
             if not parts:
@@ -125,6 +137,8 @@ class GeminiProvider(Provider):
             elif role == "assistant":
                 for tc in m.get("tool_calls") or []:
                     call_names[tc["id"]] = (tc.get("function") or {}).get("name", "")
+                    if api_call_id(tc["id"]) is not None:
+                        api_ids.add(tc["id"])
                 native = m.get("native")
                 if isinstance(native, dict) and native.get("provider") == "gemini":
                     push("model", list(native["parts"]))
@@ -132,14 +146,20 @@ class GeminiProvider(Provider):
                 parts = await self._parts(m.get("content"), profile)
                 for tc in m.get("tool_calls") or []:
                     fn = tc.get("function") or {}
-                    parts.append({"functionCall": {"name": fn.get("name", ""), "args": object_args(fn.get("arguments", ""))}})
+                    call: dict[str, Any] = {"name": fn.get("name", ""), "args": object_args(fn.get("arguments", ""))}
+                    if tc["id"] in api_ids:
+                        call = {"id": tc["id"], **call}
+                    parts.append({"functionCall": call})
                 push("model", parts)
             elif role == "tool":
                 content = m.get("content")
                 inner = await self._parts(content, profile)
                 text = "".join(p.get("text", "") for p in inner)
-                name = call_names.get(str(m.get("tool_call_id")), "")
-                response = {"functionResponse": {"name": name, "response": {"output": text}}}
+                tool_call_id = str(m.get("tool_call_id"))
+                response_of: dict[str, Any] = {"name": call_names.get(tool_call_id, ""), "response": {"output": text}}
+                if tool_call_id in api_ids:  # the API matches a response to its call by id
+                    response_of = {"id": tool_call_id, **response_of}
+                response = {"functionResponse": response_of}
                 push_response(response)
                 push("user", [p for p in inner if "inlineData" in p])  # the tool's images follow
         for c in contents:
@@ -224,14 +244,15 @@ def parse_gemini_response(raw: bytes) -> ChatResponse:
     meta = data.get("usageMetadata") or {}
     usage = Usage(prompt_tokens=int(meta.get("promptTokenCount") or 0),
                   completion_tokens=int(meta.get("candidatesTokenCount") or 0) + int(meta.get("thoughtsTokenCount") or 0),
-                  cache_read_tokens=int(meta.get("cachedContentTokenCount") or 0))
+                  cache_read_tokens=int(meta.get("cachedContentTokenCount") or 0),
+                  reasoning_tokens=int(meta.get("thoughtsTokenCount") or 0))
     candidates = data.get("candidates") or []
     if not candidates:  # the prompt itself was blocked (promptFeedback.blockReason)
         return ChatResponse(content=None, finish_reason="refusal", usage=usage)
     cand = candidates[0]
     parts = (cand.get("content") or {}).get("parts") or []
     texts = [p["text"] for p in parts if "text" in p and not p.get("thought")]
-    calls = [ToolCallRequest(id=str(p["functionCall"].get("id") or f"gemini_call_{i}"),
+    calls = [ToolCallRequest(id=str(p["functionCall"].get("id") or f"{_NO_ID}{i}"),
                              name=str(p["functionCall"].get("name", "")),
                              arguments=orjson.dumps(p["functionCall"].get("args") or {}).decode())
              for i, p in enumerate(parts) if isinstance(p.get("functionCall"), dict)]

@@ -9,7 +9,8 @@ thousands of requests per second (benchmarks/throughput.py).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -80,3 +81,40 @@ def retry_after_header(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def reset_duration(value: str | None) -> float | None:
+    """Seconds of an ``x-ratelimit-reset-*`` value (``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s``)."""
+    if not value:
+        return None
+    pieces = _DURATION.findall(value.strip())
+    if not pieces or "".join(n + u for n, u in pieces) != value.strip():
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in pieces)
+
+
+def openai_retry_after(headers: Mapping[str, str]) -> float | None:
+    """When OpenAI says to try again: ``retry-after-ms``/``retry-after``, else the reset of the
+    limit that ran out (``x-ratelimit-remaining-*`` at 0), else the later of the two resets."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    seconds = retry_after_header(headers.get("retry-after"))
+    if seconds is not None:
+        return seconds
+    resets: list[float] = []
+    for limit in ("requests", "tokens"):
+        reset = reset_duration(headers.get(f"x-ratelimit-reset-{limit}"))
+        if reset is None:
+            continue
+        if headers.get(f"x-ratelimit-remaining-{limit}") == "0":
+            return reset
+        resets.append(reset)
+    return max(resets) if resets else None

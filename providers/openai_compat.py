@@ -10,7 +10,7 @@ shared URL bytes and streamed as they are (providers.body), under an optional by
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -20,7 +20,7 @@ from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.body import SLOT, ByteBudget, body_data, is_shareable, splice
 from providers.breaker import connection_error
-from providers.http_json import Timeouts, retry_after_header
+from providers.http_json import Timeouts, openai_retry_after, retry_after_header
 from providers.retry import classify_status
 
 ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
@@ -168,7 +168,7 @@ class OpenAICompatProvider(Provider):
             async with session.post(self._url, data=data, **extra) as resp:
                 raw = await resp.read()
                 if resp.status != 200:
-                    raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"))
+                    raise classify_http_error(resp.status, raw, resp.headers.get("Retry-After"), resp.headers)
         except ProviderError:
             raise
         except TimeoutError:
@@ -207,15 +207,21 @@ class OpenAICompatProvider(Provider):
             await self._session.close()
 
 
-def classify_http_error(status: int, body: bytes, retry_after: str | None) -> ProviderError:
-    """Map an HTTP failure onto the shared taxonomy (providers.retry), plus context overflow."""
+def classify_http_error(status: int, body: bytes, retry_after: str | None,
+                        headers: Mapping[str, str] | None = None) -> ProviderError:
+    """Map an HTTP failure onto the shared taxonomy (providers.retry), plus context overflow. With the
+    response ``headers``, OpenAI's ``retry-after-ms`` and ``x-ratelimit-reset-*`` count too."""
     text = _error_text(body)
     if status in (400, 413, 422) and any(m in text.lower() for m in _OVERFLOW_MARKERS):
         return ProviderError("context_overflow", text, status=status)
     kind = classify_status(status)
     default = {"rate_limit": "rate limited", "auth": "not authorised", "transient": f"server error {status}"}
     return ProviderError(kind, text or default.get(kind, f"request rejected ({status})"),  # type: ignore[arg-type]
-                         status=status, retry_after=retry_after_header(retry_after) if kind in ("rate_limit", "transient") else None)
+                         status=status, retry_after=_wait(retry_after, headers) if kind in ("rate_limit", "transient") else None)
+
+
+def _wait(retry_after: str | None, headers: Mapping[str, str] | None) -> float | None:
+    return openai_retry_after(headers) if headers is not None else retry_after_header(retry_after)
 
 
 def _error_text(body: bytes) -> str:
@@ -257,10 +263,15 @@ def _parse_body(data: Any) -> ChatResponse:
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
     if content is not None and not isinstance(content, str):
         raise TypeError(f"message content is a {type(content).__name__}, not text")
+    finish = str(choice.get("finish_reason") or "stop")
+    refusal = msg.get("refusal")
+    if not calls and (finish == "content_filter" or (refusal and isinstance(refusal, str) and not content)):
+        finish = "refusal"  # a filter stopped it or the model declined: the refusal termination, as on every wire
+        content = content or (refusal if isinstance(refusal, str) else None)
     return ChatResponse(
         content=content,
         tool_calls=calls,
-        finish_reason=str(choice.get("finish_reason") or "stop"),
+        finish_reason=finish,
         usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
                     cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0),
     )

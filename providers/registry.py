@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from providers.http_json import Timeouts
 
 Wire = str
-"""The request format a provider speaks: ``openai``, ``anthropic`` or ``gemini``."""
+"""The request format a provider speaks: ``openai``, ``anthropic``, ``gemini`` or ``openai-responses``."""
+
+WIRES = ("openai", "anthropic", "gemini", "openai-responses")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,19 @@ class ProviderKind:
     choices: Callable[[], dict[str, list[str]]] | None = None
     """Keys whose values come from a registry of their own (the sim's policies), for the JSON Schema."""
 
+    api_option: bool = False
+    """The entry may say ``api: responses`` to speak OpenAI's Responses API instead of Chat Completions."""
+
     def options(self) -> OptionSchema:
         return self.options_of()
+
+    def wire_of(self, entry: dict[str, Any]) -> Wire:
+        """The wire an entry speaks: the kind's, its ``wire:`` (the sim) or its ``api:`` (OpenAI)."""
+        if self.wire_option:
+            return str(entry.get("wire", self.wire))
+        if self.api_option and entry.get("api") == "responses":
+            return "openai-responses"
+        return self.wire
 
 
 _KEY = Opt("str", "the environment variable holding the key (never the key itself)")
@@ -85,12 +98,29 @@ def _openai_options() -> OptionSchema:
     }
 
 
+def _openai_api_options() -> OptionSchema:
+    """``provider: openai``: an OpenAI-compatible server, or OpenAI's Responses API with ``api: responses``."""
+    return {**_openai_options(), "api": Opt("str", "chat (Chat Completions, the default) or responses",
+                                            choices=("chat", "responses")), **_RESPONSES}
+
+
 _NATIVE: OptionSchema = {
     "base_url": Opt("str", "the API root (default: the vendor's)"),
     "api_key_env": _KEY,
     "extra_body": _EXTRA,
     "thinking_budget": Opt("int", "extended thinking tokens"),
 }
+
+
+_RESPONSES: OptionSchema = {
+    "reasoning_effort": Opt("str", "Responses API: reasoning.effort (minimal, low, medium, high)"),
+    "reasoning_summary": Opt("str", "Responses API: reasoning.summary (auto, concise, detailed, none; default auto)"),
+    "strict_tools": Opt("bool", "Responses API: tools with strict: true (default false; always sent explicitly)"),
+}
+
+
+def _responses_options() -> OptionSchema:
+    return {k: v for k, v in {**_NATIVE, **_RESPONSES}.items() if k != "thinking_budget"}
 
 
 def _anthropic_options() -> OptionSchema:
@@ -130,12 +160,16 @@ def _kinds() -> dict[str, ProviderKind]:
     return {k.name: k for k in (
         ProviderKind("sim", "the embedded scripted server (no keys, no network)", "openai", _sim_options,
                      embedded=True, wire_option=True, validate=_check_sim, choices=_sim_choices),
-        _compatible("openai", "any OpenAI-compatible endpoint (OpenAI, gateways)"),
+        ProviderKind("openai", "any OpenAI-compatible endpoint (OpenAI, gateways); api: responses for the "
+                     "Responses API", "openai", _openai_api_options, servable=True, needs_base_url=True,
+                     api_option=True),
         _compatible("openai_compat", "alias of openai"),
         _compatible("vllm", "a vLLM server (OpenAI-compatible)"),
         _compatible("sglang", "an SGLang server (OpenAI-compatible)"),
         ProviderKind("anthropic", "the Anthropic Messages API, natively", "anthropic", _anthropic_options),
         ProviderKind("gemini", "the Gemini API, natively", "gemini", lambda: dict(_NATIVE)),
+        ProviderKind("openai-responses", "OpenAI's Responses API, natively (reasoning kept across tool calls)",
+                     "openai-responses", _responses_options),
     )}
 
 
@@ -168,18 +202,24 @@ def make_provider(wire: Wire, args: WireArgs) -> Provider:
             args.base_url, args.model_id, api_key_env=args.key_env, extra_body=args.extra_body,
             timeouts=args.timeouts, tool_message_images=args.tool_message_images,
             image_resolver=args.image_resolver, endpoint_name=args.endpoint_name, body_budget=args.body_budget)
-    if wire not in ("anthropic", "gemini"):
-        raise ValueError(f"unknown wire {wire!r} (known: openai, anthropic, gemini)")
+    if wire not in WIRES:
+        raise ValueError(f"unknown wire {wire!r} (known: {', '.join(WIRES)})")
     kwargs: dict[str, Any] = {"timeouts": args.timeouts, "image_resolver": _as_text(args.image_resolver),
-                              "endpoint_name": args.endpoint_name, "extra_body": args.extra_body,
-                              "thinking_budget": args.options.get("thinking_budget")}
-    if args.embedded:  # the sim's root and a dummy key
-        kwargs.update(base_url=args.base_url.removesuffix("/v1"), api_key_env=None, api_key="sim")
+                              "endpoint_name": args.endpoint_name, "extra_body": args.extra_body}
+    if args.embedded:  # the sim's root (the Responses API lives under /v1, like OpenAI's) and a dummy key
+        root = args.base_url if wire == "openai-responses" else args.base_url.removesuffix("/v1")
+        kwargs.update(base_url=root, api_key_env=None, api_key="sim")
     else:
         if args.base_url:
             kwargs["base_url"] = args.base_url
         if args.key_env:
             kwargs["api_key_env"] = args.key_env
+    if wire == "openai-responses":
+        from providers.openai_responses import OpenAIResponsesProvider
+
+        opts = {k: args.options[k] for k in ("reasoning_effort", "reasoning_summary", "strict_tools") if k in args.options}
+        return OpenAIResponsesProvider(args.model_id, **kwargs, **opts)
+    kwargs["thinking_budget"] = args.options.get("thinking_budget")
     if wire == "anthropic":
         from providers.anthropic import AnthropicProvider
 

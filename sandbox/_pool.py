@@ -64,6 +64,12 @@ class SandboxLimits:
     """All output images of one call together."""
     max_image_pixels: int = 50_000_000
     """Width x height of one output image (read from its header, never decoded to check)."""
+    call_disk_bytes: int = 512 << 20
+    """What one call may add to its working folder (input images included); sandbox/_quota.py."""
+    call_disk_inodes: int = 10_000
+    trajectory_disk_bytes: int = 1 << 30
+    """What a session's or kept work folder's files may hold in all, over the trajectory's calls."""
+    trajectory_disk_inodes: int = 20_000
 
 
 @dataclass(slots=True)

@@ -46,6 +46,7 @@ from sandbox._caps import cap_reply, clock_marks, exit_reason, reply_bounds
 from sandbox._executor import CallRunner
 from sandbox._forkserver import ForkClient, serve_forks
 from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
+from sandbox._quota import FolderQuota
 
 """uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
 STATELESS_UIDS = 8
@@ -103,6 +104,7 @@ class Zygote:
         self._ready_at = 0.0  # when the tidying between calls ended (phase timestamps, on request)
         self._child_marks: dict[str, float] = {}
         self._chores: list[Callable[[], None]] = []  # tidying left over from the last call
+        self.quota = FolderQuota(limits, mounts=jailed)  # each working folder its own sized tmpfs in the jail
         self.parked.mkdir(mode=0o700, exist_ok=True)
 
     def start(self) -> None:
@@ -182,6 +184,7 @@ class Zygote:
             self._make_clean(uid)  # leftovers of its last call: usually swept long ago
             self._enter_folder(None, uid)
             reply, out = self._one_call(uid, req, blobs, deadline)
+            self._disk_note(reply, None)
         else:
             session = self.sessions.get(key)
             if session is not None and session.keep != keep:
@@ -193,6 +196,7 @@ class Zygote:
                     return _failure("error", msg), []
                 session = self.sessions[key] = _Session(self.free_uids.pop(), keep)
             self._enter_folder(key, session.uid)
+            self.quota.before_call(self.work, key)
             if keep == "files":
                 self._make_clean(session.uid)
                 reply, out = self._one_call(session.uid, req, blobs, deadline)
@@ -208,7 +212,19 @@ class Zygote:
                     reply["session_lost"] = True
                     reply["error"] += "; the session's variables and files were lost"
                     reply["stderr"] += "; the session's variables and files were lost"
+            self._disk_note(reply, key)
         return cap_reply(reply, out, self.limits)
+
+    def _disk_note(self, reply: dict[str, Any], key: str | None) -> None:
+        """Say so when the call's folder hit its disk quota (the code saw ENOSPC or lost its files)."""
+        if reply.get("status") not in ("ok", "error") or not self.quota.occupied(self.work):
+            return
+        note = self.quota.after_call(self.work, key, _remove)
+        if note is None:
+            return
+        reply["stderr"] = f"{reply.get('stderr') or ''}\n{note}".lstrip("\n")
+        reply["error"] = note if reply["status"] == "ok" or not reply.get("error") else f"{reply['error']}; {note}"
+        reply["status"] = "error"
 
     def _one_call(self, uid: int, req: dict[str, Any], blobs: list[bytes], deadline: float) -> Outcome:
         """One call in a fresh child that is discarded afterwards, with every process of its uid."""
@@ -332,30 +348,29 @@ class Zygote:
     # --- folders and processes ------------------------------------------------------------
     def _enter_folder(self, key: str | None, uid: int) -> None:
         """Put the call's folder at ``work`` with renames only; removal and creation happen between calls."""
-        if key is not None and key == self.current and self.work.exists():
+        here = self.quota.occupied(self.work)
+        if key is not None and key == self.current and here:
             return
-        if self.current is not None and self.work.exists():
-            os.replace(self.work, self.parked / self.current)
-        elif self.work.exists():
+        if self.current is not None and here:
+            self.quota.move(self.work, self.parked / self.current, keep_src=True)
+        elif here:
             self._trash += 1
-            os.replace(self.work, self.parked / f".trash-{self._trash}")
+            self.quota.move(self.work, self.parked / f".trash-{self._trash}", keep_src=True)
         source = self.parked / (key or f".ready-{uid}")
         if source.exists():
-            os.replace(source, self.work)
+            self.quota.move(source, self.work)
         else:
             self._new_folder(self.work, uid)
         self.current = key
 
     def _new_folder(self, path: Path, uid: int) -> None:
-        path.mkdir(mode=0o700)
-        if self.jailed:
-            os.chown(path, uid, uid)
+        self.quota.create(path, uid, chown=self.jailed)
 
     def _tidy_folders(self) -> None:
         """Between calls: empty the trash, and make the folder of the next stateless call ready."""
         for entry in os.scandir(self.parked):
             if entry.name.startswith(".trash-"):
-                _remove(Path(entry.path))
+                self.quota.remove(Path(entry.path), _remove)
         ready = self.parked / f".ready-{self.uid + (self.turn + 1) % STATELESS_UIDS}"
         if not ready.exists():
             self._new_folder(ready, self.uid + (self.turn + 1) % STATELESS_UIDS)
@@ -408,9 +423,9 @@ class Zygote:
 
     def _remove_folder(self, key: str) -> None:
         if self.current == key:
-            _remove(self.work)
+            self.quota.remove(self.work, _remove)
             self.current = None
-        _remove(self.parked / key)
+        self.quota.remove(self.parked / key, _remove)
 
     def _kill(self, uid: int, pid: int) -> None:
         if self.jailed:

@@ -6,6 +6,7 @@ import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,15 +36,39 @@ def reference_repo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "tirbench": reference_repos.write_tirbench(root / "TIR-Bench"),
         "visualtoolbench": reference_repos.write_visualtoolbench(root / "VisualToolBench"),
         "vistahop": reference_repos.write_vistahop(root / "vistahop"),
+        "vlmevalkit": reference_repos.write_vlmevalkit(root / "VLMEvalKit"),
+        "mini-o3": reference_repos.write_mini_o3(root / "Mini-o3"),
+        "deepeyes": reference_repos.write_deepeyes(root / "DeepEyes"),
+        "treevgr": reference_repos.write_treevgr(root / "TreeVGR"),
     }
 
 
 @pytest.fixture(autouse=True)
 def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from fasteval.suites.mcq import judge as mcq_judge
     from fasteval.suites.tirbench import texts as tir
+    from fasteval.suites.treebench import treevgr_prompt
     from fasteval.suites.vistahop import texts as vh
+    from fasteval.suites.visualprobe import judge as probe_judge
     from fasteval.suites.visualtoolbench import texts as vtb
+    from fasteval.suites.vstar import deepeyes
 
     monkeypatch.setattr(tir, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["tirbench"]))
     monkeypatch.setattr(vtb, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["visualtoolbench"]))
     monkeypatch.setattr(vh, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["vistahop"]))
+    monkeypatch.setattr(mcq_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["vlmevalkit"]))
+    monkeypatch.setattr(probe_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["mini-o3"]))
+    monkeypatch.setattr(deepeyes, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["deepeyes"]))
+    monkeypatch.setattr(treevgr_prompt, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["treevgr"]))
+
+
+@pytest.fixture(autouse=True)
+def _sdk_checked_sim(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """Every sim a test starts has its requests and replies checked by the vendors' SDK types
+    (tests/providers/wire_types.py): a sim-backed test fails on a body the real API would not know."""
+    from tests.providers.wire_types import SdkCheck
+
+    check = SdkCheck()
+    check.install(monkeypatch)
+    yield check
+    check.assert_clean()

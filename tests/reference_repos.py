@@ -182,3 +182,148 @@ async def evaluate_tool(client, tool_name, args, ok, search_result, image_counte
 ''')
     _git(root)
     return root
+
+
+def write_vlmevalkit(root: Path) -> Path:
+    """VLMEvalKit's judge templates (``build_prompt`` / ``build_prompt_cn``), positional fields."""
+    utils = root / "vlmeval" / "dataset" / "utils"
+    utils.mkdir(parents=True, exist_ok=True)
+    (utils / "multiple_choice.py").write_text(NEVER_RUN + '''def build_prompt(question, options, prediction):
+    tmpl = (
+        'SYNTH-MCQ-JUDGE match the answer to an option, or Z. \\n'
+        'Question: {}?\\nOptions: {}\\nAnswer: {}\\nYour output: '
+    )
+    return tmpl.format(question, options, prediction)
+
+
+def build_prompt_cn(question, options, prediction):
+    tmpl = (
+        'SYNTH-MCQ-JUDGE-CN 问题: {}?\\n选项: {}\\n答案: {}\\n输出: '
+    )
+    return tmpl.format(question, options, prediction)
+''')
+    (root / "vlmeval" / "dataset" / "image_mcq.py").write_text(NEVER_RUN + '''class ImageMCQDataset:
+    def build_prompt(self, line):
+        question = line['question']
+        options_prompt = 'SYNTH-Options:\\n'
+        for key, item in options.items():
+            options_prompt += f'{key}) {item}\\n'
+        prompt = ''
+        if hint is not None:
+            prompt += f'SYNTH-Hint: {hint}\\n'
+        prompt += f'SYNTH-Question: {question}\\n'
+        if len(options):
+            prompt += options_prompt
+            prompt += 'SYNTH-MCQ pick one option. \\n'
+        return prompt
+
+
+class MMERealWorld:
+    SYS = {
+        'MME-RealWorld': 'SYNTH-MME pick A-E. \\nSYNTH best:',
+        'MME-RealWorld-Lite': 'SYNTH-MME-LITE pick A-E.',
+        'MME-RealWorld-CN': 'SYNTH-MME-CN',
+    }
+
+    def load_data(self, dataset="MME-RealWorld"):
+        if dataset == "MME-RealWorld-Lite":
+            choice_prompt = "SYNTH choices:\\n"
+        return choice_prompt
+
+
+class TreeBench:
+    def build_prompt(self, line):
+        options_prompt = 'SYNTH-Options:\\n'
+        for key, item in options.items():
+            options_prompt += f'{key}) {item}\\n'
+        prompt = ''
+        if hint is not None:
+            prompt += f'SYNTH-Hint: {hint}\\n'
+        prompt += f'SYNTH-Question: {question}\\n'
+        if len(options):
+            prompt += options_prompt
+            prompt += "SYNTH-TREE letter only. \\n"
+        return prompt
+''')
+    _git(root)
+    return root
+
+
+def write_mini_o3(root: Path) -> Path:
+    """Mini-o3's answer judge texts (``SYSTEM_PROMPT``, ``QUERY_PROMPT`` with format fields)."""
+    rs = root / "verl" / "utils" / "reward_score"
+    rs.mkdir(parents=True, exist_ok=True)
+    (rs / "general_qa_tool.py").write_text(NEVER_RUN + '''SYSTEM_PROMPT = "SYNTH-PROBE-SYSTEM grade the answer."
+
+QUERY_PROMPT = """SYNTH-PROBE Q={question}
+GT={ground_truth}
+PRED={prediction}
+The format should be "Score: 0 or 1\"""
+''')
+    _git(root)
+    return root
+
+
+def write_deepeyes(root: Path) -> Path:
+    """DeepEyes' V* judge texts (``eval/judge_result.py``): template, seven examples, test block."""
+    ev = root / "eval"
+    ev.mkdir(parents=True, exist_ok=True)
+    examples = "".join(f'''    example_{i} = """
+SYNTH-EYES example {i}
+Judgement: {i % 2}
+"""
+''' for i in range(1, 8))
+    (ev / "judge_result.py").write_text(NEVER_RUN + '''def get_chat_template():
+    chat_template = """
+SYNTH-EYES-JUDGE decide 1 or 0.\\n\\n
+"""
+    return chat_template
+
+
+def get_gpt4_score_ICE():
+''' + examples + '''    return [example_1, example_2, example_3, example_4, example_5, example_6, example_7]
+
+
+def get_prompt(predict_str, ground_truth, question):
+    test_prompt = f"""
+[Q]: {question}
+[Std]: {ground_truth}
+[Pred] : {predict_str}
+Judgement:"""
+    return test_prompt
+
+
+def process(line):
+    chat_response = client.chat.completions.create(
+        model=eval_model_name,
+        messages=[
+            {"role": "system", "content": "SYNTH-EYES system."},
+            {"role": "user", "content": full_prompt},
+        ],
+        temperature=0.0,
+    )
+''')
+    _git(root)
+    return root
+
+
+def write_treevgr(root: Path) -> Path:
+    """TreeVGR's TreeBench prompt (``inference_treebench.py``, ``eval_model_row``)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "inference_treebench.py").write_text(NEVER_RUN + '''def eval_model_row(item):
+    if item["category"] == "OCR":
+        qs = item["question"]
+    else:
+        qs = item["question"] + " SYNTH-Opts:\\n" + item["multi-choice options"]
+    content = [
+        {"type": "image_url", "image_url": "x"},
+        {"type": "text", "text": qs + "\\nSYNTH-TREEVGR answer in tags."},
+    ]
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "SYNTH-TREEVGR system."}]},
+        {"role": "user", "content": content},
+    ]
+    return messages
+''')
+    _git(root)
+    return root

@@ -2,23 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import orjson
 from rich.console import Console
+
+from fasteval.core.terminal import clean, json_text
 
 if TYPE_CHECKING:
     from fasteval.core.errors import ConfigError
 
 
 def print_json(obj: Any) -> None:
-    sys.stdout.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode() + "\n")
+    """JSON for scripts and terminals alike: C1 controls in strings escaped too (json_text)."""
+    sys.stdout.write(json_text(obj) + "\n")
 
 
 def print_config_error(e: ConfigError) -> None:
     for line in str(e).splitlines():
-        print(f"error: {line.strip()}" if not line.startswith("  ") else line, file=sys.stderr)
+        print(clean(f"error: {line.strip()}" if not line.startswith("  ") else line), file=sys.stderr)
 
 
 def console() -> Console:
@@ -30,3 +35,22 @@ def fmt(x: float | None, pct: bool = True) -> str:
     if x is None:
         return "-"
     return f"{100 * x:.1f}" if pct else f"{x:.3f}"
+
+
+PRIVATE_UMASK = 0o077
+
+
+@contextlib.contextmanager
+def private_run_files(shared: bool) -> Iterator[None]:
+    """Run folders hold prompts, answers, error bodies and server logs: 0700 folders and 0600 files
+    while the command runs (the umask, so SQLite's and the servers' own files follow too; restored
+    after). ``shared`` keeps the user's umask (``--shared-run-dir``, for a group that reads it)."""
+    if shared:
+        yield
+        return
+    old = os.umask(PRIVATE_UMASK)
+    os.umask(old | PRIVATE_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(old)

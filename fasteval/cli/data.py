@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def cmd_data_fetch(a: argparse.Namespace) -> int:
@@ -16,7 +17,7 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
     try:
         path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision)
     except (FetchError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     print(path)
     return EXIT_OK

@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from fasteval.cli import data, merge, report, rescore, run, score_file, status, tool
-from fasteval.core.exitcodes import EXIT_INTERRUPTED
+from fasteval.core.errors import UnsafeRunFolder
+from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from fasteval.core.redact import RedactingFilter
 
 BUILTIN_COMMANDS = (run, status, report, merge, tool, rescore, score_file, data)
@@ -52,7 +53,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
 COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.cli.slurm", "fasteval.cli.index", "fasteval.cli.catalog",
-                                   "fasteval.cli.view", "fasteval.cli.prompts", "fasteval.cli.serve")
+                                   "fasteval.cli.view", "fasteval.cli.prompts", "fasteval.cli.serve",
+                                   "fasteval.cli.batches")
 
 
 def _add_optional_commands(sub: Any) -> None:
@@ -79,6 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except UnsafeRunFolder as e:  # a planted symbolic link in a run folder: one line, nothing followed
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

@@ -17,6 +17,7 @@ import orjson
 
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def add_parser(sub: Any) -> None:
@@ -55,7 +56,7 @@ def cmd_suite_prompts(a: argparse.Namespace) -> int:
             options["fidelity"] = a.fidelity
         texts = suite_texts(a.name, options, a.setting)
     except (ConfigError, ValueError, KeyError, orjson.JSONDecodeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     if a.format == "json":
         sys.stdout.write(orjson.dumps({"texts": texts}, option=orjson.OPT_INDENT_2).decode() + "\n")

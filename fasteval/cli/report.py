@@ -7,36 +7,37 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
+from rich.syntax import Syntax
 from rich.table import Table
 
 from fasteval.cli.common import console, fmt, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean, json_text, plain
 from fasteval.view.report import report
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
     if not (run_dir / "manifest.json").exists():
-        print(f"error: {run_dir} is not a run folder (no manifest.json)", file=sys.stderr)
+        print(f"error: {clean(run_dir)} is not a run folder (no manifest.json)", file=sys.stderr)
         return EXIT_USAGE
     if a.html:
         from fasteval.view.html_report import write_report
 
         size = write_report(run_dir, Path(a.html), examples=a.examples)
-        print(f"{a.html}: {size // 1000} KB", file=sys.stderr)
+        print(f"{clean(a.html)}: {size // 1000} KB", file=sys.stderr)
         return EXIT_OK
     rep = report(run_dir)
     if a.format == "json":
         print_json(rep)
         return EXIT_OK
-    t = Table(title=f"{run_dir}: score (%) mean ± std over seeds")
+    t = Table(title=plain(f"{run_dir}: score (%) mean ± std over seeds"))
     for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
                 "cost $"):
         t.add_column(col)
     for r in rep["rows"]:
         ci = r["ci95"]
-        t.add_row(r["model"], r["suite"], r["setting"], f"{fmt(r['mean'])} ± {fmt(r['std'])}",
+        t.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]), f"{fmt(r['mean'])} ± {fmt(r['std'])}",
                   f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "-", str(r["n_seeds"]), str(r["n_ok"]),
                   str(r["n_error"]), fmt(r["pass_at_k"]), fmt(r["pass_pow_k"]),
                   "-" if r.get("cost_usd") is None else f"{r['cost_usd']:.2f}")
@@ -44,17 +45,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         t.caption = f"estimated cost of the evaluated models: ${rep['cost_usd']:.2f} (fasteval.core.pricing; roles not included)"
     console().print(t)
     for suite_name, label in (rep.get("texts") or {}).items():
-        console().print(f"texts: {suite_name}: {label}")
+        console().print(plain(f"texts: {suite_name}: {label}"))
     u = Table(title="cost and behaviour per trajectory")
     for col in ("model", "suite", "setting", "prompt tok", "completion tok", "prefix cache hit", "mean latency s",
                 "tool calls/traj", "terminations"):
         u.add_column(col)
     for r in rep["rows"]:
         lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
-        ends = ", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items()))
+        ends = plain(", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items())))
         tokens = r.get("tokens") or {}
-        u.add_row(r["model"], r["suite"], r["setting"], str(tokens.get("prompt_tokens", "-")),
-                  str(tokens.get("completion_tokens", "-")), fmt_rate(r.get("prefix_cache_hit_rate")),
+        u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]), plain(tokens.get("prompt_tokens", "-")),
+                  plain(tokens.get("completion_tokens", "-")), fmt_rate(r.get("prefix_cache_hit_rate")),
                   "-" if lat is None else f"{lat:.2f}",
                   "-" if calls is None else f"{calls:.2f}", ends)
     console().print(u)
@@ -67,9 +68,9 @@ def cmd_report(a: argparse.Namespace) -> int:
         pt = Table(title="score (%) per task type (all seeds)")
         pt.add_column("task type")
         for r in typed:
-            pt.add_column(f"{r['model']}\n{r['setting']}", justify="right")
+            pt.add_column(plain(f"{r['model']}\n{r['setting']}", block=True), justify="right")
         for k in kinds:
-            pt.add_row(k, *(fmt(r["by_task_type"].get(k)) for r in typed))
+            pt.add_row(plain(k), *(fmt(r["by_task_type"].get(k)) for r in typed))
         console().print(pt)
     return EXIT_OK
 
@@ -93,36 +94,37 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
     out = console()
     scalars = {k: v for k, v in metrics.items() if _scalar(v)}
     if scalars:
-        t = Table(title=title, title_justify="left")
+        t = Table(title=plain(title), title_justify="left")
         t.add_column("metric")
         t.add_column("value", justify="right")
         for k, v in scalars.items():
-            t.add_row(k, _cell(v))
+            t.add_row(plain(k), plain(_cell(v)))
         out.print(t)
     for key, value in metrics.items():
         if _scalar(value):
             continue
         if isinstance(value, dict) and value and all(_scalar(v) for v in value.values()):
-            t = Table(title=f"{title}: {key}", title_justify="left")
-            t.add_column(key)
+            t = Table(title=plain(f"{title}: {key}"), title_justify="left")
+            t.add_column(plain(key))
             t.add_column("value", justify="right")
             for k, v in value.items():
-                t.add_row(str(k), _cell(v))
+                t.add_row(plain(k), plain(_cell(v)))
             out.print(t)
         elif isinstance(value, dict) and value and all(
                 isinstance(v, dict) and all(_scalar(x) or isinstance(x, dict) for x in v.values())
                 for v in value.values()):
             cols = list(dict.fromkeys(c for v in value.values() for c in v))
-            t = Table(title=f"{title}: {key}", title_justify="left")
-            t.add_column(key)
+            t = Table(title=plain(f"{title}: {key}"), title_justify="left")
+            t.add_column(plain(key))
             for c in cols:
-                t.add_column(str(c), justify="right")
+                t.add_column(plain(c), justify="right")
             for k, v in value.items():
-                t.add_row(str(k), *(_cell(v.get(c, "")) for c in cols))
+                t.add_row(plain(k), *(plain(_cell(v.get(c, ""))) for c in cols))
             out.print(t)
         else:
-            out.print(f"{title}: {key}")
-            out.print_json(orjson.dumps(value).decode())
+            out.print(plain(f"{title}: {key}"))
+            # Not print_json: Rich re-parses and re-dumps the JSON, undoing json_text's escapes.
+            out.print(Syntax(json_text(value), "json", word_wrap=True))
 
 
 def add_parser(sub: Any) -> None:

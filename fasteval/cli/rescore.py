@@ -11,6 +11,7 @@ import orjson
 import uvloop
 
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def cmd_rescore(a: argparse.Namespace) -> int:
@@ -32,7 +33,14 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         if a.judge:
             cfg.roles["judge"] = dict(orjson.loads(a.judge))
     except (ConfigError, orjson.JSONDecodeError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    untrusted = [] if a.config or a.trust_manifest else manifest_endpoints(cfg.roles, given={"judge"} if a.judge else set())
+    if untrusted:
+        print(f"error: {run_dir}/manifest.json names endpoints that would get your keys or run a command:\n  "
+              + "\n  ".join(untrusted) + "\nthe manifest is not a config you passed (anyone who can write the run "
+              "folder can change it): pass --config CONFIG with the roles to use, or --trust-manifest once you "
+              "have checked these", file=sys.stderr)
         return EXIT_USAGE
     res = uvloop.run(rescore(cfg, run_dir))
     print(f"{run_dir}: rescored {res.rescored} ok, {res.errors} error, {res.skipped} skipped; "
@@ -40,9 +48,29 @@ def cmd_rescore(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def manifest_endpoints(roles: dict[str, Any], given: set[str]) -> list[str]:
+    """One line per role read from a manifest that would send a key to its URL or start a server.
+
+    A role with a key but no ``base_url`` goes to its vendor's own API, which is where the key
+    belongs; a ``base_url`` or a ``serve:`` block from a tampered manifest could be anything.
+    """
+    out = []
+    for name, spec in sorted(roles.items()):
+        if name in given or not isinstance(spec, dict):
+            continue
+        if spec.get("serve") is not None:
+            command = (spec["serve"] or {}).get("command") if isinstance(spec["serve"], dict) else None
+            out.append(f"{name}: serves a model locally" + (f" with the command {command!r}" if command else ""))
+        elif spec.get("api_key_env") and spec.get("base_url"):
+            out.append(f"{name}: {spec['base_url']} (with the key in ${spec['api_key_env']})")
+    return out
+
+
 def add_parser(sub: Any) -> None:
     rs = sub.add_parser("rescore", help="re-judge finished trajectories without regenerating them")
     rs.add_argument("run_dir")
     rs.add_argument("--config", help="a config whose roles (judge, extractor) replace the run's")
     rs.add_argument("--judge", help='a judge role as JSON, e.g. \'{"provider": "openai", "base_url": ..., "model": ...}\'')
+    rs.add_argument("--trust-manifest", action="store_true",
+                    help="use the endpoints the run's manifest names (checked by you) without --config")
     rs.set_defaults(func=cmd_rescore)

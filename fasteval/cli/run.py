@@ -14,7 +14,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error
+from fasteval.cli.common import console, print_config_error, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERRUPTED,
@@ -23,6 +23,7 @@ from fasteval.core.exitcodes import (
     RunIncomplete,
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
+from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.diskfaults import RunDirUnwritable, RunLogHandler, shown
 
 if TYPE_CHECKING:
@@ -60,20 +61,20 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     try:
         pv = preview(cfg, opts)
     except (ValueError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
-    t = Table(title=f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
-                    f"{pv.total - pv.resumed} to run")
+    t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
+                          f"{pv.total - pv.resumed} to run"))
     for col in ("model", "suite", "setting", "seed", "jobs"):
         t.add_column(col, justify="right" if col in ("seed", "jobs") else "left")
     for (m, su, st, sd), n in pv.groups.items():
-        t.add_row(m, su, st, str(sd), str(n))
+        t.add_row(plain(m), plain(su), plain(st), plain(sd), plain(n))
     console().print(t)
     f = Table(title="first jobs to run")
     for col in ("job_id", "model", "suite", "setting", "task_id", "seed"):
         f.add_column(col)
     for j in pv.first:
-        f.add_row(*(str(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
+        f.add_row(*(plain(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
     console().print(f)
     return EXIT_OK
 
@@ -87,7 +88,7 @@ def _print_error_summary(result: SweepResult) -> None:
         t.add_column(col, overflow="fold")
     for model, kinds in result.errors_by.items():
         for kind, (count, example) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
-            t.add_row(model, kind, str(count), redact_text(str(example))[:200])
+            t.add_row(plain(model), plain(kind), plain(count), plain(redact_text(str(example))[:200]))
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
 
 
@@ -100,6 +101,12 @@ class _TerminalFilter(logging.Filter):
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
+    with private_run_files(a.shared_run_dir):
+        return _run(a)
+
+
+def _run(a: argparse.Namespace) -> int:
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.clients import ModelConfigError
@@ -133,7 +140,8 @@ def cmd_run(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
                       max_concurrency=a.max_concurrency, force=a.force,
-                      keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors)
+                      keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors,
+                      no_wait=a.no_wait)
     if a.dry_run:
         return _print_preview(cfg, opts)
     if not a.no_preflight:
@@ -148,7 +156,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             print(f"error: preflight found {len(problems)} endpoint(s) not ready (nothing ran; --no-preflight "
                   f"skips this check):", file=sys.stderr)
             for line in problems:
-                print(f"  {redact_text(line)}", file=sys.stderr)  # an upstream may echo the key back
+                print(f"  {clean(redact_text(line))}", file=sys.stderr)  # an upstream may echo the key back
             return EXIT_USAGE
     existed = run_dir.exists()
     try:
@@ -179,19 +187,19 @@ def cmd_run(a: argparse.Namespace) -> int:
         print(f"{run_dir}: {r.ok} ok, {r.errors} error, {r.skipped} already done, {r.not_run} not run "
               f"in {r.wall_s:.1f} s", file=sys.stderr)
         _print_error_summary(r)
-        print(redact_text(str(e)), file=sys.stderr)
+        print(clean(redact_text(str(e)), block=True), file=sys.stderr)
         return EXIT_INCOMPLETE
     except RunIncomplete as e:
-        msg = redact_text(str(e))
+        msg = clean(redact_text(str(e)), block=True)
         print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
         return EXIT_INCOMPLETE
     except RunDirUnwritable as e:
-        print(f"error: {redact_text(str(e))}", file=sys.stderr)
+        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:
         if not existed and not (run_dir / "records.jsonl").exists():
             shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
-        print(f"error: {redact_text(str(e))}", file=sys.stderr)
+        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         logging.captureWarnings(False)
@@ -204,6 +212,10 @@ def cmd_run(a: argparse.Namespace) -> int:
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
+        if result.batches:
+            n = sum(result.batches.values())
+            print(f"{n} batch(es) left running at the provider (their cost is committed): the rerun collects "
+                  f"them; `fasteval batches cancel {shown(run_dir)}` stops them", file=sys.stderr)
     elif result.errors:
         _print_error_summary(result)
     return result.exit_code()
@@ -224,6 +236,10 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
     r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
+    r.add_argument("--no-wait", action="store_true",
+                   help="batched models: submit their batches and exit 3; a rerun collects the results")
+    r.add_argument("--shared-run-dir", action="store_true",
+                   help="create the run folder with your umask (readable by others) instead of 0700 with 0600 files")
     r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
     r.add_argument("--suite", action="append", help="only this suite (repeatable)")

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fasteval.cli.common import console, fmt, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean, plain
 
 
 def cmd_score_file(a: argparse.Namespace) -> int:
@@ -27,16 +28,16 @@ def cmd_score_file(a: argparse.Namespace) -> int:
         # several files pool (VisualToolBench single- and multi-turn); suites that take one say so
         result = cls.score_file(files[0] if len(files) == 1 else files, a.fidelity, options)  # type: ignore[arg-type]
     except (ValueError, OSError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     if a.format == "json":
         print_json(result)
     else:
-        t = Table(title=f"{' + '.join(a.file)}: overall {fmt(result.get('overall'), pct=False)}")
+        t = Table(title=plain(f"{' + '.join(a.file)}: overall {fmt(result.get('overall'), pct=False)}"))
         t.add_column("category")
         t.add_column("score")
         for k, v in (result.get("by_category") or {}).items():
-            t.add_row(str(k), fmt(v, pct=False) if isinstance(v, int | float) else str(v))
+            t.add_row(plain(k), fmt(v, pct=False) if isinstance(v, int | float) else plain(v))
         console().print(t)
     return EXIT_OK
 

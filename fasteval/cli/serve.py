@@ -21,6 +21,7 @@ import uvloop
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 from fasteval.engine.serving import Serving, serve_specs
 from providers.local import (
     GpuConfigError,
@@ -64,7 +65,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
                 raise GpuConfigError(f"model {a.model} needs {spec.gpus_needed} GPU(s); this node has fewer (run.gpus)")
             gpus = taken
     except (ConfigError, ServeConfigError, GpuConfigError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     return uvloop.run(_serve(ServerGroup(spec, gpus, run_dir / "servers", cpus=cores)))
 
@@ -103,7 +104,7 @@ async def _serve(group: ServerGroup) -> int:
         try:
             starting.result()
         except ServerStartError as e:
-            print(f"error: {e}", file=sys.stderr)
+            print(f"error: {clean(e)}", file=sys.stderr)
             return EXIT_USAGE
         announcing = asyncio.create_task(_announce(group))
         await asyncio.sleep(0)

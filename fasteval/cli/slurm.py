@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,10 +14,13 @@ import orjson
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 from fasteval.engine.sweep import default_run_dir
 from fasteval.slurm.cluster import ACTIVE, Cluster, SlurmError
-from fasteval.slurm.scripts import SubmitOptions, array_script, merge_script
+from fasteval.slurm.recorded import UntrustedJobs, trusted_options
+from fasteval.slurm.scripts import SubmitOptions, array_script, merge_script, submit_args, validate
 from fasteval.slurm.state import (
+    jobs_file,
     last_log_line,
     merge_shards,
     read_jobs,
@@ -28,7 +32,7 @@ from fasteval.slurm.state import (
 
 
 def _err(msg: str, code: int = EXIT_USAGE) -> int:
-    print(f"error: {msg}", file=sys.stderr)
+    print(f"error: {clean(msg)}", file=sys.stderr)
     return code
 
 
@@ -47,11 +51,11 @@ def _submit(cluster: Cluster, o: SubmitOptions, tasks: list[int] | None, jobs: d
     sub: dict[str, Any] = {"at": datetime.now(UTC).isoformat(), "tasks": tasks}
     if tasks is None or tasks:
         extra = [f"--array={','.join(map(str, tasks))}"] if tasks else []
-        sub["array_job_id"] = cluster.submit(str(array), *extra)
+        sub["array_job_id"] = cluster.submit(str(array), *submit_args(o, "array"), *extra)
         dep = [f"--dependency=afterok:{sub['array_job_id']}", "--kill-on-invalid-dep=yes"]
     else:
         dep = []
-    sub["merge_job_id"] = cluster.submit(str(merge), *dep)
+    sub["merge_job_id"] = cluster.submit(str(merge), *submit_args(o, "merge"), *dep)
     jobs.setdefault("submissions", []).append(sub)
     write_jobs(o.run_dir, jobs)
     return sub
@@ -69,6 +73,10 @@ def cmd_submit(a: argparse.Namespace) -> int:
                       partition=a.partition, time=a.time, gpus_per_shard=a.gpus_per_shard,
                       cpus_per_shard=a.cpus_per_shard, mem=a.mem, account=a.account, qos=a.qos,
                       sbatch_args=list(a.sbatch_arg or []), signal_grace_s=a.signal_grace, requeue=not a.no_requeue)
+    try:
+        validate(o)
+    except ValueError as e:
+        return _err(str(e))
     if o.shard_by == "model" and o.shards > len(cfg.models):
         return _err(f"--shard-by model with {o.shards} shards but the config has {len(cfg.models)} models")
     old = read_jobs(run_dir)
@@ -77,8 +85,11 @@ def cmd_submit(a: argparse.Namespace) -> int:
         return _err(f"{run_dir} already has submitted jobs ({ids}); use `fasteval slurm resume {run_dir}`")
     array, merge = _write_scripts(o)
     if a.dry_run:
-        print(f"sbatch --parsable {array}")
-        print(f"sbatch --parsable --dependency=afterok:<array job id> --kill-on-invalid-dep=yes {merge}")
+        arr = shlex.join(["sbatch", "--parsable", *submit_args(o, "array"), str(array)])
+        mrg = shlex.join(["sbatch", "--parsable", *submit_args(o, "merge"), str(merge)])
+        print(clean(arr))
+        print(clean(mrg.replace(" --parsable ", " --parsable --dependency=afterok:<array job id> "
+                                                "--kill-on-invalid-dep=yes ", 1)))
         return EXIT_OK
     cluster = Cluster()
     jobs: dict[str, Any] = {"options": o.to_json()}
@@ -134,12 +145,21 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.format == "json":
         sys.stdout.write(orjson.dumps(st, option=orjson.OPT_INDENT_2).decode() + "\n")
         return EXIT_OK
+    for line in status_lines(st):
+        print(line)
+    return EXIT_OK
+
+
+def status_lines(st: dict[str, Any]) -> list[str]:
+    """The table form of ``slurm status``; a log's last line is the shard's words: escaped."""
+    out = []
     for r in st["shards"]:
         prog = f"{r['done']} done, {r['error']} error of {r['total']}" if r["started"] else "not started"
-        print(f"shard {r['shard']}: {r['slurm_state']:<12} {prog}  {r['last_log_line'] or ''}")
+        out.append(clean(f"shard {r['shard']}: {r['slurm_state']:<12} {prog}  {r['last_log_line'] or ''}"))
     m = st["merge"]
-    print(f"merge: {m['slurm_state'] or '-'} (job {m['job_id']}), {'merged' if m['merged'] else 'not merged yet'}")
-    return EXIT_OK
+    out.append(clean(f"merge: {m['slurm_state'] or '-'} (job {m['job_id']}), "
+                     f"{'merged' if m['merged'] else 'not merged yet'}"))
+    return out
 
 
 def _complete(progress: dict[str, Any]) -> bool:
@@ -148,13 +168,20 @@ def _complete(progress: dict[str, Any]) -> bool:
 
 def cmd_resume(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
-    jobs = read_jobs(run_dir)
+    try:
+        jobs = read_jobs(run_dir)
+    except ValueError as e:
+        return _err(f"not resuming: {jobs_file(run_dir)} is not valid JSON ({e})")
     if jobs is None:
         return _err(f"{run_dir} has no Slurm submission; start with `fasteval slurm submit CONFIG --run-dir {run_dir}`")
-    o = SubmitOptions.from_json(jobs["options"])
-    if a.time:
-        o.time = a.time
-        jobs["options"] = o.to_json()
+    try:
+        o = trusted_options(run_dir, jobs_file(run_dir), jobs, a.python)
+        if a.time:
+            o.time = a.time
+            validate(o)
+    except (UntrustedJobs, ValueError) as e:
+        return _err(f"not resuming: {e}")
+    jobs["options"] = o.to_json()
     cluster = Cluster()
     try:
         states = _shard_states(cluster, jobs, o.shards)
@@ -225,6 +252,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument("run_dir")
     r.add_argument("--time", help="a new time limit for the resubmitted shards")
     r.add_argument("--merge", action="store_true", help="merge again even if RUN is already merged")
+    r.add_argument("--python", help="the interpreter the shards run (when it is not the one running resume); "
+                                    "it replaces the one in RUN/slurm/jobs.json")
     r.set_defaults(func=cmd_resume)
     m = ssub.add_parser("merge", help="merge the shards into RUN (what the merge job runs)")
     m.add_argument("run_dir")

@@ -13,6 +13,7 @@ import uvloop
 
 from fasteval.cli.common import print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
 
 
 def cmd_tool_run(a: argparse.Namespace) -> int:
@@ -30,7 +31,7 @@ def cmd_tool_run(a: argparse.Namespace) -> int:
     try:
         result = uvloop.run(run_tool_once(a.name, args, [Path(p) for p in a.image], a.fidelity, out))
     except (KeyError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     print_json(result)
     return EXIT_OK

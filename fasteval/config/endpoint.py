@@ -47,7 +47,7 @@ class EndpointSpec:
         kind = provider_kind(str(entry["provider"]))
         if kind is None:
             raise KeyError(f"unknown provider {entry['provider']!r}")
-        wire = str(entry.get("wire", kind.wire)) if kind.wire_option else kind.wire
+        wire = kind.wire_of(entry)
         return cls(name=name, kind=kind, model=str(entry.get("model", name)), base_url=entry.get("base_url"),
                    key_env=entry.get("api_key_env"), wire=wire, limits=dict(entry.get("limits") or {}),
                    timeouts=dict(entry.get("timeouts") or {}), retry=dict(entry.get("retry") or {}),

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import yaml
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.schema import (
@@ -26,9 +25,9 @@ from fasteval.config.schema import (
     check_mapping,
     check_suite,
     did_you_mean,
-    line_map,
 )
 from fasteval.config.secrets import secret_problems
+from fasteval.config.yaml_read import read_yaml
 from fasteval.core.errors import ConfigError
 
 OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
@@ -71,18 +70,22 @@ def _refuse_secrets(spec: Any, where: KeyPath, src: Source, problems: Problems) 
 
 
 def _read(path: Path) -> tuple[Any, Source]:
-    try:
-        text = path.read_text()
-        return yaml.safe_load(text), Source(path, line_map(text))
-    except (OSError, yaml.YAMLError) as e:
-        reason = str(e).replace("\n", " ")
-        raise ConfigError(f"cannot read config {path}: {reason}") from None
+    data, lines = read_yaml(path)
+    return data, Source(path, lines)
+
+
+MAX_INCLUDE_DEPTH = 8
 
 
 def _expand_includes(items: list[Any], src: Source, base: Path, problems: Problems,
-                     path: KeyPath = ("models",)) -> list[tuple[Any, Source, KeyPath]]:
-    """Model entries with the file and key path each came from (for messages that point at it)."""
+                     path: KeyPath = ("models",), chain: tuple[Path, ...] = ()) -> list[tuple[Any, Source, KeyPath]]:
+    """Model entries with the file and key path each came from (for messages that point at it).
+
+    ``chain`` is the files being included, outermost first: a file including itself, directly or
+    through others, is a config error at the include line (not a RecursionError).
+    """
     out: list[tuple[Any, Source, KeyPath]] = []
+    chain = chain or (src.file.resolve(),)
     for i, item in enumerate(items):
         where: KeyPath = (*path, i)
         if isinstance(item, dict) and "include" in item:
@@ -93,14 +96,24 @@ def _expand_includes(items: list[Any], src: Source, base: Path, problems: Proble
             if not inc.is_file():
                 problems.add(src, (*where, "include"), f"{item['include']} does not exist (looked for {inc})")
                 continue
-            loaded, inc_src = _read(inc)
+            target = inc.resolve()
+            if target in chain or len(chain) >= MAX_INCLUDE_DEPTH:
+                trail = " -> ".join(str(f.name) for f in (*chain, target))
+                why = "an include cycle" if target in chain else f"includes nested deeper than {MAX_INCLUDE_DEPTH}"
+                problems.add(src, (*where, "include"), f"{why}: {trail}")
+                continue
+            try:
+                loaded, inc_src = _read(inc)
+            except ConfigError as e:
+                problems.items.extend(e.problems)
+                continue
             inc_path: KeyPath = ()
             if isinstance(loaded, dict):
                 loaded, inc_path = loaded.get("models", []), ("models",)
             if not isinstance(loaded, list):
                 problems.add(inc_src, (), "an included model list must be a YAML list")
                 continue
-            out.extend(_expand_includes(loaded, inc_src, inc.parent, problems, inc_path))
+            out.extend(_expand_includes(loaded, inc_src, inc.parent, problems, inc_path, (*chain, target)))
         else:
             out.append((item, src, where))
     return out

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
+from fasteval.core.yaml_bounds import node_lines
 from providers.registry import providers
 
 KeyPath = tuple[str | int, ...]
@@ -48,10 +49,12 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "image_resize": Opt("any", "the model processor's resize, e.g. qwen2_5_vl or {processor, max_pixels}"),
     "price": Opt("dict", "USD per million tokens, overriding fasteval.core.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
-        "cache_write": Opt("float")}),
+        "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")}),
+    "batch": Opt("any", "provider batch API at half price: true or {max_requests, max_mb, gather_s, poll_s, window} "
+                 "(docs/providers.md, batch mode)"),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
-        "thinking": Opt("bool")}),
+        "thinking": Opt("bool"), "sampling": Opt("bool")}),
 }
 
 
@@ -106,6 +109,8 @@ TOP_LEVEL: dict[str, Opt] = {
     "roles": Opt("dict", "model roles: judge, extractor, summarizer..."),
     "suites": Opt("list", "suites with options and settings", required=True),
     "run": Opt("dict", "run options", fields=RUN_OPTIONS),
+    "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
+                  "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }
 
 
@@ -128,27 +133,12 @@ class Source:
 
 
 def line_map(text: str) -> dict[KeyPath, int]:
-    """The 1-based line of every mapping key and list item of a YAML document."""
-    out: dict[KeyPath, int] = {}
+    """The 1-based line of every mapping key and list item of a YAML document (aliases walked once)."""
     try:
         root = yaml.compose(text)
     except yaml.YAMLError:
-        return out
-
-    def walk(node: yaml.Node, path: KeyPath) -> None:
-        out.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                key = k.value if isinstance(k, yaml.ScalarNode) else str(k.value)
-                out[(*path, key)] = k.start_mark.line + 1
-                walk(v, (*path, key))
-        elif isinstance(node, yaml.SequenceNode):
-            for i, item in enumerate(node.value):
-                walk(item, (*path, i))
-
-    if root is not None:
-        walk(root, ())
-    return out
+        return {}
+    return node_lines(root)
 
 
 def fmt_path(path: KeyPath) -> str:
@@ -313,9 +303,35 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
     if not role:
         schema["name"] = Opt("str", required=True)
     check_mapping(spec, schema, path, src, problems)
+    if isinstance(spec.get("serve"), dict) and spec["serve"].get("command") is not None:
+        check_serve_command(spec["serve"], str(spec.get("name") or path[-1]), (*path, "serve"), src, problems)
     if kind.validate is not None:
         for key, message in kind.validate(spec):
             problems.add(src, (*path, key), message)
+    _check_batch(spec, path, src, problems)
+
+
+def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Problems) -> None:
+    """``batch:`` only where the endpoint has a batch API we speak (not vLLM, gateways or served models)."""
+    if spec.get("batch") in (None, False):
+        return
+    from providers.batch.base import BatchSettings
+    from providers.batch.wires import BATCH_PROVIDERS, BATCH_WIRES
+
+    where: KeyPath = (*path, "batch")
+    try:
+        BatchSettings.from_config(spec["batch"])
+    except ValueError as e:
+        problems.add(src, where, str(e))
+        return
+    provider = str(spec.get("provider"))
+    kind = providers().get(provider)
+    wire = kind.wire_of(spec) if kind is not None else provider
+    if provider not in BATCH_PROVIDERS or spec.get("serve") is not None:
+        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, anthropic, gemini, sim)")
+    elif wire not in BATCH_WIRES:
+        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet (openai, anthropic and "
+                     "gemini are)")
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:
@@ -368,3 +384,34 @@ def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base
                 if tschema is not None and isinstance(topts, dict):
                     check_mapping(topts, {**TOOL_COMMON_OPTIONS, **tschema}, tpath, src, problems)
     return out
+
+
+# ``vllm serve`` options a custom ``serve.command`` would silently drop: refused, so a run never
+# starts without the context length, the LoRA adapters or the arguments the config asked for.
+COMMAND_REPLACES = ("args", "max_model_len", "gpu_memory_utilization", "lora_modules")
+
+
+def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: Source, problems: Problems) -> None:
+    """A ``serve.command`` template: every placeholder known, nothing beside it that it would ignore.
+
+    Each part is filled in as a replica's start would fill it, so an unknown placeholder (a JSON
+    argument like ``'{"temperature": 0}'`` reads as one) is a config error here, not a server that
+    never starts with its reason only in run.log.
+    """
+    from providers.local.spec import ServeConfigError, ServeSpec
+
+    for key in COMMAND_REPLACES:
+        if serve.get(key) not in (None, [], {}):
+            problems.add(src, (*path, key), f"serve.{key} is not applied when serve.command is set (the command "
+                         "replaces `vllm serve` and its options): put it in serve.command, or drop serve.command")
+    command = serve.get("command")
+    if not isinstance(command, list):
+        return
+    for i, part in enumerate(command):
+        try:
+            probe = ServeSpec.from_config(name, {"model": str(serve.get("model") or "m"), "command": [part]})
+            probe.command_line(port=1, host="127.0.0.1", replica=0)
+        except (ServeConfigError, ValueError, KeyError, IndexError, AttributeError) as e:
+            problems.add(src, (*path, "command", i), f"{str(e).removeprefix(f'model {name}: ')} in {part!r}: "
+                         "placeholders are {model} {port} {host} {served_model_name} {tensor_parallel_size} "
+                         "{replica} {python}; write {{ and }} for a literal brace (e.g. '{{\"temperature\": 0}}')")

@@ -13,3 +13,11 @@ class ConfigError(ValueError):
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
         super().__init__(message)
         self.problems = problems or [message]
+
+
+class UnsafeRunFolder(RuntimeError):
+    """A run folder file that is a symbolic link (or otherwise not ours to open): refused, never followed.
+
+    Run folders are shared (clusters, e-mail): a planted link would make a report embed, or a
+    resume truncate, a file outside the folder. The CLI prints the message and exits 2.
+    """

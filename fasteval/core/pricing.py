@@ -6,6 +6,10 @@ providers' list prices for common models as published in 2025; prices change, so
 overrides them: a model entry's ``price: {input, output, cache_read, cache_write}`` or a
 top-level ``prices: {<model name or id>: {...}}``. A model with no price is reported with its
 tokens and no cost, never with a guessed one.
+
+A model in batch mode (``batch:``) pays its provider's batch factor of every price, cache reads
+and writes included: 0.5 for OpenAI, Anthropic and Gemini as published; ``price: {batch: f}`` or
+``prices: {batch_factor: {<provider>: f}}`` overrides it.
 """
 
 from __future__ import annotations
@@ -23,14 +27,27 @@ class Price:
     """Defaults to the input price (no discount) when a provider publishes none."""
     cache_write: float | None = None
     """Defaults to the input price (no surcharge)."""
+    batch: float | None = None
+    """This model's batch factor, when its entry overrides the provider's (``BATCH_FACTORS``)."""
 
     @classmethod
     def from_config(cls, spec: dict[str, Any], where: str) -> Price:
-        unknown = set(spec) - {"input", "output", "cache_read", "cache_write"}
+        unknown = set(spec) - {"input", "output", "cache_read", "cache_write", "batch"}
         if unknown or "input" not in spec or "output" not in spec:
             raise ValueError(f"{where}: a price needs input and output (USD per million tokens) and may have "
-                             f"cache_read, cache_write; got {sorted(spec)}")
+                             f"cache_read, cache_write, batch; got {sorted(spec)}")
         return cls(**{k: float(v) for k, v in spec.items()})
+
+    def scaled(self, factor: float) -> Price:
+        """Every price times ``factor`` (the batch discount applies to cache reads and writes too)."""
+        cr = self.input if self.cache_read is None else self.cache_read
+        cw = self.input if self.cache_write is None else self.cache_write
+        return Price(self.input * factor, self.output * factor, cr * factor, cw * factor)
+
+
+BATCH_FACTORS: dict[str, float] = {"openai": 0.5, "anthropic": 0.5, "gemini": 0.5}
+"""What a provider's batch API charges of the interactive price (work done within 24 h)."""
+DEFAULT_BATCH_FACTOR = 0.5
 
 
 # Longest matching prefix of the served model id wins ("gpt-4o-mini-2024-07-18" -> "gpt-4o-mini").
@@ -96,15 +113,24 @@ def cost_usd(usage: dict[str, Any], price: Price) -> float:
     return (uncached * price.input + read * cr + write * cw + out * price.output) / 1e6
 
 
+def batch_factor(spec: dict[str, Any], price: Price, overrides: dict[str, Any] | None = None) -> float:
+    """The share of the interactive price a batched entry pays: its own, the config's, the provider's."""
+    if price.batch is not None:
+        return price.batch
+    table = {**BATCH_FACTORS, **((overrides or {}).get("batch_factor") or {})}
+    return float(table.get(str(spec.get("provider")), DEFAULT_BATCH_FACTOR))
+
+
 def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] | None = None
                  ) -> dict[str, Price | None]:
-    """Name -> price for every model and role of a config (raw, as in a manifest)."""
+    """Name -> price for every model and role of a config (raw, as in a manifest); batched ones discounted."""
     overrides = config.get("prices") or {}
+    entries = [(m["name"], m) for m in config.get("models") or [] if isinstance(m, dict) and "name" in m]
+    entries += [(r, s) for r, s in (config.get("roles") or {}).items() if isinstance(s, dict)]
     out: dict[str, Price | None] = {}
-    for m in config.get("models") or []:
-        if isinstance(m, dict) and "name" in m:
-            out[m["name"]] = price_for(m["name"], m, overrides, free)
-    for role, spec in (config.get("roles") or {}).items():
-        if isinstance(spec, dict):
-            out[role] = price_for(role, spec, overrides, free)
+    for name, spec in entries:
+        price = price_for(name, spec, overrides, free)
+        if price is not None and spec.get("batch"):
+            price = price.scaled(batch_factor(spec, price, overrides))
+        out[name] = price
     return out

@@ -93,12 +93,15 @@ class Usage:
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    """How many of ``completion_tokens`` were reasoning (already counted there: billed once)."""
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.completion_tokens += other.completion_tokens
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
+        self.reasoning_tokens += other.reasoning_tokens
 
 
 @dataclass(slots=True)
@@ -113,6 +116,8 @@ class Trajectory:
     rounds: int = 0
     termination: Termination = "answered"
     termination_reason: str | None = None
+    seed: int = 0
+    """The job's seed, so a suite can lay a task out per seed (e.g. option order) and score it back."""
 
 
 @dataclass(slots=True)

@@ -130,6 +130,7 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
     far, which the caller records with the error.
     """
     traj = traj if traj is not None else Trajectory()
+    traj.seed = job_seed
     suite, setting = env.suite, env.setting
     specs = [t.spec() for t in env.tools.values()]
     text_protocol = setting.tool_protocol == "text"

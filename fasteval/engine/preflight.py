@@ -45,6 +45,11 @@ async def check_endpoint(ep: Endpoint, timeout_s: float = PREFLIGHT_TIMEOUT_S) -
     if key_env and not os.environ.get(key_env):
         return f"{ep.label} ({where}): the key variable {key_env} is not set"
     client = build_client(ep.label, spec, sim_base_url=None, resolver=None)
+    if spec.get("batch"):
+        problem = await _check_batch_api(ep, client.provider, where, timeout_s)
+        if problem is not None:
+            await client.close()
+            return problem
     lister = getattr(client.provider, "list_models", None)
     model_id = str(spec.get("model") or spec.get("name") or "")
     try:
@@ -66,6 +71,24 @@ async def check_endpoint(ep: Endpoint, timeout_s: float = PREFLIGHT_TIMEOUT_S) -
         return None
     finally:
         await client.close()
+
+
+async def _check_batch_api(ep: Endpoint, provider: Any, where: str, timeout_s: float) -> str | None:
+    """A gateway behind ``provider: openai`` may have no batch API: refuse ``batch:`` before the run."""
+    from providers.batch.wires import wire_for
+
+    wire = wire_for(provider)
+    try:
+        await asyncio.wait_for(wire.probe(), timeout_s)
+    except ProviderError as e:
+        if e.status in (404, 405):
+            return f"{ep.label} ({where}): batch: true, but the endpoint has no batch API ({e.status})"
+        return f"{ep.label} ({where}): batch API: {e}"
+    except TimeoutError:
+        return f"{ep.label} ({where}): the batch API did not answer within {timeout_s:g} s"
+    finally:
+        await wire.close()
+    return None
 
 
 async def preflight(cfg: SweepConfig, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> list[str]:

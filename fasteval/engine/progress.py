@@ -7,6 +7,7 @@ prints one plain line every ``interval_s``. Either way it reads counters, never 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 import time
 from collections.abc import Callable
@@ -18,7 +19,10 @@ from rich.live import Live
 from rich.table import Table
 
 from fasteval.core.pricing import Price, cost_usd
+from fasteval.core.terminal import clean, plain
 from providers.client import ModelClient
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -102,15 +106,15 @@ class ProgressDisplay:
             t.add_column(col, justify="right" if col not in ("endpoint", "state") else "left")
         for name, cl in self.clients.items():
             s = cl.stats
-            t.add_row(name, str(cl.limit.in_flight), str(self._limit(cl)), str(cl.limit.waiting), str(s.requests),
+            t.add_row(plain(name), str(cl.limit.in_flight), str(self._limit(cl)), str(cl.limit.waiting), str(s.requests),
                       str(s.retries), str(s.rate_limited), f"{s.backoff_s:.1f}",
-                      str(s.prompt_tokens + s.completion_tokens), _money(self._cost(name, cl)), self._state(cl))
+                      str(s.prompt_tokens + s.completion_tokens), _money(self._cost(name, cl)), plain(self._state(cl)))
         rows = {name: fn() for name, fn in self.extra.items()}
         if self.extra_rows is not None:
             rows.update(self.extra_rows())
         for name, st in rows.items():
-            t.add_row(name, str(st.get("in_flight", "")), str(st.get("limit", st.get("size", ""))), str(st.get("waiting", "")),
-                      str(st.get("requests", st.get("calls", ""))), "", "", "", "", "")
+            t.add_row(plain(name), plain(st.get("in_flight", "")), plain(st.get("limit", st.get("size", ""))),
+                      plain(st.get("waiting", "")), plain(st.get("requests", st.get("calls", ""))), "", "", "", "", "")
         return t
 
     def line(self) -> str:
@@ -130,7 +134,7 @@ class ProgressDisplay:
         for name, st in rows.items():
             parts.append(f"{name}: {st.get('in_flight', '?')}/{st.get('limit', st.get('size', '?'))} "
                          f"waiting={st.get('waiting', 0)}")
-        return " | ".join(parts)
+        return clean(" | ".join(parts))  # the state holds an endpoint's words (an error body)
 
     async def _run(self) -> None:
         if self.live:
@@ -153,6 +157,8 @@ class ProgressDisplay:
                 await self._task
             except asyncio.CancelledError:
                 pass
+            except Exception:  # the panel only shows counters: its failure must not change the sweep's exit
+                log.exception("the progress display failed")
             self._task = None
         if not self.live:
             print(self.line(), file=sys.stderr, flush=True)

@@ -69,7 +69,8 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     result = RescoreResult(skipped=skipped)
     async with contextlib.AsyncExitStack() as stack:
         stack.callback(index.close)
-        rt = await open_runtime(stack, blobs, cfg, models=[], roles=cfg.roles, needed={"cache"})
+        rt = await open_runtime(stack, blobs, cfg, models=[], roles=cfg.roles, needed={"cache"},
+                                run_dir=run_dir)  # a batched judge journals its batches in the run folder
         roles = rt.roles
         writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"), index=index)
         await writer.start()
@@ -87,6 +88,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
                 continue
             rec = _record_from(old)
             traj = trajectory_from_dict(old["trajectory"])
+            traj.seed = int(old.get("seed", 0))  # suites that lay a task out per seed score it back by it
             try:
                 score = await run.suite.score(task, traj, setting, ScoreContext(blobs=blobs, services=rt.services))
                 rec.score, rec.score_details = score.value, {**score.details, "rescored_at": time.time()}

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig
+from fasteval.engine.batching import BatchLane, attach_lane
 from fasteval.engine.clients import build_client, image_resolver, sim_models
 from fasteval.images import ImageEncoder
+from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.services.cache_http import response_cache
 from fasteval.services.registry import start_services
@@ -37,17 +39,21 @@ class Runtime:
     roles: dict[str, ModelClient] = field(default_factory=dict)
     services: dict[str, Any] = field(default_factory=dict)
     sim: SimServer | None = None
+    lanes: dict[str, BatchLane] = field(default_factory=dict)
+    """Batched models and roles (``batch:``), by name."""
 
 
 async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: SweepConfig, *,
                        models: list[dict[str, Any]], roles: dict[str, dict[str, Any]], needed: set[str],
                        serving: Any = None, breaker: BreakerPolicy | None = None,
-                       local_media_root: Path | None = None, used_keys: Path | None = None) -> Runtime:
+                       local_media_root: Path | None = None, used_keys: Path | None = None,
+                       run_dir: Path | None = None, no_wait: bool = False) -> Runtime:
     """Start the sim, the encoder, every client and the ``needed`` services on ``stack``.
 
     Roles answer through the ``judge`` cache namespace (a summarizer caches whole summaries
     itself); evaluated models through ``model`` when that namespace is on. ``used_keys``: where
-    the cache writes the keys this run touched, before it closes.
+    the cache writes the keys this run touched, before it closes. ``run_dir``: where batched
+    models journal their batches (``no_wait``: submit them and stop, fasteval.engine.batching).
     """
     sims = sim_models(models, roles)
     sim: SimServer | None = None
@@ -68,6 +74,14 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
         rt.roles[role] = client = build_client(role, cfg.endpoint(role), sim_base_url=sim_url, serving=serving,
                                                resolver=image_resolver(encoder, spec=spec), breaker=breaker)
         stack.push_async_callback(client.close)
+    batched = [(rt.clients[m["name"]], m) for m in models if m.get("batch")] + \
+        [(rt.roles[r], spec) for r, spec in roles.items() if spec.get("batch")]
+    if batched and run_dir is not None:
+        journal = BatchJournal(run_dir)
+        for client, spec in batched:
+            lane = await attach_lane(stack, client, spec, journal, no_wait=no_wait)
+            if lane is not None:
+                rt.lanes[client.name] = lane
     if serving is not None:
         await serving.start()
         stack.push_async_callback(serving.close)

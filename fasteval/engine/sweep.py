@@ -32,6 +32,7 @@ from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
+from fasteval.engine.batching import BatchLane, batch_job, pending_line
 from fasteval.engine.clients import model_processor
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
@@ -81,6 +82,8 @@ class RunOptions:
     keep_errors: bool = False
     progress: bool | None = None
     selectors: Selectors = field(default_factory=Selectors)
+    no_wait: bool = False
+    """Batched models: submit their batches and stop (exit 3); a rerun collects the results."""
 
 
 @dataclass(slots=True)
@@ -105,6 +108,8 @@ class SweepResult:
     """Endpoints given up on: name -> reason."""
     errors_by: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
+    batches: dict[str, int] = field(default_factory=dict)
+    """Batched models with batches still at the provider when the run stopped: name -> how many."""
 
     def add_error(self, model: str, kind: str, message: str) -> None:
         entry = self.errors_by.setdefault(model, {}).setdefault(kind, [0, message])
@@ -141,6 +146,8 @@ def usage_summary(turns: list[Usage]) -> dict[str, int]:
     out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
     if total.cache_read_tokens or total.cache_write_tokens:
         out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
+    if total.reasoning_tokens:  # part of completion_tokens, shown apart
+        out["reasoning_tokens"] = total.reasoning_tokens
     return out
 
 
@@ -297,6 +304,7 @@ class Sweep:
         self.opts = opts
         self.counters = Counters()
         self.clients: dict[str, ModelClient] = {}
+        self.lanes: dict[str, BatchLane] = {}
         self.roles: dict[str, ModelClient] = {}
         self.services: dict[str, Any] = {}
         self.serving: Serving | None = None
@@ -397,8 +405,10 @@ class Sweep:
             rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
                                     breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
-                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt")
+                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt",
+                                    run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
+            self.lanes = rt.lanes
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
             display = self._display()
@@ -412,6 +422,9 @@ class Sweep:
         result.skipped = self.counters.skipped
         result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
         result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
+        result.batches = {n: k for n, lane in self.lanes.items() if (k := lane.in_flight())}
+        if result.batches and result.not_run and not result.interrupted:
+            raise SweepIncomplete(pending_line(self.lanes, result.not_run), result)
         if result.down and not result.interrupted:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
@@ -424,6 +437,7 @@ class Sweep:
         limiters = self.services.get("limiters")
         rows = [f for f in (limiters.rows if limiters is not None else None,
                             self.serving.rows if self.serving is not None else None) if f is not None]
+        rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
                                prices=model_prices(self.cfg.raw, is_embedded),
@@ -614,7 +628,7 @@ class Sweep:
                        services=self.services, tools=self._tools_for(run, setting, item, tools_cache),
                        params=run.suite.request_params(setting, job.model))
         with count_retries() as retries, (trajectory(job.job_id) if self.serving is not None
-                                          else contextlib.nullcontext()):
+                                          else contextlib.nullcontext()), batch_job(job.job_id) as batches:
             try:
                 await run_agent(item, job.seed, job.job_id, env, traj)
                 score = await run.suite.score(item, traj, setting, ScoreContext(blobs=blobs, services=self.services))
@@ -628,6 +642,8 @@ class Sweep:
                 traj.termination, traj.termination_reason = "error", str(e)
             finally:
                 rec.retries = retries.count
+                if batches.batch_ids:  # the provider batches its requests rode in (batch discount)
+                    rec.metadata["batch_id"] = ",".join(sorted(batches.batch_ids))
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:

@@ -12,14 +12,43 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 from fasteval.core.types import ImageRef
 from fasteval.runfolder.diskfaults import is_fatal
+from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 TEMP_MARK = ".tmp-"
+BLOB_REF = re.compile(r"[0-9a-f]{64}\Z")
+"""What an image reference is (a sha256): anything else in a record (``../../etc/shadow``) is refused."""
+
+
+def blob_file(root: Path, ref: object) -> Path:
+    """The file of ``ref`` under the blob store ``root``; ValueError for a reference that is not one.
+
+    The store and the shard folder must not be symbolic links; open the file itself with
+    ``open_blob`` (``O_NOFOLLOW``), so a planted link never puts another file into a report.
+    """
+    if not isinstance(ref, str) or not BLOB_REF.match(ref):
+        raise ValueError(f"{str(ref)[:80]!r} is not an image reference (64 hex digits)")
+    shard = root / ref[:2]
+    refuse_symlink(root, "the blob store")
+    refuse_symlink(shard, "a blob folder")
+    return shard / ref
+
+
+def open_blob(root: Path, ref: object) -> int:
+    """A read-only descriptor of a blob (FileNotFoundError, ValueError, or UnsafeRunFolder for a link)."""
+    return open_nofollow(blob_file(root, ref), os.O_RDONLY, "a blob")
+
+
+def read_blob(root: Path, ref: object) -> bytes:
+    """The bytes of a blob, refusing references that are not hashes and files that are links."""
+    with os.fdopen(open_blob(root, ref), "rb") as f:
+        return f.read()
 
 
 def pid_alive(pid: int) -> bool:
@@ -70,7 +99,9 @@ class BlobStore:
 
     def get(self, ref: ImageRef) -> bytes:
         try:
-            return self.path(ref).read_bytes()
+            return read_blob(self.root, ref)
+        except ValueError:
+            raise KeyError(f"{str(ref)[:80]!r} is not an image reference") from None
         except FileNotFoundError as e:
             if not self.root.is_dir() and self.on_failure is not None:
                 self.on_failure(e, self.root)  # the whole store vanished, not one image

@@ -12,9 +12,11 @@ import errno
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.core.redact import RedactingFilter
+from fasteval.runfolder.safe_open import open_nofollow
 
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
@@ -91,6 +93,11 @@ class RunLogHandler(logging.FileHandler):
         self.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         self.addFilter(RedactingFilter())
         self.failed = False
+
+    def _open(self) -> Any:
+        # O_NOFOLLOW: a run.log planted as a link never makes the sweep append to another file.
+        fd = open_nofollow(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND | os.O_CREAT, "run.log")
+        return os.fdopen(fd, "a", encoding=self.encoding)
 
     def emit(self, record: logging.LogRecord) -> None:
         if not self.failed:

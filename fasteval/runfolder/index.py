@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
+import math
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -28,6 +30,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import orjson
+
+from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
+
+log = logging.getLogger("fasteval")
 
 RECORDS = "records.jsonl"
 INDEX = "index.sqlite"
@@ -93,8 +99,67 @@ def _short(text: Any) -> str | None:
     return s if len(s) <= _ERROR_CHARS else s[:_ERROR_CHARS - 1] + "…"
 
 
+# What an INTEGER column holds; a value past either end (a hostile server's 2**64 tokens) is
+# clamped there, the record keeps the value as sent, and a sum that would pass it saturates.
+INT_MAX = (1 << 63) - 1
+INT_MIN = -(1 << 63)
+_SCORE, _LATENCY = 7, 17  # positions of the REAL columns in a row
+
+
 def _num(v: Any, default: float = 0.0) -> float:
-    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else default
+    """A finite number of a JSON value, else ``default`` (a huge int is clamped, not overflowed)."""
+    if not isinstance(v, int | float) or isinstance(v, bool):
+        return default
+    if isinstance(v, int):
+        return float(min(max(v, -INT_MAX), INT_MAX))
+    return v if math.isfinite(v) else default
+
+
+def _int(v: Any) -> int:
+    """An int the index can hold (clamped to 64 bits) of a JSON value, 0 for a non-number."""
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return 0
+        v = int(v)
+    elif isinstance(v, str) and len(v) < 400:
+        # The record writer keeps an int past 64 bits as its digits; read back, it clamps alike.
+        try:
+            v = int(v)
+        except ValueError:
+            return 0
+    if isinstance(v, int) and not isinstance(v, bool):
+        return min(max(v, INT_MIN), INT_MAX)
+    return 0
+
+
+def _text(v: Any) -> str:
+    """``str(v)`` that SQLite accepts: no lone surrogates, no int too long to print."""
+    try:
+        s = v if isinstance(v, str) else str(v)
+    except ValueError:  # an int past Python's str-conversion digit limit
+        s = f"<integer of {v.bit_length()} bits>" if isinstance(v, int) else "<unprintable value>"
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        s = s.encode("utf-8", "replace").decode("utf-8")
+    return s
+
+
+def _sql_value(v: Any, col: int) -> Any:
+    """One value of a row made storable (the slow path, for a row SQLite refused)."""
+    if v is None:
+        return None
+    if col in (_SCORE, _LATENCY):
+        f = _num(v, math.nan)
+        return (f if math.isfinite(f) else None) if col == _SCORE else (f if math.isfinite(f) else 0.0)
+    if isinstance(v, int | float) and not isinstance(v, str):
+        return _int(v)
+    return _text(v)
+
+
+def storable_row(row: IndexRowTuple) -> IndexRowTuple:
+    """``row`` with every value clamped or turned into text the index can hold."""
+    return tuple(_sql_value(v, i) for i, v in enumerate(row))
 
 
 def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
@@ -114,12 +179,14 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
                None if task_type is None else str(task_type), int(status == "ok"), offset, length)
         if _SQL_TYPES.issuperset(map(type, row)):
             return row
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         pass
     return _careful_row(rec, offset, length)
 
 
 _SQL_TYPES = frozenset({str, int, float, type(None)})
+# What SQLite's binding raises for a value it cannot hold (an int past 64 bits, a lone surrogate).
+_UNSTORABLE = (OverflowError, ValueError, sqlite3.InterfaceError, sqlite3.ProgrammingError)
 # Total orders, each served by an index (job_id ends every index of a WITHOUT ROWID table).
 _ORDER = {"offset": "byte_offset", "key": "model, suite, setting, task_id, seed, job_id"}
 
@@ -130,33 +197,70 @@ def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple
     meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
     score = rec.get("score")
     task_type = meta.get("task_type") if meta else None
-    status = str(rec.get("status"))
+    status = _text(rec.get("status"))
 
     def text(key: str) -> str | None:
         v = rec.get(key)
-        return None if v is None else str(v)
+        return None if v is None else _text(v)
 
-    return (str(rec["job_id"]), str(rec.get("model")), str(rec.get("suite")), str(rec.get("setting")),
-            str(rec.get("task_id")), int(_num(rec.get("seed"))), status,
-            float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-            text("error_kind"), _short(rec.get("error")), text("termination"), int(_num(rec.get("rounds"))),
-            int(_num(rec.get("tool_calls"))), int(_num((usage or {}).get("prompt_tokens"))),
-            int(_num((usage or {}).get("completion_tokens"))), int(_num((usage or {}).get("cache_read_tokens"))),
-            int(_num((usage or {}).get("cache_write_tokens"))), _num(rec.get("latency_s")),
-            int(_num(rec.get("retries"))), None if task_type is None else str(task_type), int(status == "ok"),
+    usage = usage or {}
+    error = rec.get("error")
+    return (_text(rec["job_id"]), _text(rec.get("model")), _text(rec.get("suite")), _text(rec.get("setting")),
+            _text(rec.get("task_id")), _int(rec.get("seed")), _text(status), _score(score),
+            text("error_kind"), None if error is None else _short(_text(error)), text("termination"),
+            _int(rec.get("rounds")), _int(rec.get("tool_calls")), _int(usage.get("prompt_tokens")),
+            _int(usage.get("completion_tokens")), _int(usage.get("cache_read_tokens")),
+            _int(usage.get("cache_write_tokens")), _num(rec.get("latency_s")),
+            _int(rec.get("retries")), None if task_type is None else _text(task_type), int(status == "ok"),
             offset, length)
 
 
-def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple:
-    """The index row of a ``fasteval.core.types.Record`` being written (no serialise/parse round trip)."""
-    usage = rec.usage or {}
-    task_type = (rec.metadata or {}).get("task_type")
-    return (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
-            None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
-            int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
-            int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
-            int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
-            None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
+def _score(v: Any) -> float | None:
+    f = _num(v, math.nan)
+    return f if math.isfinite(f) else None
+
+
+def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple | None:
+    """The index row of a ``fasteval.core.types.Record`` being written (no serialise/parse round trip).
+
+    None when a field has an odd type or size (a seed from a dataset, a score past float range,
+    a token count past 64 bits): the caller then indexes the written line as a rebuild would.
+    """
+    try:
+        usage = rec.usage or {}
+        task_type = (rec.metadata or {}).get("task_type")
+        row: IndexRowTuple = (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
+                      None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
+                      int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
+                      int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
+                      int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
+                      None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
+    except (TypeError, ValueError, OverflowError, AttributeError):
+        return None
+    # Types exactly as a rebuild reads them back (a bool is no int, inf no float of JSON), so the
+    # writer's row and the rebuild's agree; the range check is SQLite's own (OverflowError).
+    if _SQL_TYPES.issuperset(map(type, row)) and math.isfinite(row[_LATENCY]) and \
+            (row[_SCORE] is None or math.isfinite(row[_SCORE])):
+        return row
+    return None
+
+
+def row_of_written(rec: Any, line: bytes, offset: int) -> IndexRowTuple | None:
+    """The row of a record the writer has just written as ``line`` (None: a bad line)."""
+    row = row_of_record(rec, offset, len(line))
+    if row is not None:
+        return row
+    doc = summarise_line(line)
+    return None if doc is None else _row_or_none(doc, offset, len(line))
+
+
+def _row_or_none(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple | None:
+    """The row of a parsed line, or None (a bad line) when no row can be made of it."""
+    try:
+        return row_of_dict(rec, offset, length)
+    except Exception as e:  # a value no coercion foresaw: the line is skipped, never the index
+        log.warning("run index: line at byte %s not indexed (%s)", offset, e)
+        return None
 
 
 def summarise_line(line: bytes) -> dict[str, Any] | None:
@@ -260,7 +364,7 @@ class RunIndex:
 
     def _pread(self, offset: int, length: int) -> bytes:
         if self._fd < 0:
-            self._fd = os.open(self.records_path, os.O_RDONLY)
+            self._fd = open_nofollow(self.records_path, os.O_RDONLY, "records.jsonl")
         return os.pread(self._fd, length, offset)
 
     def verify(self) -> str | None:
@@ -364,7 +468,7 @@ class RunIndex:
             head: dict[str, Any] = {}
             last: tuple[int, bytes] | None = None
             bad = 0
-            with self.records_path.open("rb") as f:
+            with os.fdopen(open_nofollow(self.records_path, os.O_RDONLY, "records.jsonl"), "rb") as f:
                 f.seek(offset)
                 pos = offset
                 while len(rows) + bad < _CHUNK_LINES:
@@ -372,10 +476,11 @@ class RunIndex:
                     if not line.endswith(b"\n"):
                         break  # end of file, or a torn last line the next writer repairs
                     rec = summarise_line(line)
-                    if rec is None:
+                    row = None if rec is None else _row_or_none(rec, pos, len(line))
+                    if row is None:
                         bad += 1
                     else:
-                        rows.append(row_of_dict(rec, pos, len(line)))
+                        rows.append(row)
                     if pos == 0:
                         head = {"head": _line_digest(line), "head_len": len(line)}
                     last = (pos, line)
@@ -398,9 +503,31 @@ class RunIndex:
             part = ids[i:i + 500]
             known += self._db.execute(f"SELECT count(*) FROM jobs WHERE job_id IN ({', '.join('?' * len(part))})",
                                       part).fetchone()[0]
-        self._db.executemany(_UPSERT, rows)
+        try:
+            self._db.executemany(_UPSERT, rows)
+        except _UNSTORABLE:
+            self._upsert_storable(rows)
+            return
         n = int(self._db.execute("SELECT value FROM meta WHERE key = 'n_jobs'").fetchone()[0])
         self._set_meta({"n_jobs": n + len(ids) - known})
+
+    def _upsert_storable(self, rows: Sequence[IndexRowTuple]) -> None:
+        """The slow path for a batch SQLite refused: each row made storable, one at a time.
+
+        A row still refused is counted as a bad line (its record stays in records.jsonl; readers
+        skip it), never raised: the writer runs beside finished jobs it must not lose.
+        """
+        rejected = 0
+        for row in rows:
+            try:
+                self._db.execute(_UPSERT, storable_row(row))
+            except (*_UNSTORABLE, sqlite3.IntegrityError) as e:
+                rejected += 1
+                log.warning("run index: record of job %.80s at byte %s not indexed (%s)",
+                            _text(row[0]), row[-2], e)
+        n = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
+        bad = int(self._db.execute("SELECT value FROM meta WHERE key = 'bad_lines'").fetchone()[0])
+        self._set_meta({"n_jobs": n, "bad_lines": bad + rejected})
 
     def _apply(self, rows: Sequence[IndexRowTuple], end: int, tail_off: int, tail_line: bytes,
                extra: dict[str, Any] | None = None) -> None:
@@ -488,7 +615,20 @@ class RunIndex:
                 raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
         where, params = self._where(filters, scan)
         sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
-        return tuple(self._db.execute(sql, params).fetchone())
+        try:
+            return tuple(self._db.execute(sql, params).fetchone())
+        except sqlite3.OperationalError as e:
+            if "integer overflow" not in str(e):
+                raise
+        # Clamped values (a hostile server's token counts) overflow SQLite's sum: add them up
+        # here, where ints do not overflow, and saturate at what every later reader can hold.
+        totals = [0] * len(columns)
+        n = 0
+        for row in self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where}", params):
+            n += 1
+            for i, v in enumerate(row):
+                totals[i] += v if isinstance(v, int) else 0
+        return (n, *(min(max(t, INT_MIN), INT_MAX) for t in totals))
 
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[RunIndex]:
@@ -573,13 +713,27 @@ class RunIndex:
                 "rebuilt": self.rebuilt}
 
 
+class _ForeignIndex(sqlite3.DatabaseError):
+    """An index.sqlite whose tables are not ours (another tool's, an older schema)."""
+
+
 def _connect(target: str | Path) -> sqlite3.Connection:
     db = sqlite3.connect(str(target), timeout=60.0, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    # The index is derived: a power cut that loses its last commits is caught by verify().
-    db.execute("PRAGMA synchronous=OFF")
-    for stmt in (*_SCHEMA, *_INDEXES.values()):
-        db.execute(stmt)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        # The index is derived: a power cut that loses its last commits is caught by verify().
+        db.execute("PRAGMA synchronous=OFF")
+        for stmt in _SCHEMA:
+            db.execute(stmt)
+        jobs = tuple(r[1] for r in db.execute("PRAGMA table_info(jobs)"))
+        meta = tuple(r[1] for r in db.execute("PRAGMA table_info(meta)"))
+        if jobs != _COLS or meta != ("key", "value"):
+            raise _ForeignIndex(f"index tables are not this version's (jobs columns {list(jobs)[:4]}…)")
+        for stmt in _INDEXES.values():
+            db.execute(stmt)
+    except BaseException:
+        db.close()
+        raise
     return db
 
 
@@ -591,11 +745,16 @@ def _drop(path: Path) -> None:
 
 def _open_db(run_dir: Path) -> tuple[sqlite3.Connection, Path | None]:
     path = run_dir / INDEX
+    for p in (path, path.with_name(INDEX + "-wal"), path.with_name(INDEX + "-shm")):
+        refuse_symlink(p, "the run index")
     if os.access(run_dir, os.W_OK):
         try:
             db = _connect(path)
             db.execute("SELECT count(*) FROM meta").fetchone()
             return db, path
+        except _ForeignIndex:
+            _drop(path)  # another tool's or an older schema's tables: rebuilt from the records
+            return _connect(path), path
         except sqlite3.OperationalError as e:
             if "readonly" not in str(e) and "unable to open" not in str(e):
                 raise

@@ -9,6 +9,8 @@ appending, so finished records are never rewritten.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import os
 import sqlite3
@@ -22,7 +24,8 @@ import orjson
 from fasteval.core.redact import redact_bytes, redact_text
 from fasteval.core.types import Record
 from fasteval.runfolder.diskfaults import database_failure, vanished, write_failure
-from fasteval.runfolder.index import IndexRowTuple, RunIndex, row_of_record
+from fasteval.runfolder.index import IndexRowTuple, RunIndex, row_of_written
+from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger("fasteval")
 # The writer commits index rows at most this often (or per this many rows): off the hot path.
@@ -40,12 +43,13 @@ def repair_tail(path: Path) -> int:
     The last line is found by scanning back for newlines in 1 MiB steps, so a valid record of
     any length (a 20 MB trajectory) is kept whole and a torn one is cut at its start.
     """
+    refuse_symlink(path, "records.jsonl")  # never cut a file the folder merely points at
     if not path.exists():
         return 0
     size = path.stat().st_size
     if size == 0:
         return 0
-    with path.open("rb+") as f:
+    with os.fdopen(open_nofollow(path, os.O_RDWR, "records.jsonl"), "rb+") as f:
         f.seek(size - 1)
         terminated = f.read(1) == b"\n"
         end = size - 1 if terminated else size
@@ -77,9 +81,10 @@ def _line_start(f: BinaryIO, end: int) -> int:
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Every complete record line; a torn line (only possible last) is skipped."""
+    refuse_symlink(path, "records.jsonl")
     if not path.exists():
         return
-    with path.open("rb") as f:
+    with os.fdopen(open_nofollow(path, os.O_RDONLY, "records.jsonl"), "rb") as f:
         for line in f:
             if not line.endswith(b"\n"):
                 break
@@ -100,6 +105,57 @@ def latest_by_job(paths: list[Path]) -> dict[str, dict[str, Any]]:
             if prev is None or prev.get("status") != "ok" or rec.get("status") == "ok":
                 out[rec["job_id"]] = rec
     return out
+
+
+_JSON_INT_MIN, _JSON_INT_MAX = -(1 << 63), (1 << 64) - 1  # what orjson writes as a number
+_MAX_DEPTH = 200  # orjson refuses nesting past 255
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """``value`` with what orjson refuses made writable: an int past 64 bits becomes its digits (a
+    string: exact, and no reader mistakes it for a number it can hold), a lone surrogate is
+    replaced, a non-string key becomes a string, nesting past ``_MAX_DEPTH`` becomes its repr."""
+    if value is None or isinstance(value, bool | float):
+        return value
+    if isinstance(value, int):
+        if _JSON_INT_MIN <= value <= _JSON_INT_MAX:
+            return value
+        try:
+            return str(value)
+        except ValueError:  # past Python's digit limit for str()
+            return f"<integer of {value.bit_length()} bits>"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+    if depth > _MAX_DEPTH:
+        return redact_text(repr(value)[:1000])
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: json_safe(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(json_safe(k, depth + 1)): json_safe(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [json_safe(v, depth + 1) for v in value]
+    return value  # numpy and the other types orjson writes itself (else ``default=str``)
+
+
+def _dumps_hostile(record: Record) -> bytes:
+    """A record orjson refused (a server's 2**70 tokens, a lone surrogate in tool output) as one line.
+
+    The slow path only: a finished trajectory is always written, never lost to one odd value.
+    """
+    try:
+        return orjson.dumps(json_safe(record), option=orjson.OPT_SERIALIZE_NUMPY, default=str)
+    except (orjson.JSONEncodeError, TypeError, RecursionError) as e:
+        log.warning("record of job %s could not be serialised whole (%s); writing its summary", record.job_id, e)
+        summary = {f: json_safe(getattr(record, f)) for f in ("job_id", "model", "suite", "setting", "task_id",
+                                                              "seed", "status", "score", "answer", "error",
+                                                              "error_kind", "termination", "rounds", "tool_calls",
+                                                              "usage", "latency_s", "retries")}
+        summary["metadata"] = {"unserialisable": f"{type(e).__name__}: {e}"[:300]}
+        return orjson.dumps(summary, default=str)
 
 
 class RecordWriter:
@@ -142,7 +198,7 @@ class RecordWriter:
         if self.index is not None:
             self.index.refresh()  # every line before our first one is indexed
             self.index.set_busy_timeout(self.index_wait_s)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "records.jsonl")
         self._size = os.fstat(self._fd).st_size
         self._task = asyncio.create_task(self._run())
 
@@ -150,9 +206,13 @@ class RecordWriter:
         if self._halted:
             return  # after a failure nothing more is claimed as done
         if record.error:
-            record.error = redact_text(record.error)  # the index keeps the error text too
+            # the index keeps the error text too
+            record.error = redact_text(record.error if isinstance(record.error, str) else str(json_safe(record.error)))
         # orjson serialises the dataclasses directly: no asdict() deep copy on the hot path.
-        line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        try:
+            line = orjson.dumps(record, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+        except orjson.JSONEncodeError:
+            line = _dumps_hostile(record) + b"\n"
         self._queue.put_nowait((redact_bytes(line), record))
 
     def halt(self) -> None:
@@ -235,7 +295,9 @@ class RecordWriter:
         if pos == 0:
             self._pending_first = batch[0][0]
         for line, rec in batch:
-            self._pending.append(row_of_record(rec, pos, len(line)))
+            row = row_of_written(rec, line, pos)
+            if row is not None:  # else a bad line, counted when a reader catches the index up
+                self._pending.append(row)
             pos += len(line)
         self._pending_last, self._pending_end = batch[-1][0], end
         if flush or len(self._pending) >= INDEX_EVERY_ROWS or now - self._last_index >= INDEX_EVERY_S:
@@ -272,12 +334,17 @@ class RecordWriter:
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     tmp = run_dir / (MANIFEST + ".tmp")
-    tmp.write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
+    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, MANIFEST)
+    with os.fdopen(fd, "wb") as f:
+        f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
     os.replace(tmp, run_dir / MANIFEST)
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     p = run_dir / MANIFEST
+    refuse_symlink(p, MANIFEST)  # a linked manifest would hand rescore and resume another config
     if not p.exists():
         return None
     data: dict[str, Any] = orjson.loads(p.read_bytes())

@@ -47,41 +47,95 @@ class SubmitOptions:
         return cls(**kwargs)
 
 
+def _refuse_controls(what: str, value: str) -> str:
+    """A newline in a ``#SBATCH`` value would end the directive and start a script line of its own
+    (and hide the directives after it): every value is refused on any control character."""
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in value):
+        raise ValueError(f"{what} {value!r} holds a control character (a newline ends an #SBATCH line)")
+    return value
+
+
+def _directive(flag: str, value: object) -> str:
+    return f"#SBATCH {flag}={_refuse_controls(flag, str(value))}"
+
+
 def _common(o: SubmitOptions) -> list[str]:
     lines = []
     for flag, value in (("--partition", o.partition), ("--time", o.time), ("--account", o.account),
                         ("--qos", o.qos)):
         if value:
-            lines.append(f"#SBATCH {flag}={value}")
+            lines.append(_directive(flag, value))
     return lines
 
 
+def job_name(o: SubmitOptions, suffix: str = "") -> str:
+    """``fasteval-<config stem>``, reduced to characters every shell, sbatch and squeue take as is."""
+    stem = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in o.config.stem)
+    return f"fasteval-{stem}{suffix}"
+
+
+def output_pattern(path: Path) -> str:
+    """An absolute path as an sbatch filename pattern: ``%`` written ``%%`` so only our ``%a`` expands."""
+    return str(path).replace("%", "%%")
+
+
+def submit_args(o: SubmitOptions, script: str) -> list[str]:
+    """What goes on sbatch's command line rather than in the script: the log path, which holds the
+    run folder's name (sbatch splits an ``#SBATCH`` line at spaces; an argument is taken whole)."""
+    logs = o.run_dir.resolve() / "slurm" / "logs"
+    _refuse_controls("--run-dir", str(logs))
+    name = "shard-%a.log" if script == "array" else "merge.log"
+    return [f"--output={output_pattern(logs)}/{name}"]
+
+
+def validate(o: SubmitOptions) -> None:
+    """Refuse, before anything is written, every value that could not be put in a script safely."""
+    for what, value in (("--run-dir", str(o.run_dir.resolve())), ("config", str(o.config.resolve())),
+                        ("workdir", str(o.workdir.resolve())), ("python", o.python), ("--mem", o.mem or ""),
+                        ("--shard-by", o.shard_by)):
+        _refuse_controls(what, value)
+    for arg in o.sbatch_args:
+        _refuse_controls("--sbatch-arg", arg)
+        if not arg.startswith("-"):
+            raise ValueError(f"--sbatch-arg {arg!r} is not an option (it becomes `#SBATCH {arg}`)")
+    _common(o)
+
+
 def array_script(o: SubmitOptions) -> str:
-    """One task per shard: ``fasteval run CONFIG --shard $SLURM_ARRAY_TASK_ID/N`` into RUN/shards/<i>."""
+    """One task per shard: ``fasteval run CONFIG --shard $SLURM_ARRAY_TASK_ID/N`` into RUN/shards/<i>.
+
+    Every value from the user or the run folder reaches the shell single-quoted (``shlex.quote``)
+    in a variable assignment and is used only as ``"$var"``: a run folder named ``my eval``,
+    ``$(…)`` or with backticks is a path, never code. The log path goes on sbatch's command line.
+    """
+    validate(o)
     run = o.run_dir.resolve()
-    name = o.config.stem
-    head = ["#!/bin/bash", f"#SBATCH --job-name=fasteval-{name}", f"#SBATCH --array=0-{o.shards - 1}",
-            f"#SBATCH --output={run}/slurm/logs/shard-%a.log", "#SBATCH --open-mode=append",
-            f"#SBATCH --signal=B:TERM@{o.signal_grace_s}"]
+    head = ["#!/bin/bash", f"#SBATCH --job-name={job_name(o)}", f"#SBATCH --array=0-{int(o.shards) - 1}",
+            "#SBATCH --open-mode=append", f"#SBATCH --signal=B:TERM@{int(o.signal_grace_s)}"]
     head.append("#SBATCH --requeue" if o.requeue else "#SBATCH --no-requeue")
     head += _common(o)
     if o.gpus_per_shard:
-        head.append(f"#SBATCH --gres=gpu:{o.gpus_per_shard}")
+        head.append(f"#SBATCH --gres=gpu:{int(o.gpus_per_shard)}")
     if o.cpus_per_shard:
-        head.append(f"#SBATCH --cpus-per-task={o.cpus_per_shard}")
+        head.append(f"#SBATCH --cpus-per-task={int(o.cpus_per_shard)}")
     if o.mem:
-        head.append(f"#SBATCH --mem={o.mem}")
+        head.append(_directive("--mem", o.mem))
     head += [f"#SBATCH {arg}" for arg in o.sbatch_args]
-    cmd = [o.python, "-m", "fasteval.cli.main", "run", str(o.config.resolve()), "--run-dir", f"{run}/shards/$shard",
-           "--shard", f"$shard/{o.shards}", "--shard-by", o.shard_by, "--no-progress"]
-    quoted = " ".join(c if "$shard" in c else shlex.quote(c) for c in cmd)
+    q = shlex.quote
     body = f"""
 # fasteval sweep shard: API keys come from the environment sbatch exported, never from this file.
+# The log is RUN/slurm/logs/shard-<task>.log, given to sbatch on its command line (--output).
 set -u
-cd {shlex.quote(str(o.workdir.resolve()))}
+fasteval_python={q(o.python)}
+fasteval_config={q(str(o.config.resolve()))}
+fasteval_run_dir={q(str(run))}
+fasteval_shard_by={q(o.shard_by)}
+fasteval_shards={int(o.shards)}
+cd {q(str(o.workdir.resolve()))}
 shard=${{SLURM_ARRAY_TASK_ID}}
-echo "fasteval shard $shard/{o.shards} on $(hostname) (job ${{SLURM_JOB_ID:-?}}, restart ${{SLURM_RESTART_COUNT:-0}})"
-{quoted} &
+echo "fasteval shard $shard/$fasteval_shards on $(hostname) (job ${{SLURM_JOB_ID:-?}}, restart ${{SLURM_RESTART_COUNT:-0}})"
+"$fasteval_python" -m fasteval.cli.main run "$fasteval_config" --run-dir "$fasteval_run_dir/shards/$shard" \
+  --shard "$shard/$fasteval_shards" --shard-by "$fasteval_shard_by" --no-progress &
 child=$!
 # Slurm's warning signal reaches this shell (B:); hand it to fasteval, which stops cleanly.
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
@@ -98,9 +152,9 @@ exit "$code"
 
 def merge_script(o: SubmitOptions) -> str:
     """After the array: merge the shards into RUN and write RUN/report.json."""
+    validate(o)
     run = o.run_dir.resolve()
-    head = ["#!/bin/bash", f"#SBATCH --job-name=fasteval-{o.config.stem}-merge",
-            f"#SBATCH --output={run}/slurm/logs/merge.log", "#SBATCH --open-mode=append"]
+    head = ["#!/bin/bash", f"#SBATCH --job-name={job_name(o, '-merge')}", "#SBATCH --open-mode=append"]
     head += _common(o)
     cmd = " ".join(shlex.quote(c) for c in (o.python, "-m", "fasteval.cli.main", "slurm", "merge", str(run)))
     body = f"""

@@ -26,8 +26,12 @@ def slurm_dir(run_dir: Path) -> Path:
     return run_dir / "slurm"
 
 
+def jobs_file(run_dir: Path) -> Path:
+    return slurm_dir(run_dir) / JOBS
+
+
 def read_jobs(run_dir: Path) -> dict[str, Any] | None:
-    p = slurm_dir(run_dir) / JOBS
+    p = jobs_file(run_dir)
     if not p.exists():
         return None
     data: dict[str, Any] = orjson.loads(p.read_bytes())
@@ -38,6 +42,7 @@ def write_jobs(run_dir: Path, data: dict[str, Any]) -> None:
     p = slurm_dir(run_dir) / JOBS
     tmp = p.with_suffix(".tmp")
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    tmp.chmod(0o600)  # resume runs what this file names: it is the user's alone (fasteval.slurm.recorded)
     os.replace(tmp, p)
 
 

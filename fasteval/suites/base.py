@@ -174,6 +174,11 @@ SUITES: LazyRegistry[type[Suite]] = LazyRegistry("suite", {
     "tirbench": "fasteval.suites.tirbench",
     "vistahop": "fasteval.suites.vistahop",
     "visualtoolbench": "fasteval.suites.visualtoolbench",
+    "vstar": "fasteval.suites.vstar",
+    "hrbench": "fasteval.suites.hrbench",
+    "mme-realworld": "fasteval.suites.mme_realworld",
+    "treebench": "fasteval.suites.treebench",
+    "visualprobe": "fasteval.suites.visualprobe",
 }, key=lambda cls: cls.name)
 
 # Tools that belong to one benchmark live with it (a benchmark is one place); the tool registry

@@ -11,6 +11,11 @@ by hand.
 | ``tirbench`` | HF dataset ``Agents-X/TIR-Bench``: ``TIR-Bench.json`` + ``data.zip`` (unzipped to ``data/``) | DEST |
 | ``visualtoolbench`` | HF dataset ``ScaleAI/VisualToolBench``: the ``test`` split parquet | DEST |
 | ``vistahop`` | GitHub ``ahang0712/vistahop``: ``data/subset1.parquet`` (Git LFS); no HF dataset | manual only |
+| ``vstar`` | HF dataset ``craigwu/vstar_bench``: ``direct_attributes/``, ``relative_position/`` | DEST |
+| ``hrbench`` | HF dataset ``DreamMr/HR-Bench``: ``hr_bench_{4k,8k}.tsv`` (or ``.parquet``) | DEST |
+| ``mme-realworld`` | HF dataset ``yifanzhang114/MME-RealWorld``: the JSONs + split image archives (unpacked by hand) | DEST |
+| ``treebench`` | HF dataset ``HaochenWang/TreeBench``: ``TreeBench.tsv`` | DEST/TreeBench.tsv |
+| ``visualprobe`` | HF datasets ``Mini-o3/VisualProbe_{Easy,Medium,Hard}``: ``val.json`` + ``data/``, each into ``DEST/VisualProbe_<Level>`` | DEST |
 
 The reference harnesses themselves (their prompts, tool texts and judge templates are read from
 them at run time under ``texts: reference``) are fetched with ``git`` at a pinned commit into
@@ -21,11 +26,16 @@ them at run time under ``texts: reference``) are fetched with ``git`` at a pinne
 | ``tirbench-reference`` | ``agents-x-project/TIR-Bench`` | ``f79c7562`` |
 | ``visualtoolbench-reference`` | ``xi1ngang/VisualToolBench`` | ``d4f200a0`` |
 | ``vistahop-reference`` | ``ahang0712/vistahop`` | ``1d6a961f`` |
+| ``vlmevalkit-reference`` | ``open-compass/VLMEvalKit`` | ``e8e78f05`` |
+| ``mini-o3-reference`` | ``Mini-o3/Mini-o3`` | ``8654dbf4`` |
+| ``deepeyes-reference`` | ``Visual-Agent/DeepEyes`` | ``6c5e7967`` |
+| ``treevgr-reference`` | ``Haochen-Wang409/TreeVGR`` | ``4823ad88`` |
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import subprocess
 import zipfile
@@ -50,6 +60,9 @@ class DatasetSource:
     """How to lay the files out by hand; ``{dest}`` is the destination folder."""
     path_hint: str
     """What to write as the suite's ``path`` option; ``{dest}`` is the destination folder."""
+    parts: tuple[tuple[str, str], ...] = ()
+    """(repo id, subfolder) pairs for a benchmark published as several datasets, each fetched into
+    ``DEST/subfolder`` (VisualProbe: one dataset per level)."""
 
 
 DATASETS: dict[str, DatasetSource] = {
@@ -74,10 +87,43 @@ DATASETS: dict[str, DatasetSource] = {
                 "`git lfs pull --include data/subset1.parquet` (about 495 MB), and copy data/subset1.parquet "
                 "(or the runner's JSON/JSONL records with their images) into {dest}"),
         path_hint="{dest}/subset1.parquet"),
+    "vstar": DatasetSource(
+        name="vstar", repo_id="craigwu/vstar_bench", hub="huggingface",
+        allow_patterns=("direct_attributes/*", "relative_position/*", "test_questions.jsonl"),
+        manual=("download the folders direct_attributes/ and relative_position/ (image + JSON pairs) from "
+                "https://huggingface.co/datasets/craigwu/vstar_bench into {dest}"),
+        path_hint="{dest}"),
+    "hrbench": DatasetSource(
+        name="hrbench", repo_id="DreamMr/HR-Bench", hub="huggingface",
+        allow_patterns=("hr_bench_4k.tsv", "hr_bench_8k.tsv"),
+        manual=("download hr_bench_4k.tsv (1.9 GB) and hr_bench_8k.tsv (4.6 GB), or the .parquet files, from "
+                "https://huggingface.co/datasets/DreamMr/HR-Bench into {dest}"),
+        path_hint="{dest}"),
+    "mme-realworld": DatasetSource(
+        name="mme-realworld", repo_id="yifanzhang114/MME-RealWorld", hub="huggingface",
+        allow_patterns=("*.json", "*.zip", "*.z*"),
+        manual=("download MME_RealWorld.json (and MME_RealWorld_CN.json) with the split image archives from "
+                "https://huggingface.co/datasets/yifanzhang114/MME-RealWorld into {dest} and unpack the images "
+                "there (paths in the JSON's Image field are relative to {dest}); Lite: mme_realworld_lite.tsv "
+                "from yifanzhang114/MME-RealWorld-Base64"),
+        path_hint="{dest}"),
+    "treebench": DatasetSource(
+        name="treebench", repo_id="HaochenWang/TreeBench", hub="huggingface", allow_patterns=("TreeBench.tsv",),
+        manual="download TreeBench.tsv from https://huggingface.co/datasets/HaochenWang/TreeBench into {dest}",
+        path_hint="{dest}/TreeBench.tsv"),
+    "visualprobe": DatasetSource(
+        name="visualprobe", repo_id="Mini-o3/VisualProbe_{Easy,Medium,Hard}", hub="huggingface",
+        allow_patterns=("val.json", "data/*"),
+        manual=("download val.json and data/ of each of https://huggingface.co/datasets/Mini-o3/VisualProbe_Easy, "
+                "_Medium and _Hard into {dest}/VisualProbe_Easy, {dest}/VisualProbe_Medium, {dest}/VisualProbe_Hard"),
+        path_hint="{dest}",
+        parts=tuple((f"Mini-o3/VisualProbe_{level}", f"VisualProbe_{level}") for level in ("Easy", "Medium", "Hard"))),
 }
 
 DEFAULT_DEST: dict[str, str] = {"tirbench": "data/TIR-Bench", "visualtoolbench": "data/VisualToolBench",
-                                "vistahop": "data/vistahop"}
+                                "vistahop": "data/vistahop", "vstar": "data/vstar_bench", "hrbench": "data/HR-Bench",
+                                "mme-realworld": "data/MME-RealWorld", "treebench": "data/TreeBench",
+                                "visualprobe": "data/VisualProbe"}
 """Where ``fetch`` puts each benchmark without ``--dest``: under the checkout's ``data/``, which is where
 the shipped configs (``configs/*.yaml``, paths relative to their folder: ``../data/...``) read them."""
 
@@ -90,7 +136,9 @@ def default_dest(name: str) -> Path:
 
 
 ALIASES = {"tir-bench": "tirbench", "tir_bench": "tirbench", "vtb": "visualtoolbench",
-           "visual-tool-bench": "visualtoolbench", "vista-hop": "vistahop"}
+           "visual-tool-bench": "visualtoolbench", "vista-hop": "vistahop", "v*": "vstar", "vstar-bench": "vstar",
+           "hr-bench": "hrbench", "mme_realworld": "mme-realworld", "mmerealworld": "mme-realworld",
+           "tree-bench": "treebench", "visual-probe": "visualprobe"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +163,10 @@ REFERENCE_REPOS: dict[str, ReferenceRepo] = {
         ReferenceRepo("visualtoolbench-reference", "xi1ngang/VisualToolBench",
                       "d4f200a0a44790349667bed09334ac88623074b2"),
         ReferenceRepo("vistahop-reference", "ahang0712/vistahop", "1d6a961f3ae11f373da153ebb43ab7176b66b84e"),
+        ReferenceRepo("vlmevalkit-reference", "open-compass/VLMEvalKit", "e8e78f05f3080fe28154f2130321f17951c3be94"),
+        ReferenceRepo("mini-o3-reference", "Mini-o3/Mini-o3", "8654dbf42d2ea98b9d81b6cc7179026dd0598fdf"),
+        ReferenceRepo("deepeyes-reference", "Visual-Agent/DeepEyes", "6c5e79671dbff958a6f9d44848ba2ca87854f0b0"),
+        ReferenceRepo("treevgr-reference", "Haochen-Wang409/TreeVGR", "4823ad8860f13b5eac360bba592f7c3442c6e04c"),
     )
 }
 
@@ -188,8 +240,9 @@ def fetch(name: str, dest: Path | None = None, *, revision: str | None = None) -
                          f"suite's path option to {src.path_hint.format(dest=dest)}")
     dest.mkdir(parents=True, exist_ok=True)
     try:
-        download(repo_id=src.repo_id, repo_type="dataset", revision=revision, local_dir=str(dest),
-                 allow_patterns=list(src.allow_patterns))
+        for repo_id, sub in src.parts or ((src.repo_id, ""),):
+            download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=str(dest / sub),
+                     allow_patterns=list(src.allow_patterns))
     except Exception as e:  # network, auth (gated dataset), missing revision: all end the same way
         raise FetchError(f"{src.name}: downloading the dataset {src.repo_id} failed ({type(e).__name__}: {e}). "
                          f"By hand: {manual}") from e
@@ -198,17 +251,57 @@ def fetch(name: str, dest: Path | None = None, *, revision: str | None = None) -
     return Path(src.path_hint.format(dest=dest))
 
 
-def _unzip_images(dest: Path) -> None:
-    """Unzip TIR-Bench's data.zip next to TIR-Bench.json (once), refusing paths that leave ``dest``."""
+MAX_UNZIP_BYTES = 64 << 30
+"""TIR-Bench's images are a few GB; more than this from one archive is not a dataset."""
+MAX_UNZIP_RATIO = 100
+"""Images barely compress (PNG and JPEG are compressed already): a zip that expands a hundredfold
+is a bomb (or not the dataset)."""
+_CHUNK = 1 << 20
+
+
+def _unzip_images(dest: Path, *, max_bytes: int = MAX_UNZIP_BYTES, max_ratio: float = MAX_UNZIP_RATIO) -> None:
+    """Unzip TIR-Bench's data.zip next to TIR-Bench.json (once), refusing paths that leave ``dest``.
+
+    Bytes are counted as they are written (a member's declared size can lie), and extraction
+    stops past ``max_bytes`` or ``max_ratio`` times the archive's size. It goes to a temporary
+    folder first, so a stopped extraction leaves nothing that looks like a finished one.
+    """
     archive = dest / "data.zip"
     if not (dest / "TIR-Bench.json").is_file() or not archive.is_file():
         raise FetchError(f"tirbench: expected TIR-Bench.json and data.zip in {dest} after the download")
     if (dest / "data").is_dir():
         return
     root = dest.resolve()
-    with zipfile.ZipFile(archive) as zf:
-        for member in zf.namelist():
-            target = (root / member).resolve()
-            if target != root and root not in target.parents:
-                raise FetchError(f"tirbench: {archive} holds a path outside {dest}: {member!r}")
-        zf.extractall(root)
+    cap = min(max_bytes, int(max_ratio * max(archive.stat().st_size, 1)))
+    tmp = root / ".unzip-partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        with zipfile.ZipFile(archive) as zf:
+            infos = zf.infolist()
+            for info in infos:
+                target = (root / info.filename).resolve()
+                if target != root and root not in target.parents:
+                    raise FetchError(f"tirbench: {archive} holds a path outside {dest}: {info.filename!r}")
+            written = 0
+            for info in infos:
+                out = tmp / info.filename
+                if info.is_dir():
+                    out.mkdir(parents=True, exist_ok=True)
+                    continue
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with zf.open(info) as src, out.open("wb") as dst:
+                    while chunk := src.read(_CHUNK):
+                        written += len(chunk)
+                        if written > cap:
+                            why = (f"more than {max_bytes:,} bytes" if cap == max_bytes else
+                                   f"more than {max_ratio:g} times the archive's {archive.stat().st_size:,} bytes")
+                            raise FetchError(f"tirbench: stopped extracting {archive} at {info.filename!r}: it "
+                                             f"expands to {why} (a zip bomb, or not the dataset); nothing was kept. "
+                                             "Unzip it by hand if you trust it")
+                        dst.write(chunk)
+        for entry in tmp.iterdir():
+            os.replace(entry, root / entry.name)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise FetchError(f"tirbench: cannot extract {archive} ({e})") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

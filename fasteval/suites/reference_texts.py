@@ -11,13 +11,15 @@ A *symbol* addresses one value inside a file, as dot-separated steps:
 
 - ``name``: a class, function or assignment target in the current scope (module, class or
   function body, nested blocks included); ``name@2`` is its third assignment in source order.
-  In a dict literal, ``name`` is a key.
+  In a dict literal, ``name`` is a key. ``name+@2`` is its third augmented assignment
+  (``name += <value>``), for texts a function builds piece by piece.
 - ``{key=value}``: the first dict literal below the current node (source order) whose
   ``key`` holds the string ``value``; in YAML, the first mapping in the current list.
 - ``[i]``: element ``i`` of a list.
 
 An f-string becomes a ``Template`` whose fields are the source text of its expressions
-(``{image_list}``), rendered with Python's own conversion and format rules; a plain string used
+(``{image_list}``), rendered with Python's own conversion and format rules; so does a ``+`` of
+literals and variables (``qs + "..."``: the field ``qs``); a plain string used
 with ``str.format`` in the reference is read as a Template from its format fields.
 """
 
@@ -35,11 +37,14 @@ from typing import Any, Literal
 import yaml
 
 from fasteval.core.errors import ConfigError
+from fasteval.core.yaml_bounds import load_bounded
 
 TextRole = Literal["system_prompt", "tool_spec", "judge_prompt", "extractor_prompt", "demo", "tool_error"]
 TextKind = Literal["plain", "format", "data"]
 """How a reference value is used: verbatim, as a ``str.format`` template, or as a data structure."""
 TEXT_MODES = ("reference", "own")
+MAX_FORMAT_WIDTH = 1000
+"""The widest format width or precision a reference template may ask for."""
 
 
 class ReferenceTextError(ConfigError):
@@ -53,6 +58,14 @@ class Field:
     expr: str
     conversion: str | None = None
     spec: str = ""
+
+    def __post_init__(self) -> None:
+        # A width or precision comes from a file we did not write: ``{q:>50000000}`` would make
+        # every prompt 50 MB. No prompt of a benchmark pads a field past a few dozen characters.
+        for digits in re.findall(r"\d+", self.spec):
+            if len(digits) > 6 or int(digits) > MAX_FORMAT_WIDTH:
+                raise ValueError(f"format spec {self.spec[:40]!r} of field {{{self.expr[:40]}}} asks for "
+                                 f"{digits[:12]} characters (at most {MAX_FORMAT_WIDTH})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +146,8 @@ def sha256_text(value: Any) -> str:
 # Symbol paths
 # ---------------------------------------------------------------------------------------------
 
-_STEP = re.compile(r"\{(?P<key>[^=}]+)=(?P<val>[^}]*)\}|\[(?P<idx>\d+)\]|(?P<name>[A-Za-z_][\w-]*)(?:@(?P<nth>\d+))?")
+_STEP = re.compile(r"\{(?P<key>[^=}]+)=(?P<val>[^}]*)\}|\[(?P<idx>\d+)\]|"
+                   r"(?P<name>[A-Za-z_][\w-]*)(?:@(?P<nth>\d+)|\+@(?P<aug>\d+))?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +158,8 @@ class Step:
     key: str = ""
     value: str = ""
     index: int = 0
+    aug: bool = False
+    """``name+@N``: count ``name += ...`` statements instead of assignments."""
 
 
 def parse_symbol(symbol: str) -> list[Step]:
@@ -158,7 +174,9 @@ def parse_symbol(symbol: str) -> list[Step]:
         if m is None:
             raise ValueError(f"bad symbol {symbol!r} at {pos}")
         if m.group("name") is not None:
-            steps.append(Step("name", name=m.group("name"), nth=int(m.group("nth") or 0)))
+            aug = m.group("aug") is not None
+            steps.append(Step("name", name=m.group("name"), nth=int((m.group("aug") if aug else m.group("nth")) or 0),
+                              aug=aug))
         elif m.group("idx") is not None:
             steps.append(Step("index", index=int(m.group("idx"))))
         else:
@@ -209,7 +227,11 @@ def _py_step(node: ast.AST, step: Step) -> ast.AST:
     found = 0
     for sub in _scope_walk(node):
         target: ast.AST | None = None
-        if isinstance(sub, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and sub.name == step.name:
+        if step.aug:
+            if (isinstance(sub, ast.AugAssign) and isinstance(sub.op, ast.Add) and isinstance(sub.target, ast.Name)
+                    and sub.target.id == step.name):
+                target = sub.value
+        elif isinstance(sub, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and sub.name == step.name:
             target = sub
         elif isinstance(sub, ast.Assign) and any(isinstance(t, ast.Name) and t.id == step.name for t in sub.targets):
             target = sub.value
@@ -219,7 +241,8 @@ def _py_step(node: ast.AST, step: Step) -> ast.AST:
             if found == step.nth:
                 return target
             found += 1
-    raise LookupError(f"no definition or assignment #{step.nth} of {step.name!r}")
+    what = "augmented assignment" if step.aug else "definition or assignment"
+    raise LookupError(f"no {what} #{step.nth} of {step.name!r}")
 
 
 def _source_order(node: ast.AST) -> list[ast.AST]:
@@ -250,7 +273,7 @@ def _py_value(node: ast.AST) -> Any:
                 parts.append(Field(ast.unparse(v.value), conv, spec))
         return Template(tuple(parts))
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _py_value(node.left), _py_value(node.right)
+        left, right = _concat_operand(node.left), _concat_operand(node.right)
         if isinstance(left, str | Template) and isinstance(right, str | Template):
             lp = left.parts if isinstance(left, Template) else (left,)
             rp = right.parts if isinstance(right, Template) else (right,)
@@ -272,6 +295,14 @@ def _py_value(node: ast.AST) -> Any:
     raise ValueError(f"not a literal: {ast.unparse(node)[:80]!r}")
 
 
+def _concat_operand(node: ast.AST) -> Any:
+    """One side of a ``+`` of texts: a literal, or a variable (``qs``, ``item["question"]``) that
+    becomes a field named by its source, so ``qs + "\nSelect ..."`` reads as a Template."""
+    if isinstance(node, ast.Name | ast.Subscript | ast.Attribute) and not isinstance(node, ast.Constant):
+        return Template((Field(ast.unparse(node)),))
+    return _py_value(node)
+
+
 def python_value(path: Path, symbol: str) -> Any:
     """The literal at ``symbol`` in a Python file, read with ``ast`` (never imported or run)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -287,8 +318,8 @@ def python_value(path: Path, symbol: str) -> Any:
 
 
 def yaml_value(path: Path, symbol: str) -> Any:
-    """The value at ``symbol`` (key path) in a YAML file, read with ``yaml.safe_load``."""
-    value: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    """The value at ``symbol`` (key path) in a YAML file, read safely and bounded (no alias bombs)."""
+    value: Any = load_bounded(path.read_text(encoding="utf-8"))[0]
     for step in parse_symbol(symbol):
         if step.kind == "index":
             if not isinstance(value, list) or step.index >= len(value):
@@ -430,10 +461,10 @@ def load_text_book(suite: str, specs: list[TextSpec], mode: str, repo: str | Pat
             raise ReferenceTextError(f"{suite}: {s.file} is missing from the reference repository {root}; {how}")
         try:
             raw = yaml_value(path, s.symbol) if path.suffix in (".yaml", ".yml") else python_value(path, s.symbol)
+            values[s.name] = _as_kind(raw, s, root)
         except (LookupError, ValueError, SyntaxError, yaml.YAMLError) as e:
             raise ReferenceTextError(f"{suite}: cannot read {s.name} ({s.file} :: {s.symbol}) from {root}: "
                                      f"{e}; the checkout may be at another commit; {how}") from None
-        values[s.name] = _as_kind(raw, s, root)
     return TextBook(suite, mode, root, repo_commit(root), values, by_name,
                     {n: sha256_text(v) for n, v in values.items()})
 

@@ -17,7 +17,9 @@ from urllib.parse import quote
 import orjson
 from aiohttp import web
 
+from fasteval.core.terminal import clean
 from fasteval.runfolder.index import RunIndexError
+from fasteval.view.access import ACCESS, Access, guard, security_headers
 from fasteval.view.data import JobQuery, NotFound, RunSet, read_blob
 from fasteval.view.pages import asset, error_page, jobs_page, summary_page
 from fasteval.view.trajectory import ImageSrc, compare_page, job_page
@@ -37,14 +39,22 @@ def _html(text: str, status: int = 200) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/html")
 
 
+# SQLite holds 64-bit integers; a page past 10^9 is a typo or a probe, never a real page.
+_BOUNDS = {"seed": (-(2**63), 2**63 - 1), "page": (1, 10**9), "per_page": (1, 10**6)}
+
+
 def _opt(q: Any, key: str, cast: Callable[[str], Any]) -> Any:
     raw = q.get(key)
     if raw in (None, ""):
         return None
     try:
-        return cast(raw)
+        value = cast(raw[:100])
     except ValueError:
-        raise BadQuery(f"query parameter {key}={raw!r} is not a valid {cast.__name__}") from None
+        raise BadQuery(f"query parameter {key}={raw[:100]!r} is not a valid {cast.__name__}") from None
+    lo, hi = _BOUNDS.get(key, (None, None))
+    if lo is not None and hi is not None and not lo <= value <= hi:
+        raise BadQuery(f"query parameter {key}={raw[:100]!r} is out of range ({lo}..{hi})")
+    return value
 
 
 def parse_job_query(q: Any) -> JobQuery:
@@ -151,9 +161,13 @@ async def static(request: web.Request) -> web.Response:
     return web.Response(text=asset(name), content_type=types[name])
 
 
-def make_app(runs: RunSet) -> web.Application:
-    app = web.Application(middlewares=[_errors])
+def make_app(runs: RunSet, access: Access | None = None) -> web.Application:
+    """The viewer; ``access`` says which Host names and which token it accepts (default: loopback
+    names only, no token: what ``fasteval view`` on 127.0.0.1 serves)."""
+    app = web.Application(middlewares=[guard, _errors])
     app[RUNSET] = runs
+    app[ACCESS] = access or Access()
+    app.on_response_prepare.append(security_headers)
 
     async def close_indexes(app: web.Application) -> None:
         runs.close()
@@ -174,16 +188,19 @@ def make_app(runs: RunSet) -> web.Application:
     return app
 
 
-async def serve(paths: list[Path], host: str, port: int) -> None:
-    """Serve until interrupted; prints the URL (with the real port when ``port`` is 0)."""
-    app = make_app(RunSet(paths))
+async def serve(paths: list[Path], host: str, port: int, access: Access | None = None) -> None:
+    """Serve until interrupted; prints the URL (with the real port when ``port`` is 0, and the
+    token when one is needed)."""
+    access = access or Access()
+    app = make_app(RunSet(paths), access)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
     real_port = runner.addresses[0][1] if runner.addresses else port
-    print(f"fasteval view: serving {len(app[RUNSET].runs)} run(s) on http://{host}:{real_port}/", file=sys.stderr,
-          flush=True)
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{real_port}/" + (f"?token={access.token}" if access.token else "")
+    print(clean(f"fasteval view: serving {len(app[RUNSET].runs)} run(s) on {url}"), file=sys.stderr, flush=True)
     try:
         await asyncio.Event().wait()
     finally:

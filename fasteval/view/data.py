@@ -10,6 +10,7 @@ the plot statistics are folded one record at a time and cached until ``records.j
 from __future__ import annotations
 
 import bisect
+import os
 import re
 import sqlite3
 import threading
@@ -22,9 +23,13 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.errors import UnsafeRunFolder
+from fasteval.runfolder.blobs import open_blob
 from fasteval.runfolder.index import JobRow, RunIndex, open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
+from fasteval.runfolder.safe_open import open_nofollow
 from fasteval.view.report import report
+from fasteval.view.shape import viewable
 
 SORT_KEYS = ("task_id", "model", "suite", "setting", "seed", "status", "score", "error_kind", "termination",
              "rounds", "tool_calls", "latency_s")
@@ -295,13 +300,15 @@ class RunSet:
         """The file of an image reference and its sniffed content type."""
         if not _REF_RE.match(ref):
             raise NotFound(f"{ref!r} is not an image reference (64 hex digits)")
-        path = self.run(run_name).path / "blobs" / ref[:2] / ref
+        root = self.run(run_name).path / "blobs"
         try:
-            with path.open("rb") as f:
+            with os.fdopen(open_blob(root, ref), "rb") as f:
                 head = f.read(16)
         except FileNotFoundError:
             raise NotFound(f"image {ref} is not in {run_name}'s blob store") from None
-        return path, sniff_image_type(head)
+        except UnsafeRunFolder:
+            raise NotFound(f"image {ref} of {run_name} is a symbolic link: not served") from None
+        return root / ref[:2] / ref, sniff_image_type(head)
 
     def find_jobs(self, run_name: str, task_id: str, model: str | None = None, seed: int | None = None,
                   limit: int = 50) -> list[dict[str, Any]]:
@@ -335,7 +342,12 @@ class RunSet:
 
 
 def read_blob(path: Path) -> bytes:
-    return path.read_bytes()
+    """A blob's bytes (``path`` from ``blob_path``), never through a link planted since."""
+    try:
+        with os.fdopen(open_nofollow(path, os.O_RDONLY, "a blob"), "rb") as f:
+            return f.read()
+    except (FileNotFoundError, UnsafeRunFolder):
+        raise NotFound(f"image {path.name} is not in the blob store") from None
 
 
 def reference_of(rec: dict[str, Any]) -> Any:
@@ -416,7 +428,7 @@ class _TextSearch:
             i = bisect.bisect_left(self.hits, row.offset)
             if i == len(self.hits) or self.hits[i] >= row.offset + row.length:
                 return False
-        rec = orjson.loads(self.idx.read_line(row.offset, row.length))
+        rec = viewable(orjson.loads(self.idx.read_line(row.offset, row.length)))
         if self.needle in str(rec.get("answer") or "").lower():
             return True
         return self.needle in question_text(rec).lower()
@@ -425,7 +437,7 @@ class _TextSearch:
 def question_text(rec: dict[str, Any]) -> str:
     """The text of the task's user turns (what the model was asked)."""
     parts: list[str] = []
-    for m in ((rec.get("trajectory") or {}).get("messages") or []):
+    for m in viewable(rec)["trajectory"]["messages"]:
         if m.get("role") != "user" or m.get("tool_call_id"):
             continue
         content = m.get("content")

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fasteval.core.errors import UnsafeRunFolder
+from fasteval.runfolder.blobs import read_blob
 from fasteval.view.data import RunSet, sniff_image_type
 from fasteval.view.pages import layout, summary_body
 from fasteval.view.trajectory import job_body
@@ -33,12 +35,17 @@ class ImageEmbedder:
     used: int = 0
     embedded: int = 0
     left_out: int = 0
+    refused: int = 0
+    """References that are not blobs of this run (a path, a link out of the store): never embedded."""
 
     def __call__(self, ref: str) -> str | None:
         try:
-            data = (self.blobs / ref[:2] / ref).read_bytes()
-        except (FileNotFoundError, ValueError):
+            data = read_blob(self.blobs, ref)  # a hash, and a file of the store, never a link out of it
+        except FileNotFoundError:
             self.left_out += 1
+            return None
+        except (OSError, ValueError, UnsafeRunFolder):
+            self.refused += 1
             return None
         if len(data) > MAX_IMAGE_BYTES:
             data = _thumbnail(data) or data
@@ -74,7 +81,9 @@ def render_report(run_dir: Path, examples: int = 0, image_budget: int = DEFAULT_
             body.append(f'<section class="example">{job_body(job, embed, live=False)}</section>')
         body.append(f'<p class="meta">{embed.embedded} images embedded ({embed.used // 1000} KB)'
                     + (f"; {embed.left_out} left out over the {image_budget // 1_000_000} MB cap" if embed.left_out
-                       else "") + "</p>")
+                       else "")
+                    + (f"; {embed.refused} refused (not an image of this run's blob store)" if embed.refused else "")
+                    + "</p>")
     return layout(f"fasteval report: {run.name}", "".join(body), nav=False)
 
 

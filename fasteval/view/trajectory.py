@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 import orjson
 
 from fasteval.view.pages import layout, value_table
+from fasteval.view.shape import seconds, viewable
 
 ImageSrc = Callable[[str], str | None]
 """Maps an image reference to an ``src`` (None: not shown, e.g. over the report's size cap)."""
@@ -99,9 +100,10 @@ def toolcall_html(call_id: str, name: str, args: Any, log: dict[str, Any] | None
     status = str(log.get("status"))
     err = log.get("error")
     return (f'<div class="toolcall {escape(status)}" data-call="{escape(call_id)}"><b>{escape(name)}</b> '
-            f'<span class="meta">{escape(call_id)} · turn {log.get("turn", 0)} round {log.get("round", 0)} · '
+            f'<span class="meta">{escape(call_id)} · turn {escape(str(log.get("turn", 0)))} '
+            f'round {escape(str(log.get("round", 0)))} · '
             f'<span class="status-{escape(status)}">{escape(status)}</span> · '
-            f'{float(log.get("latency_s") or 0):.3f} s</span>'
+            f'{escape(seconds(log.get("latency_s")))}</span>'
             f"{_args_html(log.get('args', args))}"
             + (f'<div class="error-box">{escape(str(err))}</div>' if err else "")
             + (f"<div><b>output</b>{_pretty_output(str(log.get('output')))}</div>" if log.get("output") else "")
@@ -112,13 +114,22 @@ def toolcall_html(call_id: str, name: str, args: Any, log: dict[str, Any] | None
             + "</div>")
 
 
+def _reasoning_html(native: Any) -> str:
+    """The reasoning summary a provider kept on the turn (``native.summary``); the provider's own
+    items (encrypted reasoning, signatures) are never shown."""
+    summary = native.get("summary") if isinstance(native, dict) else None
+    if not isinstance(summary, str) or not summary:
+        return ""
+    return f'<details class="reasoning"><summary>reasoning summary</summary><div class="text">{escape(summary)}</div></details>'
+
+
 def messages_html(traj: dict[str, Any], src: ImageSrc) -> str:
     logs = {str(t.get("id")): t for t in traj.get("tool_calls") or []}
     shown: set[str] = set()
     out = []
     for i, m in enumerate(traj.get("messages") or []):
         role = str(m.get("role"))
-        body = [_content_html(m.get("content"), src)]
+        body = [_reasoning_html(m.get("native")), _content_html(m.get("content"), src)]
         for tc in m.get("tool_calls") or []:
             fn = tc.get("function") or {}
             cid = str(tc.get("id"))
@@ -141,8 +152,8 @@ def messages_html(traj: dict[str, Any], src: ImageSrc) -> str:
 
 
 def job_body(job: dict[str, Any], src: ImageSrc, *, live: bool = True) -> str:
-    rec = job["record"]
-    traj = rec.get("trajectory") or {}
+    rec = viewable(job["record"])
+    traj = rec["trajectory"]
     facts = {k: rec.get(k) for k in ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score",
                                      "termination", "rounds", "tool_calls", "latency_s", "retries")}
     facts["run"] = job["run"]
@@ -173,25 +184,24 @@ def job_body(job: dict[str, Any], src: ImageSrc, *, live: bool = True) -> str:
 
 
 def job_page(job: dict[str, Any], src: ImageSrc) -> str:
-    return layout(f"fasteval: {job['record'].get('task_id')}", job_body(job, src))
+    return layout(f"fasteval: {viewable(job['record']).get('task_id')}", job_body(job, src))
 
 
 def _final_images(rec: dict[str, Any]) -> list[str]:
     refs: list[str] = []
-    for t in (rec.get("trajectory") or {}).get("tool_calls") or []:
-        refs += t.get("images") or []
+    for t in viewable(rec)["trajectory"]["tool_calls"]:
+        refs += t["images"]
     return refs[-4:]
 
 
 def compare_page(data: dict[str, Any], src_of: Callable[[str], ImageSrc]) -> str:
     """The question once, then one card per model × setting × seed."""
     jobs = data["jobs"]
-    first = jobs[0]["record"]
-    question = next((m for m in (first.get("trajectory") or {}).get("messages") or [] if m.get("role") == "user"),
-                    None)
+    first = viewable(jobs[0]["record"])
+    question = next((m for m in first["trajectory"]["messages"] if m.get("role") == "user"), None)
     cards = []
     for j in jobs:
-        rec = j["record"]
+        rec = viewable(j["record"])
         link = f'/job/{quote(str(rec.get("job_id")))}?{urlencode({"run": j["run"]})}'
         cards.append(
             f'<div class="card" data-model="{escape(str(rec.get("model")))}">'

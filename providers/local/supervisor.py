@@ -32,6 +32,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from fasteval.core.redact import redact_text
 from providers.breaker import EndpointDown
 from providers.local.gpus import cpu_bind
 from providers.local.launcher import group_members
@@ -173,10 +174,14 @@ class Replica:
                "base_url": self.base_url if self.port else None, "gpus": self.gpus, "cpus": self.cpus,
                "state": self.state,
                "restarts": self.restarts, "started_at": self.started_at, "stopped_at": self.stopped_at,
-               "command": self.command, "log": str(self.log_path), "last_error": self.last_error,
-               "tmpdir": str(self.tmp_dir) if self.tmp_dir is not None else None}
+               "command": [redact_text(part) for part in self.command], "log": str(self.log_path),
+               "last_error": self.last_error, "tmpdir": str(self.tmp_dir) if self.tmp_dir is not None else None}
         tmp = self.state_path.with_suffix(".json.tmp")
-        tmp.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         tmp.replace(self.state_path)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -204,9 +209,11 @@ class Replica:
                                                        cpus=self.cpus, gpus=self.gpus))
         self.generation += 1
         self.started_at, self.stopped_at = _now(), None
-        with self.log_path.open("ab") as logf:
+        # O_NOFOLLOW: a servers/*.log planted as a link is refused (ELOOP), never appended to.
+        with os.fdopen(os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666),
+                       "ab") as logf:
             logf.write(f"\n=== fasteval: start {self.label} generation {self.generation} at {self.started_at}: "
-                       f"{shlex.join(self.command)}\n".encode())
+                       f"{redact_text(shlex.join(self.command))}\n".encode())
             logf.flush()
             self._process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "providers.local.launcher", "--grace", str(self.spec.stop_timeout_s),
@@ -243,7 +250,7 @@ class Replica:
         if cause:
             what = f"{what}: {cause}"
         hints = hints_for(tail)
-        lines = [f"{self.label}: {what}", f"  command: {shlex.join(self.command)}", f"  log: {self.log_path}",
+        lines = [f"{self.label}: {what}", f"  command: {redact_text(shlex.join(self.command))}", f"  log: {self.log_path}",
                  f"  last {LOG_TAIL_LINES} log lines:", *("    " + line for line in tail.splitlines())]
         lines += [f"  hint: {h}" for h in hints]
         return ServerStartError("\n".join(lines), what)

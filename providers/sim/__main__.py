@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--model", action="append", default=[], help="NAME[:POLICY]")
     ap.add_argument("--latency-ms", type=float, default=0.0)
     ap.add_argument("--tool-uses", type=int, default=2)
+    ap.add_argument("--batch-turnaround-s", type=float, default=0.2, help="seconds before a batch is processed")
     ap.add_argument("--allowed-local-media-path", default=None,
                     help="serve file:// images from under this folder (as vLLM's option of that name)")
     ap.add_argument("--startup-delay-s", type=float, default=0.0, help="wait before listening (a slow start)")
@@ -60,7 +61,8 @@ def main() -> None:
     models = []
     for spec in a.model or ["sim"]:
         name, _, policy = spec.partition(":")
-        models.append(SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses))
+        models.append(SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses,
+                               options={"batch_api": {"turnaround_s": a.batch_turnaround_s}}))
     uvloop.run(_serve(models, a))
 
 

@@ -19,23 +19,17 @@ from typing import Any
 
 import orjson
 
+from providers.sim.wire import Rejected
 from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
 
-VERSIONS = frozenset({"2023-06-01", "2023-01-01"})
+VERSIONS = frozenset({"2023-06-01", "2023-01-01", "2026-10-21"})
+"""Versions the sim accepts: ours (2023-06-01) and the one the official SDK the tests run sends."""
 TOP_LEVEL = frozenset({"model", "messages", "max_tokens", "system", "tools", "tool_choice", "temperature", "top_p",
                        "top_k", "stop_sequences", "stream", "metadata", "thinking", "service_tier"})
 _BLOCKS = {"user": frozenset({"text", "image", "tool_result", "document"}),
            "assistant": frozenset({"text", "tool_use", "thinking", "redacted_thinking"})}
 _TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _SECRET = b"fasteval-sim-thinking"
-
-
-class Rejected(Exception):
-    """A request the real API would refuse: HTTP status, error type and message."""
-
-    def __init__(self, status: int, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.kind, self.message = status, kind, message
 
 
 def error_body(status: int, kind: str, message: str) -> bytes:
@@ -60,7 +54,9 @@ def validate(headers: dict[str, str], body: Any, api_key: str | None) -> None:
     """Raise Rejected for anything the Messages API would reject."""
     if headers.get("anthropic-version") not in VERSIONS:
         raise _bad("anthropic-version: header is required and must be a known version")
-    key = headers.get("x-api-key", "")
+    # the key as x-api-key, or as a Bearer token (what the current official SDK sends)
+    bearer = headers.get("authorization", "")
+    key = headers.get("x-api-key", "") or (bearer[7:].strip() if bearer.startswith("Bearer ") else "")
     if not key:
         raise Rejected(401, "authentication_error", "x-api-key header is required")
     if api_key is not None and key != api_key:
@@ -300,15 +296,20 @@ class PromptCache:
         return total - read - write, write, read
 
 
-def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, int, int]) -> dict[str, Any]:
-    """A Messages API response for a policy's reply."""
+_ENDED = {"length": "max_tokens", "content_filter": "refusal"}
+"""How the core's finish reasons read as ``stop_reason`` (a declined reply is ``refusal`` too)."""
+
+
+def from_reply(body: dict[str, Any], choice: dict[str, Any], usage: tuple[int, int, int]) -> dict[str, Any]:
+    """A Messages API response for the core's completion choice (the policy's reply, how it ended)."""
+    reply = choice["message"]
     blocks: list[dict[str, Any]] = []
     thinking = body.get("thinking") or {}
     if thinking.get("type") == "enabled":
         thought = f"Thinking about: {len(body['messages'])} messages so far."
         blocks.append({"type": "thinking", "thinking": thought, "signature": signature(thought)})
-    if reply.get("content"):
-        blocks.append({"type": "text", "text": reply["content"]})
+    if reply.get("content") or reply.get("refusal"):
+        blocks.append({"type": "text", "text": reply.get("content") or reply["refusal"]})
     for i, tc in enumerate(reply.get("tool_calls") or []):
         fn = tc["function"]
         blocks.append({"type": "tool_use", "id": f"toolu_{hashlib.sha1(orjson.dumps(tc)).hexdigest()[:16]}{i}",
@@ -319,6 +320,7 @@ def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, in
     uncached, write, read = usage
     return {"id": f"msg_sim{hashlib.sha1(orjson.dumps(blocks)).hexdigest()[:20]}", "type": "message",
             "role": "assistant", "model": body["model"], "content": blocks,
-            "stop_reason": "tool_use" if reply.get("tool_calls") else "end_turn", "stop_sequence": None,
+            "stop_reason": _ENDED.get(str(choice.get("finish_reason")), "refusal" if reply.get("refusal") else
+                                      "tool_use" if reply.get("tool_calls") else "end_turn"), "stop_sequence": None,
             "usage": {"input_tokens": uncached, "output_tokens": out_tokens,
                       "cache_creation_input_tokens": write, "cache_read_input_tokens": read}}

@@ -4,8 +4,9 @@ Written from the Gemini API's public documentation: the ``x-goog-api-key`` heade
 top-level fields only, roles ``user``/``model`` alternating and ending with ``user``, one data
 field per part, inline images whose MIME type matches their bytes, ``functionCall`` only from the
 model and ``functionResponse`` only from the user, as many function responses as the previous
-turn made calls and each naming one of them, tool schemas in the OpenAPI subset, and (when
-thinking is on) every function call sent back with the ``thoughtSignature`` it came with.
+turn made calls, each naming one of them and carrying the call's ``id`` when the call had one
+(current models set ids; ``call_ids: false`` on a sim model plays the id-less shape), tool
+schemas in the OpenAPI subset, and (when thinking is on) every function call sent back with the ``thoughtSignature`` it came with.
 Rejections use Google's error shape; replies carry ``usageMetadata`` with implicit caching.
 """
 
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from typing import Any
 
 import orjson
 
-from providers.sim.anthropic_api import Rejected
+from providers.sim.wire import Rejected
 from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
 
 TOP_LEVEL = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
@@ -97,7 +99,8 @@ def _validate_schema(schema: Any, where: str) -> None:
 def _validate_contents(contents: Any, thinking_on: bool) -> None:
     if not isinstance(contents, list) or not contents:
         raise _bad("* GenerateContentRequest.contents: contents is not specified")
-    pending_calls: list[str] = []
+    pending_calls: list[tuple[str, str | None]] = []
+    calls_at = 0
     for i, c in enumerate(contents):
         role = c.get("role") if isinstance(c, dict) else None
         if role not in ("user", "model"):
@@ -107,16 +110,17 @@ def _validate_contents(contents: Any, thinking_on: bool) -> None:
         parts = c.get("parts")
         if not isinstance(parts, list) or not parts:
             raise _bad(f"* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty.")
-        responses: list[str] = []
-        calls: list[str] = []
+        responses: list[tuple[str, str | None]] = []
+        calls: list[tuple[str, str | None]] = []
         for j, p in enumerate(parts):
             fields = [k for k in _DATA if k in p]
             if len(fields) != 1 or set(p) - set(_DATA) - {"thought", "thoughtSignature"}:
                 raise _bad(f"contents[{i}].parts[{j}]: a part holds exactly one of {', '.join(_DATA[:4])}")
             field = fields[0]
             if field == "inlineData":
-                data = p["inlineData"]
-                if data.get("mimeType") not in NATIVE_MEDIA_TYPES or sniff_base64(str(data.get("data", ""))) != data["mimeType"]:
+                data = p["inlineData"] = _proto_names(p["inlineData"])
+                if data.get("mimeType") not in NATIVE_MEDIA_TYPES or \
+                        sniff_base64(standard_base64(str(data.get("data", "")))) != data["mimeType"]:
                     raise _bad("Provided image is not valid.")
             elif field == "functionCall":
                 if role != "model":
@@ -124,28 +128,61 @@ def _validate_contents(contents: Any, thinking_on: bool) -> None:
                 if thinking_on and p.get("thoughtSignature") != signature(p["functionCall"]):
                     raise _bad(f"Function call is missing a thought_signature in functionCall parts. This is required "
                                f"for tools to work correctly (contents[{i}].parts[{j}]).")
-                calls.append(str(p["functionCall"].get("name")))
+                calls.append((str(p["functionCall"].get("name")), _call_id(p["functionCall"])))
             elif field == "functionResponse":
                 if role != "user":
                     raise _bad("Please ensure that function responses come from the user.")
                 if not isinstance(p["functionResponse"].get("response"), dict):
                     raise _bad(f"contents[{i}].parts[{j}].function_response.response: must be an object")
-                responses.append(str(p["functionResponse"].get("name")))
+                responses.append((str(p["functionResponse"].get("name")), _call_id(p["functionResponse"])))
         if role == "user":
-            if responses and not pending_calls:
-                raise _bad("Please ensure that function response turn comes immediately after a function call turn.")
-            if pending_calls and len(responses) != len(pending_calls):
-                raise _bad("Please ensure that the number of function response parts is equal to the number of "
-                           "function call parts of the function call turn.")
-            if sorted(responses) != sorted(pending_calls):
-                raise _bad("Please ensure that each function response names a function call of the previous turn.")
+            _check_responses(responses, pending_calls, i, calls_at)
         pending_calls = calls if role == "model" else []
+        calls_at = i
     if contents[-1]["role"] != "user":
         raise _bad("Please ensure that single turn requests end with a user role or the role field is empty.")
 
 
+def _proto_names(obj: Any) -> Any:
+    """Protobuf's JSON parser takes a field's proto name as well as its lowerCamel JSON name (the
+    google-genai SDK sends ``inlineData.mime_type``): the lowerCamel form."""
+    if not isinstance(obj, dict):
+        return obj
+    return {re.sub(r"_([a-z])", lambda m: m.group(1).upper(), k): v for k, v in obj.items()}
+
+
+def standard_base64(data: str) -> str:
+    """Bytes fields take standard or URL-safe base64, padded or not (protobuf's JSON mapping; the
+    google-genai SDK sends URL-safe): the standard, padded form of either."""
+    data = data.replace("-", "+").replace("_", "/")
+    return data + "=" * (-len(data) % 4)
+
+
+def _call_id(obj: dict[str, Any]) -> str | None:
+    value = obj.get("id")
+    return str(value) if value not in (None, "") else None
+
+
+def _check_responses(responses: list[tuple[str, str | None]], calls: list[tuple[str, str | None]], at: int,
+                     calls_at: int) -> None:
+    """A user turn answers the previous model turn's calls: as many, by name, and by id when they carry one."""
+    if responses and not calls:
+        raise _bad("Please ensure that function response turn comes immediately after a function call turn.")
+    if calls and len(responses) != len(calls):
+        raise _bad("Please ensure that the number of function response parts is equal to the number of "
+                   "function call parts of the function call turn.")
+    if sorted(n for n, _ in responses) != sorted(n for n, _ in calls):
+        raise _bad("Please ensure that each function response names a function call of the previous turn.")
+    call_ids = [cid for _, cid in calls]
+    response_ids = [rid for _, rid in responses]
+    if any(cid is not None for cid in call_ids + response_ids) and \
+            sorted(map(str, response_ids)) != sorted(map(str, call_ids)):
+        raise _bad(f"* GenerateContentRequest.contents[{at}]: functionResponse ids {response_ids} do not match the "
+                   f"functionCall ids {call_ids} of contents[{calls_at}]")
+
+
 def to_openai(model: str, body: dict[str, Any]) -> dict[str, Any]:
-    """The OpenAI-form request the sim's policies read (call ids made up by position)."""
+    """The OpenAI-form request the sim's policies read (the calls' own ids, else ids made up by position)."""
     messages: list[dict[str, Any]] = []
     system = body.get("systemInstruction")
     if system:
@@ -154,8 +191,8 @@ def to_openai(model: str, body: dict[str, Any]) -> dict[str, Any]:
     for i, c in enumerate(body["contents"]):
         if c["role"] == "model":
             texts = [p["text"] for p in c["parts"] if "text" in p and not p.get("thought")]
-            open_calls = [(f"gcall_{i}_{j}", p["functionCall"]["name"]) for j, p in enumerate(c["parts"])
-                          if "functionCall" in p]
+            open_calls = [(_call_id(p["functionCall"]) or f"gcall_{i}_{j}", p["functionCall"]["name"])
+                          for j, p in enumerate(c["parts"]) if "functionCall" in p]
             msg: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
             calls = [p["functionCall"] for p in c["parts"] if "functionCall" in p]
             if calls:
@@ -169,14 +206,15 @@ def to_openai(model: str, body: dict[str, Any]) -> dict[str, Any]:
         for p in c["parts"]:
             if "functionResponse" in p:
                 name = p["functionResponse"]["name"]
-                cid = next((cid for cid, n in open_calls if n == name), "")
+                rid = _call_id(p["functionResponse"])
+                cid = rid if rid is not None else next((cid for cid, n in open_calls if n == name), "")
                 open_calls = [(x, n) for x, n in open_calls if x != cid]
                 response = p["functionResponse"]["response"]
                 text = response.get("output", response.get("error", "")) if isinstance(response, dict) else ""
                 tool_msgs.append({"role": "tool", "tool_call_id": cid,
                                   "content": [{"type": "text", "text": text if isinstance(text, str) else orjson.dumps(text).decode()}]})
             elif "inlineData" in p:
-                url = f"data:{p['inlineData']['mimeType']};base64,{p['inlineData']['data']}"
+                url = f"data:{p['inlineData']['mimeType']};base64,{standard_base64(p['inlineData']['data'])}"
                 part = {"type": "image_url", "image_url": {"url": url}}
                 if tool_msgs:  # images after function responses belong to the last tool result
                     tool_msgs[-1]["content"].append(part)
@@ -217,16 +255,24 @@ class ImplicitCache:
         return total, cached
 
 
-def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, int]) -> dict[str, Any]:
-    """A generateContent response for a policy's reply."""
+def from_reply(body: dict[str, Any], choice: dict[str, Any], usage: tuple[int, int], *,
+               call_ids: bool = True) -> dict[str, Any]:
+    """A generateContent response for the core's completion choice; ``call_ids``: each functionCall
+    carries an ``id`` (as current models set it, and must get back in its functionResponse), else none."""
+    reply = choice["message"]
+    finish = {"length": "MAX_TOKENS", "content_filter": "SAFETY"}.get(str(choice.get("finish_reason")),
+                                                                       "SAFETY" if reply.get("refusal") else "STOP")
     thinking_on = bool(((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("thinkingBudget"))
     parts: list[dict[str, Any]] = []
     if thinking_on:
         parts.append({"text": "Considering the images and the tools.", "thought": True})
     if reply.get("content"):
         parts.append({"text": reply["content"]})
-    for tc in reply.get("tool_calls") or []:
+    for k, tc in enumerate(reply.get("tool_calls") or []):
         call = {"name": tc["function"]["name"], "args": orjson.loads(tc["function"]["arguments"] or "{}")}
+        if call_ids:
+            seen = orjson.dumps([len(body["contents"]), k, tc])  # unique within a conversation
+            call = {"id": f"call_{hashlib.sha256(seen).hexdigest()[:16]}", **call}
         part: dict[str, Any] = {"functionCall": call}
         if thinking_on:
             part["thoughtSignature"] = signature(call)
@@ -241,5 +287,5 @@ def from_reply(body: dict[str, Any], reply: dict[str, Any], usage: tuple[int, in
         meta["cachedContentTokenCount"] = cached
     if thoughts:
         meta["thoughtsTokenCount"] = thoughts
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": finish, "index": 0}],
             "usageMetadata": meta, "modelVersion": "sim"}

@@ -18,10 +18,12 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from providers.sim import native_wire
+from providers.sim.batch_api import BatchAPIs
 from providers.sim.media import check_local_media
+from providers.sim.native_wire import AnthropicWire, GeminiWire
 from providers.sim.policies import POLICIES
 from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
+from providers.sim.responses_wire import ResponsesWire
 from providers.sim.spec import SimModel
 
 
@@ -57,8 +59,13 @@ class SimServer:
         self._runner: web.AppRunner | None = None
         self._counter = 0
         self.api_keys: dict[str, str] = {}
-        """Per dialect ("anthropic", "gemini"): the only key accepted; any non-empty key when unset."""
-        self.prompt_cache = native_wire.new_caches()
+        """Per dialect ("anthropic", "gemini", "openai"): the only key accepted; any non-empty key when unset."""
+        # The native dialects see this server only as a SimCore (providers.sim.wire).
+        self.anthropic_wire = AnthropicWire(self)
+        self.gemini_wire = GeminiWire(self)
+        self.responses_wire = ResponsesWire(self)
+        self.batch_apis = BatchAPIs(self)
+        """OpenAI Files + /v1/batches, Anthropic Message Batches, Gemini batch mode (providers.sim.batch_api)."""
 
     @property
     def base_url(self) -> str:
@@ -72,7 +79,9 @@ class SimServer:
         app.router.add_get("/metrics", self.handle_metrics)
         app.router.add_post("/v1/messages", self.handle_anthropic)
         app.router.add_post("/v1beta/models/{model_action}", self.handle_gemini)
+        app.router.add_post("/v1/responses", self.handle_responses)
         app.router.add_get("/sim/stats", self.handle_stats)
+        self.batch_apis.routes(app)
         return app
 
     async def start(self) -> None:
@@ -155,29 +164,42 @@ class SimServer:
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body: dict[str, Any] = orjson.loads(await request.read())
-        return await self._answer(body, request)
+        return await self.answer(body, request)
 
     async def handle_anthropic(self, request: web.Request) -> web.StreamResponse:
-        """Anthropic's Messages API over the same models, faults and policies (native_wire.py)."""
+        """Anthropic's Messages API over the same models, faults and policies (providers.sim.native_wire)."""
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            return await native_wire.anthropic(self, request)
+            return await self.anthropic_wire.handle(request)
         finally:
             self.in_flight -= 1
 
     async def handle_gemini(self, request: web.Request) -> web.StreamResponse:
-        """Gemini's generateContent over the same models, faults and policies (native_wire.py)."""
+        """Gemini's generateContent over the same models, faults and policies (providers.sim.native_wire)."""
         self.requests += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            return await native_wire.gemini(self, request)
+            model, _, action = request.match_info["model_action"].partition(":")
+            if action == "batchGenerateContent":
+                return await self.batch_apis.gemini_create(request, model)
+            return await self.gemini_wire.handle(request)
         finally:
             self.in_flight -= 1
 
-    async def _answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
+    async def handle_responses(self, request: web.Request) -> web.StreamResponse:
+        """OpenAI's Responses API over the same models, faults and policies (providers.sim.responses_wire)."""
+        self.requests += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return await self.responses_wire.handle(request)
+        finally:
+            self.in_flight -= 1
+
+    async def answer(self, body: dict[str, Any], request: web.Request | None) -> web.StreamResponse:
         """Faults, latency and the policy's reply for an OpenAI-form body (every dialect ends here)."""
         model = self.models.get(str(body.get("model")))
         if model is None:
@@ -206,8 +228,8 @@ class SimServer:
                                      status=400)
         if fault == "hang":
             await asyncio.sleep(model.faults.hang_s)
-        if fault == "drop":
-            if request.transport is not None:
+        if fault == "drop":  # in a batch (no request) a dropped connection is a 500 line
+            if request is not None and request.transport is not None:
                 request.transport.close()
             return web.Response(status=500)
         if fault == "malformed":
@@ -217,7 +239,30 @@ class SimServer:
         if policy is None:
             return web.json_response({"error": {"message": f"unknown sim policy {model.policy!r}"}}, status=400)
         reply = policy(model, body, self._counter)
-        return web.Response(body=orjson.dumps(_completion(model.name, body, reply)), content_type="application/json")
+        completion = _completion(model.name, body, reply)
+        if fault in _ENDINGS:  # the policy's reply, ended the way a provider can end one
+            _end(completion, fault)
+        return web.Response(body=orjson.dumps(completion), content_type="application/json")
+
+
+_ENDINGS = frozenset({"length", "content_filter", "refusal"})
+
+
+def _end(completion: dict[str, Any], fault: str) -> None:
+    """``length``: cut by the output limit; ``content_filter``: stopped by a filter; ``refusal``: declined."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    message.pop("tool_calls", None)
+    if fault == "length":
+        message["content"] = (message.get("content") or "")[:8]
+        choice["finish_reason"] = "length"
+    elif fault == "content_filter":
+        message["content"] = None
+        choice["finish_reason"] = "content_filter"
+    else:
+        message["content"] = None
+        message["refusal"] = "I can't help with that."
+        choice["finish_reason"] = "stop"
 
 
 def _completion(name: str, body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ _FAULTS = {
     "p_429": Opt("float", "probability of a 429 per request"), "retry_after_s": Opt("float", "Retry-After of a 429"),
     "p_500": Opt("float"), "p_hang": Opt("float"), "hang_s": Opt("float"), "p_drop": Opt("float"),
     "p_malformed": Opt("float"), "schedule": Opt("str_list", "exact faults consumed first: 429, 500, 400, 401, "
-                                                  "hang, drop, malformed, overflow, ok"),
+                                                  "hang, drop, malformed, overflow, length, content_filter, refusal, ok"),
 }
 
 SIM_OPTIONS: dict[str, Opt] = {
@@ -22,9 +22,18 @@ SIM_OPTIONS: dict[str, Opt] = {
     "default_reply": Opt("str", "policy scripted: the reply when nothing matches"),
     "misread_rate": Opt("float", "policy tools: how often a demo answer is misread"),
     "faults": Opt("dict", "injected faults", fields=_FAULTS),
-    "wire": Opt("str", "the API the sim speaks to this model", choices=("openai", "anthropic", "gemini")),
+    "wire": Opt("str", "the API the sim speaks to this model",
+                choices=("openai", "anthropic", "gemini", "openai-responses")),
     "thinking_budget": Opt("int", "wire anthropic/gemini: passed to the native client"),
+    "reasoning_effort": Opt("str", "wire openai-responses: passed to the native client"),
     "prompt_caching": Opt("bool", "wire anthropic: passed to the native client"),
+    "batch_api": Opt("dict", "the sim's batch APIs for this model (providers/sim/batch_api.py)", fields={
+        "turnaround_s": Opt("float", "seconds before a batch is processed (default 0.2)"),
+        "cancel_s": Opt("float", "seconds a cancel takes"),
+        "expire": Opt("int", "the first N batches expire with nothing done"),
+        "fail": Opt("int", "the first N batches fail validation")}),
+    "reasoning": Opt("bool", "wire responses: a reasoning model (reasoning items, no temperature; default true)"),
+    "call_ids": Opt("bool", "wire gemini: functionCall parts carry an id that must come back (default true)"),
 }
 """What a sim model entry may say besides the options every endpoint has."""
 
@@ -33,7 +42,8 @@ SIM_OPTIONS: dict[str, Opt] = {
 class Faults:
     """Probabilities per request, plus an exact schedule consumed first (for tests).
 
-    Schedule entries: "429", "500", "503", "529", "400", "401", "hang", "drop", "malformed", "overflow", "ok".
+    Schedule entries: "429", "500", "503", "529", "400", "401", "hang", "drop", "malformed", "overflow", "ok",
+    and endings of the policy's reply: "length" (cut by the output limit), "content_filter", "refusal".
     """
 
     p_429: float = 0.0

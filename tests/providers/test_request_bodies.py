@@ -32,6 +32,7 @@ from fasteval.runfolder.blobs import BlobStore
 from providers.base import TOOL_IMAGES_PREFIX, ChatRequest
 from providers.client import ModelClient, RetryPolicy
 from providers.openai_compat import OpenAICompatProvider
+from tests.providers.wire_types import assert_valid_request
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("FASTEVAL_UPDATE_GOLDEN") == "1"
@@ -203,6 +204,8 @@ async def replay(recorder: Recorder, tmp_path: Path, scenario: dict[str, Any]) -
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 async def test_request_bodies_match_golden(name: str, recorder: Recorder, tmp_path: Path) -> None:
     bodies = await replay(recorder, tmp_path, SCENARIOS[name])
+    for body in bodies:  # every golden body is one the OpenAI SDK's request types accept
+        assert_valid_request("chat", body)
     if SCENARIOS[name].get("large"):
         assert all(len(b) > 30_000 for b in bodies)  # the large image is in every request
         bodies = [f"{len(b)} {hashlib.sha256(b).hexdigest()}".encode() for b in bodies]

@@ -162,4 +162,4 @@ def test_dry_run_writes_scripts_sbatch_accepts_and_no_secret(cluster_env: dict[s
         assert SECRET not in text and "FE_SLURM_TEST_KEY" not in text
         Cluster().test_only(str(script))  # raises SlurmError if the controller would refuse it
     array = (run / "slurm" / "array.sbatch").read_text()
-    assert "--array=0-2" in array and "--shard-by model" in array and "--signal=B:TERM@120" in array
+    assert "--array=0-2" in array and "fasteval_shard_by=model" in array and "--signal=B:TERM@120" in array

@@ -179,3 +179,24 @@ def test_data_fetch_clones_the_reference_at_the_pinned_commit(tmp_path: Path) ->
     with pytest.raises(FetchError, match="by hand: git clone"):
         fetch_reference("tirbench-reference", tmp_path / "d2", url=str(tmp_path / "no-such-repo"))
     assert sys.executable  # the clone used git only, never a Python import of the repository
+
+
+@pytest.mark.parametrize("source", ['P = "Q: {q:>50000000}"', 'P = f"Q: {q:>50000000}"', 'P = "{q:.99999999}"'])
+def test_a_format_width_from_a_reference_file_is_bounded(tmp_path: Path, source: str) -> None:
+    """``{q:>50000000}`` in a reference file would make every prompt 50 MB: refused at load."""
+    (tmp_path / "prompts.py").write_text(source + "\n")
+    spec = TextSpec("p", "prompt", "prompts.py", "P", "ours", kind="format")
+    with pytest.raises(ReferenceTextError, match="at most 1000"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+    (tmp_path / "prompts.py").write_text('P = "Q: {q:>8} {{literal}}"\n')
+    assert load_text_book("tirbench", [spec], "reference", tmp_path, "fetch").get("p").render({"q": "x"}) \
+        == "Q:        x {literal}"
+
+
+def test_a_reference_yaml_of_aliases_of_aliases_is_refused_unexpanded(tmp_path: Path) -> None:
+    levels = ["l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, 7)]
+    (tmp_path / "prompts.yaml").write_text("\n".join(levels) + "\nprompts: {judge: *l6}\n")
+    spec = TextSpec("j", "judge", "prompts.yaml", "prompts.judge", {}, kind="data")
+    with pytest.raises(ReferenceTextError, match="expands to more than"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")

@@ -20,11 +20,15 @@ Weights = Mapping[str, list[dict[str, float]]]
 
 
 def _reference_met(raw: Any) -> bool | None:
-    """The reference's reading: json.loads, then an exact comparison on judge_result."""
+    """The reference's reading: json.loads, then an exact comparison on judge_result. A reply with
+    no judge_result key makes the reference's grade_responses raise KeyError and lose the chunk:
+    the task is dropped here too (an error on it), as the live judge drops it."""
     obj = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(obj, dict):
         raise ValueError(f"verdict is not a JSON object: {str(raw)[:80]!r}")
-    result = obj.get("judge_result")
+    if "judge_result" not in obj:
+        raise KeyError("the judge reply has no judge_result key (the reference raises KeyError and loses the chunk)")
+    result = obj["judge_result"]
     return True if result == "Met" else False if result == "Not Met" else None
 
 

@@ -142,3 +142,67 @@ async def test_translation_names_each_call_and_cleans_schemas() -> None:
     assert payload["tools"][0]["functionDeclarations"][0]["parameters"] == clean_schema(tools[0]["function"]["parameters"])
     assert "additionalProperties" not in str(payload["tools"])
     assert payload["systemInstruction"] == {"parts": [{"text": "be brief"}]}
+
+
+@pytest.mark.parametrize("call_ids", [True, False])
+async def test_tool_loop_with_and_without_call_ids(call_ids: bool, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Current models set functionCall.id and the API refuses a response without it; older ones set none."""
+    monkeypatch.setenv("FE_TEST_GEMINI_KEY", KEY)
+    model = SimModel("gemini-sim", policy="tools", options={"call_ids": call_ids})
+    async with native_sim([model], {"gemini": KEY}) as sim:
+        res, records = await sweep(tmp_path, {"models": [_model("gemini", base_url=root(sim))],
+                                              "suites": [demo_suite(2)], "seeds": [0]})
+    assert res.ok == 2, [r["error"] for r in records]
+    ids = [tc["id"] for r in records for m in r["trajectory"]["messages"] for tc in m.get("tool_calls") or []]
+    assert ids and all(i.startswith("call_") if call_ids else i.startswith("gemini_call_") for i in ids)
+
+
+def _id_call(name: str, cid: str | None) -> dict[str, Any]:
+    return {"functionCall": {**({"id": cid} if cid else {}), "name": name, "args": {}}}
+
+
+def _response(name: str, rid: str | None) -> dict[str, Any]:
+    return {"functionResponse": {**({"id": rid} if rid else {}), "name": name, "response": {"output": "1"}}}
+
+
+@pytest.mark.parametrize(("responses", "ok"), [
+    ([_response("zoom", "c2"), _response("zoom", "c1")], True),   # matched by id, in any order
+    ([_response("zoom", None), _response("zoom", None)], False),  # the ids dropped: the reported bug
+    ([_response("zoom", "c1"), _response("zoom", "c9")], False),  # an id of no call
+])
+async def test_the_loopback_api_matches_function_responses_by_id(responses: list[dict[str, Any]], ok: bool) -> None:
+    body = {"contents": [{"role": "user", "parts": [{"text": "a"}]},
+                         {"role": "model", "parts": [_id_call("zoom", "c1"), _id_call("zoom", "c2")]},
+                         {"role": "user", "parts": responses}]}
+    async with native_sim([SimModel("gemini-sim", policy="scripted")], {"gemini": KEY}) as sim:
+        status, err = await _post(f"{root(sim)}/v1beta/models/gemini-sim:generateContent", body)
+    if ok:
+        assert status == 200, err
+    else:
+        assert status == 400 and err["error"]["status"] == "INVALID_ARGUMENT"
+        assert "functionResponse ids" in err["error"]["message"] and "'c1'" in err["error"]["message"]
+
+
+async def test_parallel_calls_of_one_tool_are_answered_by_id() -> None:
+    """Two calls of the same function in one turn: each response carries its own call's id, and
+    the loopback API (which checks ids) accepts the request we build."""
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "zoom", "arguments": '{"i": 1}'}},
+                {"id": "call_b", "type": "function", "function": {"name": "zoom", "arguments": '{"i": 2}'}},
+                {"id": "gemini_call_2", "type": "function", "function": {"name": "calc", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_b", "content": "second"},
+            {"role": "tool", "tool_call_id": "call_a", "content": "first"},
+            {"role": "tool", "tool_call_id": "gemini_call_2", "content": "2"}]
+    async with native_sim([SimModel("gemini-sim", policy="scripted", default_reply="done")], {"gemini": KEY}) as sim:
+        provider = GeminiProvider("gemini-sim", base_url=root(sim), api_key_env=None, api_key=KEY)
+        payload = await provider.build_payload(ChatRequest(messages=msgs))
+        resp = await provider.chat(ChatRequest(messages=msgs))
+        await provider.close()
+    assert resp.content == "done"
+    calls = [p["functionCall"] for p in payload["contents"][1]["parts"]]
+    answers = [p["functionResponse"] for p in payload["contents"][2]["parts"]]
+    assert [c.get("id") for c in calls] == ["call_a", "call_b", None]  # our own numbering is never sent
+    assert [(a.get("id"), a["response"]["output"]) for a in answers] == [("call_b", "second"), ("call_a", "first"),
+                                                                         (None, "2")]

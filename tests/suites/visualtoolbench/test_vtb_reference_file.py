@@ -106,3 +106,21 @@ def test_reference_quirks_dropped_verdicts_empty_rubrics_exact_domains_and_poole
     code = main(["score-file", str(tmp_path / "s.json"), str(tmp_path / "m.json"), "--suite", "visualtoolbench",
                  "--options", json.dumps({"rubrics": str(tmp_path / "clean.json")}), "--format", "json"])
     assert code == 0 and json.loads(capsys.readouterr().out)["n"] == 2
+
+
+def test_a_judge_reply_without_judge_result_drops_the_task_on_both_paths(tmp_path: Path) -> None:
+    """The reference's grade_responses raises KeyError on such a reply and loses the chunk: the
+    live judge (judge_counting: reference) and score-file both drop the task, neither scores it."""
+    from fasteval.suites.visualtoolbench.judge import ReferenceChunkLoss, parse_reference_verdict
+
+    reply = json.dumps({"explanation": "forgot the verdict"})
+    with pytest.raises(ReferenceChunkLoss):
+        parse_reference_verdict(reply)
+    rows = [{"task_id": SINGLE_ID, "turncase": "single-turn", "eval_focus": "region_switch_qa",
+             "prompt_category": "physics", "judge_result": [_v("r-1", "Met"), {"rubric_id": "r-2_01",
+                                                                                 "judge_result": reply}],
+             "score": 5 / 7, "accuracy": 1}]
+    path = tmp_path / "judge.json"
+    path.write_text(json.dumps(rows))
+    out = score_reference_file(path, rubrics={SINGLE_ID: [{"r-1": 5.0, "r-2_01": 2.0}]})
+    assert out["items"] == {} and "no judge_result key" in out["errors"][SINGLE_ID]

@@ -1,0 +1,162 @@
+"""Batch mode throughput: how many batch requests per second our side handles, memory, journal size.
+
+    .venv/bin/python benchmarks/batch.py [--single 10000] [--tool 1000] [--rounds 3] [--baseline 2000] [--json]
+
+Against the sim's batch APIs (``python -m providers.sim``, its own process, so its CPU is not
+ours), for the OpenAI and the Anthropic wire in turn: ``--single`` single-turn trajectories and
+``--tool`` trajectories of ``--rounds`` rounds (the sim's ``tools`` policy calls the offered
+calculator until the last round, each round's request carrying the whole history), all through
+one batch lane (gather, journal, create, poll, download, resolve) exactly as a batched model in
+a sweep. Reported per wire: requests, batches, wall time, our CPU per request and requests per
+CPU-second (the process's user+sys time, the sim excluded), peak RSS, and the journal's bytes per
+request (inputs as sent plus events and results). The baseline in the same run: ``--baseline``
+interactive single-turn requests to the same sim through the same client layer, so the ratio says
+what batching costs our side per request compared with sending it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import uvloop
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fasteval.engine.batching import BatchLane, batch_job  # noqa: E402
+from fasteval.runfolder.batch_journal import BatchJournal  # noqa: E402
+from providers.anthropic import AnthropicProvider  # noqa: E402
+from providers.base import ChatRequest, Provider  # noqa: E402
+from providers.batch.base import BatchSettings  # noqa: E402
+from providers.batch.wires import wire_for  # noqa: E402
+from providers.client import ModelClient  # noqa: E402
+from providers.openai_compat import OpenAICompatProvider  # noqa: E402
+
+CALCULATOR = {"type": "function", "function": {"name": "calculator", "description": "evaluate arithmetic",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "expression": {"type": "string"}}, "required": ["expression"]}}}
+
+
+def vm_hwm_kb() -> int:
+    return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
+
+
+def provider(dialect: str, port: int) -> Provider:
+    if dialect == "openai":
+        return OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", "bm")
+    return AnthropicProvider("bm", base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
+
+
+async def single(lane: BatchLane, i: int) -> None:
+    with batch_job(f"single-{i}"):
+        await lane.chat(ChatRequest([{"role": "user", "content": f"Question {i}: what is {i} + 1?"}],
+                                    params={"max_tokens": 64}))
+
+
+async def tool_loop(lane: BatchLane, i: int, rounds: int) -> int:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {i}: compute {i} * 7 with the calculator."}]
+    n = 0
+    with batch_job(f"tool-{i}"):
+        for _ in range(rounds):
+            resp = await lane.chat(ChatRequest(list(messages), tools=[CALCULATOR], params={"max_tokens": 64}))
+            n += 1
+            if not resp.tool_calls:
+                break
+            calls = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                     for c in resp.tool_calls]
+            messages.append({"role": "assistant", "content": resp.content, "tool_calls": calls})
+            messages += [{"role": "tool", "tool_call_id": c.id, "content": str(i * 7)} for c in resp.tool_calls]
+    return n
+
+
+def journal_bytes(run_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (run_dir / "batches").iterdir())
+
+
+async def batched(dialect: str, port: int, a: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
+    journal = BatchJournal(run_dir)
+    lane = BatchLane("bm", wire_for(provider(dialect, port)), journal,
+                     BatchSettings(gather_s=a.gather_s, poll_s=0.05))
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    try:
+        await asyncio.gather(*(single(lane, i) for i in range(a.single)))
+        rounds = await asyncio.gather(*(tool_loop(lane, i, a.rounds) for i in range(a.tool)))
+    finally:
+        await lane.close()
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
+    requests = a.single + sum(rounds)
+    return {"wire": dialect, "requests": requests, "batches": len(journal.batches), "wall_s": round(wall, 2),
+            "cpu_s": round(cpu, 2), "cpu_us_per_request": round(cpu / requests * 1e6, 1),
+            "requests_per_cpu_s": round(requests / cpu), "journal_bytes_per_request": round(
+                journal_bytes(run_dir) / requests), "tool_rounds": sum(rounds)}
+
+
+async def interactive(port: int, n: int) -> dict[str, Any]:
+    client = ModelClient("bm", provider("openai", port), concurrency=256)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    try:
+        await asyncio.gather(*(client.chat(ChatRequest([{"role": "user", "content": f"Question {i}"}],
+                                                       params={"max_tokens": 64})) for i in range(n)))
+    finally:
+        await client.close()
+    cpu = time.process_time() - cpu0
+    return {"requests": n, "wall_s": round(time.perf_counter() - t0, 2), "cpu_s": round(cpu, 2),
+            "cpu_us_per_request": round(cpu / n * 1e6, 1), "requests_per_cpu_s": round(n / cpu)}
+
+
+def start_sim() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-m", "providers.sim", "--model", "bm:tools", "--tool-uses", "2",
+                             "--batch-turnaround-s", "0.05"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    return proc, int(orjson.loads(proc.stdout.readline())["port"])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--single", type=int, default=10_000)
+    ap.add_argument("--tool", type=int, default=1_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--baseline", type=int, default=2_000)
+    ap.add_argument("--gather-s", type=float, default=0.5)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    out: dict[str, Any] = {"batched": []}
+    sim, port = start_sim()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            out["interactive"] = uvloop.run(interactive(port, a.baseline))
+            for dialect in ("openai", "anthropic"):
+                run_dir = Path(tmp) / dialect
+                run_dir.mkdir()
+                out["batched"].append(uvloop.run(batched(dialect, port, a, run_dir)))
+        out["peak_rss_mb"] = round(vm_hwm_kb() / 1024, 1)
+    finally:
+        sim.send_signal(signal.SIGTERM)
+        sim.wait(timeout=10)
+    if a.json:
+        print(json.dumps(out, indent=2))
+        return
+    base = out["interactive"]
+    print(f"interactive baseline: {base['requests']} requests, {base['cpu_us_per_request']} µs CPU each, "
+          f"{base['requests_per_cpu_s']} requests per CPU-second")
+    for r in out["batched"]:
+        ratio = r["cpu_us_per_request"] / base["cpu_us_per_request"]
+        print(f"batch {r['wire']:9s}: {r['requests']} requests ({a.single} single-turn + {r['tool_rounds']} tool "
+              f"rounds) in {r['batches']} batches, {r['wall_s']} s wall, {r['cpu_us_per_request']} µs CPU each "
+              f"({ratio:.2f}x interactive), {r['requests_per_cpu_s']} requests per CPU-second, "
+              f"journal {r['journal_bytes_per_request']} B per request")
+    print(f"peak RSS of our process: {out['peak_rss_mb']} MB (the baseline and both wires, one after another)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,410 @@
+"""Batch mode: a batched model's requests are gathered into provider batches, journaled, awaited.
+
+The hook is the model client: ``ModelClient.batch`` is a lane's ``chat``, which turns the request
+into a batch line, enqueues it and awaits its result, so the agent loop does not change. Rounds
+of every live trajectory of that model gather for ``gather_s`` (or until a documented limit in
+requests or bytes) and go out as one batch; when it ends, each trajectory runs its tools locally
+and its next request joins the next batch.
+
+Restarts: a request's custom_id is a hash of (lane, job, request number within the job, body),
+so the replayed agent loop of an unfinished job asks for the same ids. The journal
+(fasteval.runfolder.batch_journal) answers a request that already succeeded without the
+network, lets one still in an open batch wait for that batch (reattached at start: polled,
+downloaded, or found again by listing when the crash fell between create and id-recorded), and
+resubmits only requests that did not succeed and whose error our retry taxonomy retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fasteval.core.errors import UnsafeRunFolder
+from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome
+from providers.base import ChatRequest, ChatResponse, ProviderError
+from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
+from providers.breaker import EndpointDown
+from providers.client import EndpointStats, RetryPolicy
+from providers.retry import MODEL_RETRYABLE, retry_call
+
+log = logging.getLogger(__name__)
+
+@dataclass(slots=True)
+class JobBatches:
+    """One job's context: its request numbers per lane and the batch ids its requests rode in."""
+
+    job: str
+    counters: dict[str, int] = field(default_factory=dict)
+    batch_ids: set[str] = field(default_factory=set)
+
+    def next(self, lane: str) -> int:
+        n = self.counters.get(lane, 0)
+        self.counters[lane] = n + 1
+        return n
+
+
+_JOB: contextvars.ContextVar[JobBatches | None] = contextvars.ContextVar("fasteval_batch_job", default=None)
+
+
+@contextlib.contextmanager
+def batch_job(job_id: str) -> Iterator[JobBatches]:
+    """Requests made inside belong to one job: their custom_ids are stable across reruns."""
+    slot = JobBatches(job_id)
+    token = _JOB.set(slot)
+    try:
+        yield slot
+    finally:
+        _JOB.reset(token)
+
+
+def custom_id(lane: str, job: str, n: int, body: bytes) -> str:
+    """Valid for every provider (``[a-zA-Z0-9_-]{1,64}``); the job/round map lives in the journal."""
+    h = hashlib.blake2b(f"{lane}\x1f{job}\x1f{n}\x1f".encode(), digest_size=24)
+    h.update(body)
+    cid = f"fe_{h.hexdigest()}"
+    assert custom_id_ok(cid)
+    return cid
+
+
+class BatchesPending(EndpointDown):
+    """``--no-wait``: the job's request is at the provider; no record now, a rerun collects it."""
+
+
+@dataclass(slots=True)
+class _Queued:
+    cid: str
+    line: bytes
+    job: str
+    n: int
+
+
+class BatchLane:
+    """One batched model or role: gathers, submits, polls, downloads, resolves its requests."""
+
+    def __init__(self, name: str, wire: BatchWire, journal: BatchJournal, settings: BatchSettings, *,
+                 retry: RetryPolicy | None = None, stats: EndpointStats | None = None, no_wait: bool = False) -> None:
+        self.name, self.wire, self.journal, self.settings = name, wire, journal, settings
+        self.retry = retry or RetryPolicy()
+        self.stats = stats or EndpointStats()
+        self.no_wait = no_wait
+        self.max_requests = min(settings.max_requests or wire.max_requests, wire.max_requests)
+        mb = settings.max_mb
+        self.max_bytes = min(int(mb * 1024 * 1024) if mb else wire.max_bytes, wire.max_bytes)
+        self.live: dict[str, BatchInfo | None] = {}
+        """Open batches by local id: the provider's latest view (None until created)."""
+        self.submitted = 0
+        self._queue: list[_Queued] = []
+        self._qbytes = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiters: dict[str, asyncio.Future[bytes]] = {}
+        self._created: dict[str, asyncio.Event] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loose: dict[str, int] = {}
+
+    # -- the client hook -----------------------------------------------------------------------------
+    async def chat(self, request: ChatRequest) -> ChatResponse:
+        slot = _JOB.get()
+        body = await self.wire.body(request)
+        if slot is not None:
+            job, n = slot.job, slot.next(self.name)
+        else:  # outside a job (a rescore): the n-th identical request of this process
+            digest = hashlib.blake2b(body, digest_size=16).hexdigest()
+            job, n = "-", self._loose.get(digest, 0)
+            self._loose[digest] = n + 1
+        cid = custom_id(self.name, job, n, body)
+        fut = self._waiters.get(cid)
+        if fut is None:
+            st = self.journal.requests.get(cid)
+            if st is not None and st.body is not None:
+                return self._response(st.body, st.batches[-1], slot)
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters[cid] = fut
+            if st is None or st.resolved:  # new, or failed before: _resolve_failed decides
+                if st is not None and not self._may_resubmit(st.kind, len(st.batches)):
+                    del self._waiters[cid]
+                    raise ProviderError(st.kind or "fatal", f"{st.message} (in batch)")  # type: ignore[arg-type]
+                line = self.wire.line(cid, body)
+                if len(line) + 1 > self.max_bytes:
+                    del self._waiters[cid]
+                    raise ProviderError("bad_input", f"request of {len(line)} bytes exceeds the batch limit of "
+                                        f"{self.max_bytes} bytes")
+                self._enqueue(_Queued(cid, line, job, n))
+        if self.no_wait:
+            await self._wait_submitted(cid)
+            if not fut.done() or fut.exception() is not None:
+                raise BatchesPending(self.name, "its requests are in batches at the provider; rerun to collect them")
+        raw = await fut
+        st = self.journal.requests[cid]
+        return self._response(raw, st.batches[-1], slot)
+
+    def _may_resubmit(self, kind: str | None, attempts: int) -> bool:
+        return kind in MODEL_RETRYABLE and attempts < self.retry.max_attempts
+
+    def _response(self, raw: bytes, local: str, slot: JobBatches | None) -> ChatResponse:
+        resp = self.wire.parse(raw)
+        bid = self.journal.batches[local].batch_id
+        if slot is not None and bid:
+            slot.batch_ids.add(bid)
+        s = self.stats
+        s.requests += 1
+        s.prompt_tokens += resp.usage.prompt_tokens
+        s.completion_tokens += resp.usage.completion_tokens
+        s.cache_read_tokens += resp.usage.cache_read_tokens
+        s.cache_write_tokens += resp.usage.cache_write_tokens
+        return resp
+
+    async def _wait_submitted(self, cid: str) -> None:
+        while True:
+            st = self.journal.requests.get(cid)
+            if st is not None and self.journal.batches[st.batches[-1]].batch_id:
+                return
+            if self._waiters[cid].done():
+                return
+            await asyncio.sleep(0.05)
+
+    # -- gathering -----------------------------------------------------------------------------------
+    def _enqueue(self, q: _Queued) -> None:
+        self._queue.append(q)
+        self._qbytes += len(q.line) + 1
+        if len(self._queue) >= self.max_requests or self._qbytes >= self.max_bytes:
+            self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.settings.gather_s, self._flush)
+
+    def _flush(self) -> None:
+        """Split what gathered by the limits (requests and bytes) and submit each part."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        chunk: list[_Queued] = []
+        size = 0
+        for q in self._queue:
+            if chunk and (len(chunk) >= self.max_requests or size + len(q.line) + 1 > self.max_bytes):
+                self._spawn(self._submit(chunk))
+                chunk, size = [], 0
+            chunk.append(q)
+            size += len(q.line) + 1
+        if chunk:
+            self._spawn(self._submit(chunk))
+        self._queue, self._qbytes = [], 0
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _submit(self, chunk: list[_Queued]) -> None:
+        try:
+            jb = await self.journal.begin(self.name, [q.line for q in chunk], [(q.cid, q.job, q.n) for q in chunk])
+        except (OSError, UnsafeRunFolder) as e:  # never submit what is not journaled first
+            for q in chunk:
+                self._fail(q.cid, ProviderError("fatal", f"cannot journal a batch: {e}"))
+            return
+        await self._drive(jb, [q.line for q in chunk], fresh=True)
+
+    # -- one batch, from create to its last result ---------------------------------------------------
+    async def reattach(self) -> int:
+        """Drive every batch the journal left open (a previous run's); how many."""
+        open_ = self.journal.open_batches(self.name)
+        for jb in open_:
+            self._spawn(self._drive(jb, None, fresh=False))
+        return len(open_)
+
+    async def _drive(self, jb: JournalBatch, lines: list[bytes] | None, *, fresh: bool) -> None:
+        self.live[jb.local] = None
+        created = self._created.setdefault(jb.local, asyncio.Event())
+        try:
+            while True:
+                if jb.batch_id is None:
+                    await self._ensure_created(jb, lines, fresh=fresh)
+                created.set()
+                assert jb.batch_id is not None
+                info = await self._poll(jb.batch_id, jb.local)
+                outcomes, ours = await self._collect(jb, info)
+                if not ours:  # a batch matched after a crash that holds none of our ids: not ours
+                    await self.journal.forget(jb.local, jb.batch_id)
+                    fresh = False
+                    continue
+                await self.journal.results(jb.local, outcomes, ended=info.status)
+                break
+        except ProviderError as e:  # the batch could not be created or read: its requests failed so
+            try:
+                await self.journal.results(jb.local, [(c, None, e.kind, f"batch: {e}") for c in jb.ids],
+                                           ended="unreachable")
+            except OSError as oe:
+                self._fail_all(jb, ProviderError("fatal", f"cannot journal batch {jb.local}: {oe}"))
+                return
+        except Exception as e:  # a journal write or our bug: its jobs end in error instead of waiting forever
+            log.error("model %s: batch %s failed: %s", self.name, jb.batch_id or jb.local, e, exc_info=True)
+            self._fail_all(jb, ProviderError("fatal", f"batch {jb.batch_id or jb.local}: {type(e).__name__}: {e}"))
+            return
+        finally:
+            created.set()
+            self.live.pop(jb.local, None)
+        self._wake(jb)
+
+    async def _ensure_created(self, jb: JournalBatch, lines: list[bytes] | None, *, fresh: bool) -> None:
+        if not fresh:
+            found = await self._retry(lambda: self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed()))
+            if found is not None:
+                await self.journal.created(jb.local, found)
+                return
+        file_id = jb.file_id
+        if file_id is None and not fresh:
+            file_id = await self._retry(lambda: self.wire.find_file(jb.local))
+        if lines is None:
+            lines = await asyncio.to_thread(self.journal.input_lines, jb.local)
+
+        async def on_file(fid: str) -> None:
+            await self.journal.file(jb.local, fid)
+
+        async def attempt() -> str:
+            try:
+                return await self.wire.create(jb.local, lines, file_id=jb.file_id or file_id, on_file=on_file)
+            except ProviderError as e:
+                if e.kind in ("timeout", "transient"):  # it may have been created all the same
+                    found = await self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed())
+                    if found is not None:
+                        return found
+                raise
+
+        bid = await self._retry(attempt)
+        await self.journal.created(jb.local, bid)
+        self.submitted += 1
+
+    async def _poll(self, batch_id: str, local: str) -> BatchInfo:
+        while True:
+            info: BatchInfo = await self._retry(lambda: self.wire.retrieve(batch_id))
+            self.live[local] = info
+            if info.state == "ended":
+                return info
+            await asyncio.sleep(self.settings.poll_s)
+
+    async def _collect(self, jb: JournalBatch, info: BatchInfo) -> tuple[list[Outcome], bool]:
+        ids = set(jb.ids)
+        if info.failed is not None:
+            return [(c, None, "fatal", f"batch {info.id} failed: {info.failed}") for c in jb.ids], True
+        lines = await self._retry(lambda: self.wire.results(info, jb.ids))
+        mine = [r for r in lines if r.custom_id in ids]
+        if lines and not mine:
+            return [], False
+        return [(r.custom_id, r.body, r.kind, r.message) for r in mine], True
+
+    async def _retry(self, call: Any) -> Any:
+        return await retry_call(self.retry, call, error_type=ProviderError, retryable=MODEL_RETRYABLE)
+
+    # -- resolving waiters ---------------------------------------------------------------------------
+    def _wake(self, jb: JournalBatch) -> None:
+        bodies: dict[str, bytes] | None = None  # read once, only when something is resubmitted
+        for cid in jb.ids:
+            fut = self._waiters.get(cid)
+            if fut is None or fut.done():
+                continue
+            st = self.journal.requests[cid]
+            if st.batches[-1] != jb.local:
+                continue  # resubmitted since: a later batch resolves it
+            if st.body is not None:
+                del self._waiters[cid]
+                fut.set_result(st.body)
+            elif self._may_resubmit(st.kind, len(st.batches)):
+                try:
+                    bodies = self._bodies(jb.local) if bodies is None else bodies
+                    line = self.wire.line(cid, bodies[cid])
+                except (OSError, ValueError, KeyError) as e:
+                    self._fail(cid, ProviderError("fatal", f"cannot resubmit {cid}: its batch input is unreadable "
+                                                  f"({type(e).__name__}: {e})"))
+                    continue
+                self._enqueue(_Queued(cid, line, st.job, st.n))
+            else:
+                self._fail(cid, ProviderError(st.kind or "fatal", f"{st.message}"))  # type: ignore[arg-type]
+
+    def _bodies(self, local: str) -> dict[str, bytes]:
+        """custom_id -> request body, from the batch input that carried them (for resubmissions)."""
+        return dict(self.wire.entry(line) for line in self.journal.input_lines(local))
+
+    def _fail_all(self, jb: JournalBatch, e: ProviderError) -> None:
+        for cid in jb.ids:
+            self._fail(cid, e)
+
+    def _fail(self, cid: str, e: ProviderError) -> None:
+        fut = self._waiters.pop(cid, None)
+        if fut is not None and not fut.done():
+            self.stats.errors += 1
+            fut.set_exception(e)
+
+    # -- the end -------------------------------------------------------------------------------------
+    def rows(self) -> dict[str, dict[str, Any]]:
+        """Per batch in flight, for the live panel: requests, the provider's status, age, its counts."""
+        out: dict[str, dict[str, Any]] = {}
+        for jb in self.journal.open_batches(self.name):
+            info = self.live.get(jb.local)
+            counts = " ".join(f"{k}={v}" for k, v in (info.counts if info else {}).items())
+            out[f"batch {jb.batch_id or 'submitting'} ({self.name})"] = {
+                "in_flight": len(jb.ids), "limit": info.status if info else "submitting",
+                "waiting": f"{batch_age(info, jb.at) / 60:.0f}m", "requests": counts}
+        if self._queue:
+            out[f"batch gathering ({self.name})"] = {"in_flight": len(self._queue), "limit": "-", "waiting": "-",
+                                                     "requests": ""}
+        return out
+
+    async def drained(self) -> None:
+        """Until every batch this lane drives has ended and been collected."""
+        while self._tasks:
+            await asyncio.wait(set(self._tasks))
+
+    def in_flight(self) -> int:
+        return len(self.journal.open_batches(self.name))
+
+    async def close(self) -> None:
+        """Leave batches at the provider (their cost is committed): a rerun collects them."""
+        if self._timer is not None:
+            self._timer.cancel()
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        left = self.in_flight()
+        if left:
+            log.warning("model %s: %d batch(es) left running at the provider; rerun the same command to collect "
+                        "them (fasteval batches cancel RUN stops them)", self.name, left)
+        await self.wire.close()
+
+
+def batch_age(info: BatchInfo | None, at: float) -> float:
+    return time.time() - (info.created_at if info is not None and info.created_at else at)
+
+
+def pending_line(lanes: dict[str, BatchLane], not_run: int) -> str:
+    """The one line a run whose remaining work is batches at the provider ends with (exit 3)."""
+    open_ = [b for lane in lanes.values() for b in lane.journal.open_batches(lane.name)]
+    by = ", ".join(f"{n}: {k}" for n, lane in lanes.items() if (k := lane.in_flight()))
+    latest = max((b.at for b in open_), default=time.time()) + 24 * 3600
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(latest))
+    return (f"incomplete: {len(open_)} batch(es) at the provider ({by}) hold the work of {not_run} job(s); most "
+            f"batches end within an hour, all by {when}: rerun the same command then to collect them")
+
+
+async def attach_lane(stack: contextlib.AsyncExitStack, client: Any, spec: dict[str, Any], journal: BatchJournal, *,
+                      no_wait: bool = False) -> BatchLane | None:
+    """Put a model client in batch mode when its entry says ``batch:``; reattach its open batches."""
+    from providers.batch.wires import wire_for
+
+    settings = BatchSettings.from_config(spec.get("batch"))
+    if settings is None:
+        return None
+    lane = BatchLane(client.name, wire_for(client.provider), journal, settings, retry=client.retry, stats=client.stats,
+                     no_wait=no_wait)
+    client.batch = lane.chat
+    stack.push_async_callback(lane.close)
+    n = await lane.reattach()
+    if n:
+        log.info("model %s: reattached to %d batch(es) from an earlier run", client.name, n)
+    return lane

@@ -1,0 +1,169 @@
+"""One vocabulary for three batch APIs: a batch's state, a request's outcome, a wire's methods."""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import aiohttp
+
+from providers.base import ChatRequest, ChatResponse, ErrorKind, ProviderError
+from providers.breaker import connection_error
+
+BATCH_FIELDS = ("max_requests", "max_mb", "gather_s", "poll_s", "window")
+
+
+@dataclass(slots=True, frozen=True)
+class BatchSettings:
+    """A model's or role's ``batch:`` entry (``true`` takes every default)."""
+
+    max_requests: int | None = None
+    """At most the provider's documented limit (OpenAI 50,000, Anthropic 100,000)."""
+    max_mb: float | None = None
+    """At most the provider's documented byte limit (OpenAI 200 MB, Anthropic 256 MB)."""
+    gather_s: float = 30.0
+    poll_s: float = 30.0
+    window: str = "24h"
+
+    @classmethod
+    def from_config(cls, value: Any) -> BatchSettings | None:
+        if value is None or value is False:
+            return None
+        if value is True:
+            return cls()
+        if not isinstance(value, dict):
+            raise ValueError(f"batch: expected true or a mapping of {', '.join(BATCH_FIELDS)}, got {value!r}")
+        unknown = sorted(set(value) - set(BATCH_FIELDS))
+        if unknown:
+            raise ValueError(f"batch: unknown keys {unknown}; known: {', '.join(BATCH_FIELDS)}")
+        out = cls(**value)
+        for name in ("max_requests", "max_mb", "gather_s", "poll_s"):
+            v = getattr(out, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v <= 0):
+                raise ValueError(f"batch.{name} must be a positive number, got {v!r}")
+        if out.window != "24h":
+            raise ValueError(f"batch.window: the providers offer a 24h completion window only, got {out.window!r}")
+        return out
+
+
+BatchState = Literal["running", "cancelling", "ended"]
+"""Every provider status word maps onto one of these (``validating``/``in_progress``/
+``finalizing`` are running; ``cancelling``/``canceling`` cancelling; the rest ended)."""
+
+_CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def custom_id_ok(cid: str) -> bool:
+    """Anthropic's rule (1-64 of ``[a-zA-Z0-9_-]``) is the strictest; OpenAI takes any string."""
+    return bool(_CUSTOM_ID.match(cid))
+
+
+@dataclass(slots=True)
+class BatchInfo:
+    """A batch as the provider reports it, in our words."""
+
+    id: str
+    state: BatchState
+    status: str
+    """The provider's own status word, shown as it is."""
+    counts: dict[str, int] = field(default_factory=dict)
+    created_at: float = 0.0
+    expired: bool = False
+    """The whole batch expired (OpenAI ``expired``); Anthropic says so per request."""
+    failed: str | None = None
+    """A batch the provider refused as a whole (OpenAI ``failed`` validation): why."""
+    output_ref: str | None = None
+    error_ref: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ResultLine:
+    """One request's outcome: the response body to parse, or a classified error."""
+
+    custom_id: str
+    body: bytes | None = None
+    kind: ErrorKind | None = None
+    message: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.body is not None
+
+
+OnFile = Callable[[str], Awaitable[None]]
+"""Called with an uploaded input file's id before the batch is created (it is journaled)."""
+
+
+class BatchWire(ABC):
+    """A provider's batch API. ``max_requests`` and ``max_bytes`` are its documented limits."""
+
+    max_requests: int
+    max_bytes: int
+    name: str
+
+    @abstractmethod
+    async def body(self, request: ChatRequest) -> bytes:
+        """The request's body as the interactive provider would send it (hashed into its custom_id)."""
+
+    @abstractmethod
+    def line(self, custom_id: str, body: bytes) -> bytes:
+        """One entry of the batch input (a JSONL line, no newline)."""
+
+    @abstractmethod
+    def entry(self, line: bytes) -> tuple[str, bytes]:
+        """``(custom_id, body)`` of a line ``line`` made (a resubmission reads them back)."""
+
+    @abstractmethod
+    async def create(self, local_id: str, lines: list[bytes], *, file_id: str | None, on_file: OnFile) -> str:
+        """Create the batch (uploading its input first where the API needs a file); its id."""
+
+    @abstractmethod
+    async def retrieve(self, batch_id: str) -> BatchInfo: ...
+
+    @abstractmethod
+    async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
+        """Every outcome the provider still holds for an ended batch (missing ones are absent);
+        ``ids`` are the batch's custom_ids in input order, for an API that answers by order."""
+
+    @abstractmethod
+    async def cancel(self, batch_id: str) -> BatchInfo: ...
+
+    @abstractmethod
+    async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
+        """The id of a batch created for ``local_id`` whose id we never recorded (a crash), or None."""
+
+    @abstractmethod
+    async def find_file(self, local_id: str) -> str | None:
+        """An input file uploaded for ``local_id`` whose batch was never created, or None."""
+
+    @abstractmethod
+    async def probe(self) -> None:
+        """List one batch: a ProviderError (404 for an endpoint without the API) when it cannot."""
+
+    @abstractmethod
+    def parse(self, body: bytes) -> ChatResponse:
+        """A succeeded request's response body as a ChatResponse."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+
+async def http(session: aiohttp.ClientSession, method: str, url: str, classify: Callable[[int, bytes], ProviderError],
+               **kwargs: object) -> bytes:
+    """One batch-API call; transport faults and HTTP errors become classified ProviderErrors."""
+    try:
+        async with session.request(method, url, **kwargs) as resp:  # type: ignore[arg-type]
+            raw = await resp.read()
+            if resp.status != 200:
+                raise classify(resp.status, raw)
+            return raw
+    except TimeoutError:
+        raise ProviderError("timeout", f"{method} {url}: no answer within the timeout") from None
+    except aiohttp.ClientConnectionError as e:
+        raise connection_error(e, url) from None
+    except aiohttp.ClientPayloadError as e:
+        raise ProviderError("transient", f"{method} {url}: truncated body ({type(e).__name__})") from None

@@ -1,0 +1,161 @@
+"""Disk quotas for the folders model code writes: a call's and a trajectory's bytes and inodes.
+
+``RLIMIT_FSIZE`` caps one file; nothing capped how many. In the jail each working folder (a
+stateless call's, a session's, a kept work folder's) is its own small tmpfs mount, so the kernel
+stops writes at the quota (``ENOSPC``) and nothing reaches the host's disk. Before each call of a
+session its tmpfs is resized to what it holds plus one call's allowance, capped by the
+trajectory's: a call can add at most ``call_disk_*``, a trajectory hold at most
+``trajectory_disk_*``, and a full folder never touches another trajectory's (each has its own
+mount). Folders are parked and brought back with ``MS_MOVE`` (a mount point cannot be renamed)
+and removed with a lazy unmount. The memory a tmpfs holds is bounded by these quotas.
+
+Without the jail (``isolation="process"``, no mount rights) folders are plain directories: after
+each call the folder is measured and a call or trajectory over its quota gets an error and the
+folder's files are removed. That stops a trajectory from growing, not one call from writing up to
+its file-size limit times its open-file limit before it ends.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_MOVE = 2, 4, 32, 8192
+_MNT_DETACH = 2
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    def enc(s: str | None) -> bytes | None:
+        return s.encode() if s is not None else None
+
+    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def usage(path: Path) -> tuple[int, int]:
+    """Bytes and inodes a tmpfs folder holds (statvfs: constant time, whatever it holds)."""
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree
+
+
+def walk_usage(path: Path, stop_at: int) -> tuple[int, int]:
+    """Bytes and inodes of a plain folder, counting stops once ``stop_at`` inodes are seen."""
+    size, inodes = 0, 1
+    stack = [str(path)]
+    while stack and inodes <= stop_at:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for e in entries:
+            inodes += 1
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            size += st.st_blocks * 512
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+    return size, inodes
+
+
+class FolderQuota:
+    """Makes, moves, resizes and removes working folders under the quotas of ``limits``."""
+
+    def __init__(self, limits: dict[str, Any], mounts: bool) -> None:
+        self.call = int(limits.get("call_disk_bytes", 512 << 20)), int(limits.get("call_disk_inodes", 10_000))
+        self.trajectory = (int(limits.get("trajectory_disk_bytes", 1 << 30)),
+                           int(limits.get("trajectory_disk_inodes", 20_000)))
+        self.mounts = mounts
+        self._before: dict[str, tuple[int, int]] = {}
+
+    def _options(self, size: int, inodes: int, uid: int | None) -> str:
+        owner = f",uid={uid},gid={uid}" if uid is not None else ""
+        return f"size={max(size, 1 << 16)},nr_inodes={max(inodes, 2)},mode=0700{owner}"
+
+    def create(self, path: Path, uid: int, chown: bool) -> None:
+        """A new empty folder owned by ``uid``, allowed one call's writes."""
+        if not (self.mounts and path.is_dir()):  # in the jail ``work`` stays as the mount point's folder
+            path.mkdir(mode=0o700)
+        if self.mounts:
+            _mount("tmpfs", str(path), "tmpfs", _MS_NOSUID | _MS_NODEV, self._options(*self.call, uid))
+        elif chown:
+            os.chown(path, uid, uid)
+
+    def occupied(self, path: Path) -> bool:
+        """Whether a folder is at ``path`` (in the jail: a tmpfs mounted there)."""
+        return os.path.ismount(path) if self.mounts else path.exists()
+
+    def move(self, src: Path, dst: Path, keep_src: bool = False) -> None:
+        """``os.replace`` for folders that may be mount points. ``dst`` may be an empty folder
+        (the mount point ``work``); ``keep_src`` leaves ``src``'s empty folder for the next move."""
+        if self.mounts and os.path.ismount(src):
+            if not dst.is_dir():
+                dst.mkdir(mode=0o700)
+            _mount(str(src), str(dst), None, _MS_MOVE)
+            if not keep_src:
+                os.rmdir(src)
+        else:
+            os.replace(src, dst)
+
+    def before_call(self, path: Path, key: str | None) -> None:
+        """Give a session's folder room for one more call, within the trajectory's quota."""
+        if key is None:
+            return
+        if not self.mounts:
+            self._before[key] = walk_usage(path, self.trajectory[1])
+            return
+        used, inodes = usage(path)
+        self._before[key] = used, inodes
+        size = min(self.trajectory[0], used + self.call[0])
+        count = min(self.trajectory[1], inodes + self.call[1])
+        _mount(None, str(path), None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
+               f"size={max(size, used, 1 << 16)},nr_inodes={max(count, inodes, 2)}")
+
+    def after_call(self, path: Path, key: str | None, wipe: Callable[[Path], None]) -> str | None:
+        """A note for the call's reply when the folder hit a quota (None when it did not)."""
+        if self.mounts:
+            try:
+                st = os.statvfs(path)
+            except OSError:
+                return None
+            # tmpfs keeps no reserve: a full folder has (next to) no free block or no free inode.
+            before = self._before.pop(key, (0, 0)) if key is not None else (0, 0)
+            if st.f_bavail * st.f_frsize >= 1 << 16 and st.f_favail > 0:
+                return None
+            if usage(path) == before:  # a call that only read a full folder hit nothing
+                return None
+            return self._note("the work folder is full")
+        if not path.is_dir():
+            return None
+        used, inodes = walk_usage(path, self.trajectory[1])
+        before = self._before.pop(key, (0, 1)) if key is not None else (0, 1)
+        over_call = used - before[0] > self.call[0] or inodes - before[1] > self.call[1]
+        over_traj = used > self.trajectory[0] or inodes > self.trajectory[1]
+        if not (over_call or over_traj):
+            return None
+        for entry in list(os.scandir(path)):
+            wipe(Path(entry.path))
+        return self._note("the work folder went over its quota and its files were removed")
+
+    def _note(self, what: str) -> str:
+        return (f"SandboxError: {what}: a call may add {self.call[0]} bytes and {self.call[1]} files, a "
+                f"trajectory keep {self.trajectory[0]} bytes and {self.trajectory[1]} files "
+                "(SandboxLimits call_disk_* / trajectory_disk_*)")
+
+    def remove(self, path: Path, fallback: Callable[[Path], None]) -> None:
+        """Drop a folder: a lazy unmount of its tmpfs (frees it at once), else ``fallback``."""
+        if self.mounts and os.path.ismount(path):
+            _check(_libc.umount2(str(path).encode(), _MNT_DETACH), f"umount {path}")
+            os.rmdir(path)
+        else:
+            fallback(path)
