@@ -80,6 +80,7 @@ def server_env(spec: ServeSpec, *, gpus: list[str], cpus: list[str], tmpdir: Pat
     env.setdefault("VLLM_CACHE_ROOT", str(root / "vllm"))
     env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "torchinductor"))
     env["TMPDIR"] = str(tmpdir)
+    env["FASTEVAL_SERVER_TMPDIR"] = str(tmpdir)  # the launcher removes it, even when fasteval was killed
     if gpus:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     elif cpus:  # a CPU node: this replica's own cores, and its KV cache size
