@@ -1,13 +1,17 @@
-"""GPU check for locally served models: real vLLM, started and routed by our supervisor.
+"""Locally served models on real vLLM, started and routed by our supervisor: on a GPU node, or on a
+CPU node with vLLM's CPU build (``make vllm``; found on PATH or in ``.venv-vllm``).
 
     python benchmarks/vllm_local.py [--model PATH] [--requests 256] [--concurrency 32]
                                     [--input-len 512] [--output-len 128] [--json]
     python benchmarks/vllm_local.py --server-command "python -m providers.sim --port {port} \
         --model {served_model_name}:direct --prefix-cache"      # no vLLM: the other parts only
 
-Not run in CI. Steps:
+Not run in CI. On a CPU node (no GPU found) each of the 2 replicas gets half of the usable cores
+and the model is the tiny calculator checkpoint (providers/local/tiny_checkpoint.py, cached).
+Steps:
 
-1. **A tiny model, built here** (unless ``--model PATH``): a byte-level BPE tokenizer trained on
+1. **A tiny model, built here** (unless ``--model PATH``; with a vllm binary here, the cached tiny
+   calculator checkpoint, built by that venv's Python): a byte-level BPE tokenizer trained on
    the spot with ``tokenizers``, wrapped as a transformers fast tokenizer with a ChatML chat
    template that renders tools and ``<tool_call>`` blocks (hermes style), and a 2-layer Llama
    with random weights from a small ``LlamaConfig`` (transformers + torch; without torch the same
@@ -37,7 +41,6 @@ import importlib.util
 import json
 import random
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +56,9 @@ sys.path.insert(0, str(ROOT))
 from providers.base import ChatRequest  # noqa: E402
 from providers.client import ModelClient, RetryPolicy  # noqa: E402
 from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, parse_metrics, trajectory  # noqa: E402
+from providers.local.gpus import detect_cpus, usable_cpus  # noqa: E402
+from providers.local.spec import find_vllm  # noqa: E402
+from providers.local.tiny_checkpoint import ensure_checkpoint  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider, Timeouts  # noqa: E402
 
 NAME = "tiny-tools"
@@ -217,9 +223,13 @@ def _numpy_llama(config: Any, path: Path) -> None:
 
 # -- 2. servers --------------------------------------------------------------------------------
 def preflight(a: argparse.Namespace) -> None:
-    if a.server_command is None and (importlib.util.find_spec("vllm") is None or shutil.which("vllm") is None):
-        raise CheckError("vllm is not installed here (import vllm failed or no `vllm` on PATH): install it "
-                         "(pip install vllm) or pass --server-command to run the other parts against another server")
+    # vLLM may live in another venv (the CPU build in .venv-vllm): its binary is what counts, not an import
+    a.vllm = find_vllm()
+    if a.server_command is None and a.vllm is None:
+        raise CheckError("no vllm binary (not on PATH, no .venv-vllm/bin/vllm): `make vllm` installs the CPU "
+                         "build, or pass --server-command to run the other parts against another server")
+    if a.model is None and a.vllm is not None:
+        return  # the tiny calculator checkpoint, built (cached) by the vLLM venv's Python
     if a.model is None:
         missing = [m for m in ("transformers", "tokenizers", "jinja2") if importlib.util.find_spec(m) is None]
         if missing:
@@ -235,6 +245,18 @@ def _gpus() -> list[str]:
 
 def make_group(a: argparse.Namespace, model_path: str, servers: Path) -> ServerGroup:
     gpus = _gpus()
+    if not gpus:  # a CPU node: vLLM's CPU build, one replica per half of the usable cores
+        serve_cpu: dict[str, Any] = {
+            "model": model_path, "replicas": 2, "startup_timeout_s": a.startup_timeout_s, "max_restarts": 0,
+            "command": [a.vllm] if a.server_command is None else shlex.split(a.server_command),
+            "args": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-num-seqs",
+                     str(a.max_num_seqs), "--enable-prefix-caching", "--dtype", "float32", *shlex.split(a.vllm_args)],
+            "max_model_len": a.max_model_len, "kv_cache_gib": a.kv_cache_gib}
+        if a.server_command is not None:
+            serve_cpu.pop("args")
+            serve_cpu.pop("kv_cache_gib")
+        cores = usable_cpus(detect_cpus())
+        return ServerGroup(ServeSpec.from_config(NAME, serve_cpu), [], servers, cpus=cores[: len(cores) // 2 * 2])
     shared = len(gpus) < 2
     serve: dict[str, Any] = {
         "model": model_path, "replicas": 2, "startup_timeout_s": a.startup_timeout_s, "max_restarts": 0,
@@ -288,7 +310,7 @@ async def harness_throughput(base_url: str, a: argparse.Namespace, tokenizer: st
 
 def vllm_bench(base_url: str, tokenizer: str, a: argparse.Namespace, out_dir: Path) -> dict[str, Any]:
     root = base_url.removesuffix("/v1")
-    cmd = ["vllm", "bench", "serve", "--backend", "openai-chat", "--base-url", root, "--endpoint",
+    cmd = [a.vllm, "bench", "serve", "--backend", "openai-chat", "--base-url", root, "--endpoint",
            "/v1/chat/completions", "--model", NAME, "--tokenizer", tokenizer, "--dataset-name", "random",
            "--random-input-len", str(a.input_len), "--random-output-len", str(a.output_len), "--num-prompts",
            str(a.requests), "--max-concurrency", str(a.concurrency), "--ignore-eos", "--save-result",
@@ -350,7 +372,13 @@ async def hit_rate(group: ServerGroup, policy: str, a: argparse.Namespace, salt:
 
 async def run_check(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"server": "vllm" if a.server_command is None else a.server_command}
-    if a.model is None:
+    if a.model is None and a.vllm is not None:
+        t0 = time.perf_counter()
+        path = await asyncio.to_thread(ensure_checkpoint, str(Path(a.vllm).with_name("python")))
+        result["model"] = {"path": str(path), "recipe": "providers/local/tiny_checkpoint.py",
+                           "build_s": round(time.perf_counter() - t0, 1)}
+        model_path = str(path)
+    elif a.model is None:
         t0 = time.perf_counter()
         result["model"] = await asyncio.to_thread(build_model, work / "tiny-model")
         result["model"]["build_s"] = round(time.perf_counter() - t0, 1)
@@ -367,13 +395,13 @@ async def run_check(a: argparse.Namespace, work: Path) -> dict[str, Any]:
         if not a.skip_throughput:
             ours = await harness_throughput(group.replicas[0].base_url, a, a.tokenizer or model_path)
             result["harness"] = ours
-            if a.server_command is None:
+            if a.vllm is not None:  # also against --server-command's server, when a vllm binary is here
                 bench = await asyncio.to_thread(vllm_bench, group.replicas[0].base_url, a.tokenizer or model_path,
                                                 a, work)
                 result["vllm_bench_serve"] = bench
                 result["ratio_harness_vs_vllm_bench"] = round(ours["output_throughput"] / bench["output_throughput"], 3)
             else:
-                result["vllm_bench_serve"] = "skipped: --server-command replaces vLLM"
+                result["vllm_bench_serve"] = "skipped: no vllm binary here for `vllm bench serve`"
         result["prefix_cache"] = [await hit_rate(group, policy, a, salt)
                                   for salt, policy in enumerate(("round_robin", "sticky"), start=1)]
     finally:
@@ -394,6 +422,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--max-model-len", type=int, default=8192)
     ap.add_argument("--max-num-seqs", type=int, default=128)
+    ap.add_argument("--kv-cache-gib", type=int, default=1, help="per replica on a CPU node")
     ap.add_argument("--startup-timeout-s", type=float, default=600)
     ap.add_argument("--vllm-args", default="", help="extra `vllm serve` arguments, one string")
     ap.add_argument("--skip-throughput", action="store_true")

@@ -62,12 +62,31 @@ def cmd_config_check(a: argparse.Namespace) -> int:
     from fasteval.core.errors import ConfigError
 
     try:
-        load_config(a.config)
+        cfg = load_config(a.config)
+        placement = _serve_placement(cfg)
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except ValueError as e:  # a served model that cannot run here (no vllm, too few GPUs or cores)
+        print(f"error: {a.config}: {e}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"{a.config}: ok")
+    for line in placement:
+        print(f"  {line}")
     return EXIT_OK
+
+
+def _serve_placement(cfg: Any) -> list[str]:
+    """What the served models will run where; raises ValueError when they cannot run on this node."""
+    from pathlib import Path
+
+    from fasteval.engine.serving import Serving
+
+    serving = Serving.from_config(cfg, Path("runs") / "config-check")
+    if serving is None:
+        return []
+    serving.preflight()
+    return serving.placement()
 
 
 def add_parser(sub: Any) -> None:

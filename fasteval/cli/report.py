@@ -47,15 +47,16 @@ def cmd_report(a: argparse.Namespace) -> int:
     for suite_name, label in (rep.get("texts") or {}).items():
         console().print(plain(f"texts: {suite_name}: {label}"))
     u = Table(title="cost and behaviour per trajectory")
-    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "mean latency s", "tool calls/traj",
-                "terminations"):
+    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "prefix cache hit", "mean latency s",
+                "tool calls/traj", "terminations"):
         u.add_column(col)
     for r in rep["rows"]:
         lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
         ends = plain(", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items())))
         tokens = r.get("tokens") or {}
         u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]), plain(tokens.get("prompt_tokens", "-")),
-                  plain(tokens.get("completion_tokens", "-")), "-" if lat is None else f"{lat:.2f}",
+                  plain(tokens.get("completion_tokens", "-")), fmt_rate(r.get("prefix_cache_hit_rate")),
+                  "-" if lat is None else f"{lat:.2f}",
                   "-" if calls is None else f"{calls:.2f}", ends)
     console().print(u)
     for r in rep["rows"]:
@@ -72,6 +73,10 @@ def cmd_report(a: argparse.Namespace) -> int:
             pt.add_row(plain(k), *(fmt(r["by_task_type"].get(k)) for r in typed))
         console().print(pt)
     return EXIT_OK
+
+
+def fmt_rate(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
 
 
 def _scalar(v: Any) -> bool:

@@ -1,7 +1,8 @@
 """``fasteval serve CONFIG --model NAME``: one served model's servers, started as a sweep would.
 
-For debugging a chat template or a tool parser by hand: the same command line, GPUs, logs and
-state files (under ``RUN/servers/``) as in a sweep; prints the base URLs and stops the servers
+For debugging a chat template or a tool parser by hand: the same command line, GPUs (or cores),
+logs and state files (under ``RUN/servers/``) as in a sweep; prints the base URLs (again after a
+restart, which picks a new port) and stops the servers
 on Ctrl-C or SIGTERM (and, through the launcher, if this process is killed).
 """
 
@@ -21,10 +22,11 @@ from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
-from fasteval.engine.serving import serve_specs
+from fasteval.engine.serving import Serving, serve_specs
 from providers.local import (
     GpuConfigError,
     GpuPool,
+    Replica,
     ServeConfigError,
     ServerGroup,
     ServerStartError,
@@ -48,13 +50,42 @@ def cmd_serve(a: argparse.Namespace) -> int:
         if a.model not in specs:
             raise ConfigError(f"{a.config}: no served model or role named {a.model!r} (served: {sorted(specs)})")
         spec = specs[a.model]
-        gpus = GpuPool(detect_gpus(cfg.run.get("gpus", "auto"))).take(spec.gpus_needed)
-        if gpus is None:
-            raise GpuConfigError(f"model {a.model} needs {spec.gpus_needed} GPU(s); this node has fewer (run.gpus)")
+        serving = Serving(cfg, run_dir)
+        serving.preflight()
+        if serving.cpu_node:
+            cores = GpuPool(serving.cores.all).take(serving.cores_needed(a.model))
+            gpus: list[str] = []
+            if cores is None:
+                raise GpuConfigError(f"model {a.model} needs {serving.cores_needed(a.model)} core(s); "
+                                     f"this node has fewer")
+        else:
+            cores = []
+            taken = GpuPool(detect_gpus(cfg.run.get("gpus", "auto"))).take(spec.gpus_needed)
+            if taken is None:
+                raise GpuConfigError(f"model {a.model} needs {spec.gpus_needed} GPU(s); this node has fewer (run.gpus)")
+            gpus = taken
     except (ConfigError, ServeConfigError, GpuConfigError) as e:
         print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
-    return uvloop.run(_serve(ServerGroup(spec, gpus, run_dir / "servers")))
+    return uvloop.run(_serve(ServerGroup(spec, gpus, run_dir / "servers", cpus=cores)))
+
+
+def _where(r: Replica) -> str:
+    return f"cpus {','.join(r.cpus)}" if r.cpus else f"gpus {','.join(r.gpus) or '-'}"
+
+
+async def _announce(group: ServerGroup) -> None:
+    """One line per replica whenever it becomes ready at a new address (a restart picks a new port)."""
+    shown: dict[int, tuple[int, str]] = {}
+    while True:
+        changed = group.changed()
+        for i, r in enumerate(group.replicas):
+            if r.ready.is_set() and shown.get(i, (0, ""))[0] != r.generation:
+                again = i in shown
+                shown[i] = (r.generation, r.base_url)
+                print(f"{r.label}: {r.base_url} ({_where(r)}, log {r.log_path})"
+                      + (f" (restarted, restart {r.restarts})" if again else ""), flush=True)
+        await changed.wait()
 
 
 async def _serve(group: ServerGroup) -> int:
@@ -62,6 +93,7 @@ async def _serve(group: ServerGroup) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    announcing: asyncio.Task[None] | None = None
     starting = asyncio.create_task(group.start())
     stopping = asyncio.create_task(stop.wait())
     try:
@@ -74,12 +106,14 @@ async def _serve(group: ServerGroup) -> int:
         except ServerStartError as e:
             print(f"error: {clean(e)}", file=sys.stderr)
             return EXIT_USAGE
-        for r in group.replicas:
-            print(f"{r.label}: {r.base_url} (gpus {','.join(r.gpus) or '-'}, log {r.log_path})", flush=True)
+        announcing = asyncio.create_task(_announce(group))
+        await asyncio.sleep(0)
         print("serving; Ctrl-C stops the servers", file=sys.stderr, flush=True)
         await stopping
         return EXIT_OK
     finally:
+        if announcing is not None:
+            announcing.cancel()
         stopping.cancel()
         with contextlib.suppress(asyncio.CancelledError, ServerStartError):
             await starting

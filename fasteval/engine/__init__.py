@@ -5,8 +5,9 @@ The names below load their module on first use, so importing one part never impo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fasteval.core.face import lazy_face
 
 if TYPE_CHECKING:
     from fasteval.engine.clients import build_client
@@ -14,21 +15,9 @@ if TYPE_CHECKING:
     from fasteval.engine.rescore import rescore
     from fasteval.engine.sweep import RunOptions, Selectors, Sweep, SweepResult, run_sweep
 
-_WHERE = {
-    "build_client": "fasteval.engine.clients",
-    "preflight": "fasteval.engine.preflight",
-    "rescore": "fasteval.engine.rescore",
-    "RunOptions": "fasteval.engine.sweep",
-    "Selectors": "fasteval.engine.sweep",
-    "Sweep": "fasteval.engine.sweep",
-    "SweepResult": "fasteval.engine.sweep",
-    "run_sweep": "fasteval.engine.sweep",
-}
-
-__all__ = ["RunOptions", "Selectors", "Sweep", "SweepResult", "build_client", "preflight", "rescore", "run_sweep"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'fasteval.engine' has no attribute {name!r}")
+__getattr__, __all__ = lazy_face("fasteval.engine", {
+    "clients": ("build_client",),
+    "preflight": ("preflight",),
+    "rescore": ("rescore",),
+    "sweep": ("RunOptions", "Selectors", "Sweep", "SweepResult", "run_sweep"),
+})

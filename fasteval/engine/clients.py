@@ -59,9 +59,11 @@ def build_client(name: str, spec: dict[str, Any] | EndpointSpec, *, sim_base_url
         endpoint = serving.endpoint_name(name)
 
         def make(base_url: str) -> Provider:
-            return make_provider("openai", WireArgs(
+            replica = make_provider("openai", WireArgs(
                 model_id=name, base_url=base_url, key_env=None, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
                 endpoint_name=endpoint, image_resolver=resolver, tool_message_images=tool_images))
+            _apply_capabilities(name, replica, ep)  # each replica's provider decides what it sends (seed)
+            return replica
 
         served = serving.provider(name, make, tool_message_images=tool_images)
         _apply_capabilities(name, served, ep)

@@ -1,7 +1,8 @@
 """The sweep's side of locally served models: GPU scheduling, server lifecycle and job admission.
 
 Served models (``serve:`` in a model or role entry) need ``tensor_parallel_size × replicas``
-GPUs each. Role models (a local judge) start first and stay up for the whole sweep. Evaluated
+GPUs each; on a node with no GPU (or ``run.gpus: none``) they run vLLM's CPU build instead, each
+replica on cores of its own (``serve.cpus``, default the usable cores split evenly). Role models (a local judge) start first and stay up for the whole sweep. Evaluated
 models start in config order as GPUs allow; a model's jobs run while its servers are up, and
 when its last job is done its servers stop and the next model starts. Jobs of a model that is
 not up yet are held back by the sweep's launcher (``admission``), so waiting jobs never fill
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -34,6 +36,8 @@ from providers.local import (
     checkpoint_identity,
     detect_gpus,
 )
+from providers.local.gpus import detect_cpus, usable_cpus
+from providers.local.spec import missing_vllm_message
 
 log = logging.getLogger("fasteval.engine.serving")
 
@@ -69,6 +73,8 @@ class Serving:
         self.roles = {r for r in cfg.roles if r in self.specs}
         self.order = [m["name"] for m in cfg.models if m["name"] in self.specs]
         self.pool = GpuPool(detect_gpus(cfg.run.get("gpus", "auto")))
+        self.cpu_node = not self.pool.all
+        self.cores = GpuPool(usable_cpus(detect_cpus()) if self.cpu_node else [])
         self.identity = checkpoint_identities(cfg)
         self.servers_dir = run_dir / "servers"
         self.groups = {name: ServerGroup(spec, [], self.servers_dir) for name, spec in self.specs.items()}
@@ -84,8 +90,63 @@ class Serving:
         entries = list(cfg.models) + list(cfg.roles.values())
         return cls(cfg, run_dir) if any(is_served(e) for e in entries) else None
 
+    def cores_per_replica(self, name: str) -> int:
+        """On a CPU node: a replica's cores (serve.cpus, else the usable cores split evenly between
+        this model's replicas and the served roles' replicas, which run beside it)."""
+        spec = self.specs[name]
+        if spec.cpus is not None:
+            return spec.cpus
+        sharing = spec.replicas + (0 if name in self.roles else sum(self.specs[r].replicas for r in self.roles))
+        return max(1, len(self.cores.all) // max(1, sharing))
+
+    def cores_needed(self, name: str) -> int:
+        return self.cores_per_replica(name) * self.specs[name].replicas
+
+    def _take(self, name: str) -> tuple[list[str], list[str]] | None:
+        """(GPUs, cores) for a model's replicas, or None while they are taken by another model."""
+        if not self.cpu_node:
+            gpus = self.pool.take(self.specs[name].gpus_needed)
+            return None if gpus is None else (gpus, [])
+        cores = self.cores.take(self.cores_needed(name))
+        return None if cores is None else ([], cores)
+
+    def _give(self, name: str) -> None:
+        self.pool.give(self.groups[name].gpus)
+        self.cores.give(self.groups[name].cpus)
+
+    def placement(self) -> list[str]:
+        """What will run where, one line per served model (``config check`` prints them)."""
+        lines = []
+        for name, spec in self.specs.items():
+            binary = spec.vllm_binary() if spec.command is None else spec.command[0]
+            what = f"{spec.replicas} replica(s) of {binary or 'vllm (not found)'}"
+            if self.cpu_node:
+                per = self.cores_per_replica(name)
+                kv = f", KV cache {spec.kv_cache_gib} GiB each" if spec.kv_cache_gib is not None else ""
+                lines.append(f"served {name}: {what} on the CPU (no GPU here), {per} core(s) each "
+                             f"from cores {','.join(self.cores.all)}{kv}")
+            else:
+                lines.append(f"served {name}: {what}, {spec.tensor_parallel_size} GPU(s) each "
+                             f"from GPUs {','.join(self.pool.all)}")
+        return lines
+
     def preflight(self) -> None:
-        """Refuse a config whose served models cannot fit on this node's GPUs (before anything runs)."""
+        """Refuse a config whose served models cannot fit on this node (before anything runs)."""
+        for name, spec in self.specs.items():
+            binary = spec.vllm_binary() if spec.command is None else None
+            if spec.command is None and (binary is None or shutil.which(binary) is None):
+                raise ServeConfigError(missing_vllm_message(name, cpu_node=self.cpu_node))
+        if self.cpu_node:
+            have_cores = len(self.cores.all)
+            roles_cores = sum(self.cores_needed(r) for r in self.roles)
+            for name in self.specs:
+                need = self.cores_needed(name) + (0 if name in self.roles else roles_cores)
+                if need > have_cores:
+                    raise ServeConfigError(
+                        f"model {name} needs {need} core(s) on this CPU node (serve.cpus × replicas"
+                        + (", with the served roles" if roles_cores and name not in self.roles else "")
+                        + f"), but {have_cores} are usable ({','.join(self.cores.all)}); lower serve.cpus or replicas")
+            return
         have = len(self.pool.all)
         roles_need = sum(self.specs[r].gpus_needed for r in self.roles)
         for name, spec in self.specs.items():
@@ -118,9 +179,13 @@ class Serving:
             self.expected[model] += 1
 
     def admission(self, model: str) -> str:
-        """``run`` (servers up or starting), ``defer`` (not started yet) or ``skip`` (servers failed)."""
+        """``run`` (servers up), ``defer`` (not up yet) or ``skip`` (servers failed).
+
+        Jobs wait while the servers start, outside any job: a job's ``latency_s`` must not
+        include the minute a server takes to start.
+        """
         state = self.state[model]
-        if state in ("starting", "up"):
+        if state == "up":
             return "run"
         return "skip" if state == "failed" else "defer"
 
@@ -145,8 +210,8 @@ class Serving:
         """Start the served roles (waiting until ready), then as many evaluated models as fit."""
         self.preflight()
         for role in self.roles:
-            gpus = self.pool.take(self.specs[role].gpus_needed) or []
-            self.groups[role].assign(gpus)
+            gpus, cores = self._take(role) or ([], [])
+            self.groups[role].assign(gpus, cores)
             self.state[role] = "starting"
             try:
                 await self.groups[role].start()
@@ -163,10 +228,10 @@ class Serving:
             if self.expected[name] <= 0:
                 self.state[name] = "done"
                 continue
-            gpus = self.pool.take(self.specs[name].gpus_needed)
-            if gpus is None:
+            taken = self._take(name)
+            if taken is None:
                 continue  # a smaller model further down may still fit
-            self.groups[name].assign(gpus)
+            self.groups[name].assign(*taken)
             self.state[name] = "starting"
             self._spawn(self._start(name))
         self._notify()
@@ -178,8 +243,7 @@ class Serving:
             self.state[name] = "failed"
             self.failures.append(str(e))
             print(f"error: {e}", file=sys.stderr, flush=True)
-            log.error("%s", e)
-            self.pool.give(self.groups[name].gpus)
+            self._give(name)
             self._admit()
             return
         if self.state[name] == "starting":
@@ -189,7 +253,7 @@ class Serving:
     async def _stop(self, name: str, final: str) -> None:
         self.state[name] = final
         await self.groups[name].stop()
-        self.pool.give(self.groups[name].gpus)
+        self._give(name)
         self._admit()
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
@@ -226,7 +290,8 @@ class Serving:
             routes = {id(r.replica): r for r in self.routers[name].routes} if name in self.routers else {}
             for rep in group.replicas:
                 route = routes.get(id(rep))
-                out[f"server {rep.label} [{rep.state}] gpu {','.join(rep.gpus) or '-'} restarts {rep.restarts}"] = {
+                where = f"cpu {','.join(rep.cpus)}" if rep.cpus else f"gpu {','.join(rep.gpus) or '-'}"
+                out[f"server {rep.label} [{rep.state}] {where} restarts {rep.restarts}"] = {
                     "in_flight": route.in_flight if route else "", "limit": (route.window or "") if route else "",
                     "requests": route.sent if route else ""}
         return out

@@ -7,8 +7,9 @@ The names below load their module on first use, so importing one part never impo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fasteval.core.face import lazy_face
 
 if TYPE_CHECKING:
     from fasteval.runfolder.blobs import BlobStore
@@ -25,30 +26,10 @@ if TYPE_CHECKING:
         write_manifest,
     )
 
-_WHERE = {
-    "BlobStore": "fasteval.runfolder.blobs",
-    "RunDirUnwritable": "fasteval.runfolder.diskfaults",
-    "INDEX": "fasteval.runfolder.index",
-    "JobRow": "fasteval.runfolder.index",
-    "RunIndex": "fasteval.runfolder.index",
-    "RunIndexError": "fasteval.runfolder.index",
-    "open_index": "fasteval.runfolder.index",
-    "rebuild_index": "fasteval.runfolder.index",
-    "MergeConflict": "fasteval.runfolder.merge",
-    "merge_runs": "fasteval.runfolder.merge",
-    "MANIFEST": "fasteval.runfolder.records",
-    "RECORDS": "fasteval.runfolder.records",
-    "RecordWriter": "fasteval.runfolder.records",
-    "iter_records": "fasteval.runfolder.records",
-    "latest_by_job": "fasteval.runfolder.records",
-    "read_manifest": "fasteval.runfolder.records",
-    "write_manifest": "fasteval.runfolder.records",
-}
-
-__all__ = ["BlobStore", "INDEX", "JobRow", "MANIFEST", "MergeConflict", "RECORDS", "RecordWriter", "RunDirUnwritable", "RunIndex", "RunIndexError", "iter_records", "latest_by_job", "merge_runs", "open_index", "read_manifest", "rebuild_index", "write_manifest"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name]), name)
-    raise AttributeError(f"module 'fasteval.runfolder' has no attribute {name!r}")
+__getattr__, __all__ = lazy_face("fasteval.runfolder", {
+    "blobs": ("BlobStore",),
+    "diskfaults": ("RunDirUnwritable",),
+    "index": ("INDEX", "JobRow", "RunIndex", "RunIndexError", "open_index", "rebuild_index"),
+    "merge": ("MergeConflict", "merge_runs"),
+    "records": ("MANIFEST", "RECORDS", "RecordWriter", "iter_records", "latest_by_job", "read_manifest", "write_manifest"),
+})

@@ -137,10 +137,18 @@ def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str,
         "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
         if by_task else None,
         "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
+        "prefix_cache_hit_rate": prefix_cache_hit_rate(tokens),
         "mean_latency_s": latency / n_rows if n_rows else None,
         "tool_calls_per_trajectory": tool_calls / n_rows if n_rows else None,
         "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
     }
+
+
+def prefix_cache_hit_rate(tokens: dict[str, int]) -> float | None:
+    """Prompt tokens a prefix cache served / prompt tokens, as the server counted them per request
+    (vLLM with --enable-prompt-tokens-details, APIs' cached tokens); None when none were reported."""
+    prompt, cached = tokens.get("prompt_tokens", 0), tokens.get("cache_read_tokens", 0)
+    return round(cached / prompt, 4) if prompt and cached else None
 
 
 def aggregate_input(record: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,10 @@
-"""Which GPUs a sweep may use, and who holds which: served models take whole GPUs.
+"""Which GPUs (or, on a CPU node, which cores) a sweep may use, and who holds which.
 
-``run.gpus: auto`` means CUDA_VISIBLE_DEVICES when set, else the GPUs nvidia-smi lists, else
-none; a list names them. Each replica gets ``tensor_parallel_size`` GPUs of its own.
+``run.gpus: auto`` (the default) means CUDA_VISIBLE_DEVICES when set, else the GPUs nvidia-smi
+lists, else none; a list names them; ``none`` (or 0) means none. Each replica gets
+``tensor_parallel_size`` GPUs of its own. With no GPU the node is a CPU node: served models run
+vLLM's CPU build and each replica gets cores of its own instead (``serve.cpus``, default the
+usable cores split evenly), bound through ``VLLM_CPU_OMP_THREADS_BIND``.
 """
 
 from __future__ import annotations
@@ -22,8 +25,10 @@ def detect_gpus(setting: Any = "auto") -> list[str]:
         return [str(g) for g in setting]
     if isinstance(setting, int) and not isinstance(setting, bool):
         return [str(i) for i in range(setting)]
+    if setting == "none":
+        return []
     if setting not in (None, "auto"):
-        raise GpuConfigError(f"run.gpus must be 'auto', a count or a list of GPU ids (got {setting!r})")
+        raise GpuConfigError(f"run.gpus must be 'auto', 'none', a count or a list of GPU ids (got {setting!r})")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None and visible.strip() not in ("", "-1"):
         return [g.strip() for g in visible.split(",") if g.strip()]
@@ -54,3 +59,24 @@ class GpuPool:
     def give(self, gpus: list[str]) -> None:
         self.free.extend(g for g in gpus if g not in self.free)
         self.free.sort(key=lambda g: self.all.index(g) if g in self.all else len(self.all))
+
+
+def detect_cpus() -> list[str]:
+    """The cores this process may run on (its affinity mask), as strings like GPU ids."""
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = list(range(os.cpu_count() or 1))
+    return [str(c) for c in cores]
+
+
+def usable_cpus(cores: list[str]) -> list[str]:
+    """The cores servers may take: all of them, less the first (for fasteval) when there are more than two."""
+    return cores[1:] if len(cores) > 2 else list(cores)
+
+
+def cpu_bind(cores: list[str], tensor_parallel_size: int = 1) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for one replica: its cores, split in ``|`` groups per TP rank."""
+    n = max(1, len(cores) // max(1, tensor_parallel_size))
+    groups = [cores[i * n:(i + 1) * n] for i in range(max(1, tensor_parallel_size))]
+    return "|".join(",".join(g) for g in groups if g)

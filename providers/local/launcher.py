@@ -19,6 +19,7 @@ import argparse
 import ctypes
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         if child.poll() is not None:
             print(f"launcher: server exited with code {child.returncode}", flush=True)
             stop_group(pgid, child, 2.0)  # workers the server left behind
+            _remove_server_tmpdir()
             return child.returncode if child.returncode >= 0 else 128 - child.returncode
         if stopping:
             break
@@ -117,7 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     stop_group(pgid, child, a.grace)
     print(f"launcher: server stopped (code {child.returncode})", flush=True)
+    _remove_server_tmpdir()
     return 0
+
+
+def _remove_server_tmpdir() -> None:
+    """The server's per-start TMPDIR (vLLM's sockets, vllm_dist_*): gone with the server."""
+    tmp = os.environ.get("FASTEVAL_SERVER_TMPDIR")
+    if tmp and Path(tmp).name.startswith("fasteval-"):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

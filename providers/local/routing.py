@@ -70,9 +70,12 @@ class Route:
     generation: int = 0
     kv_usage: float = 0.0
     waiting: int = 0
+    alone: int = 0
+    """Requests waiting to run alone on this replica (suspects of a crash): nothing new starts meanwhile."""
+    exclusive: bool = False
 
     def has_room(self) -> bool:
-        return self.window is None or self.in_flight < self.window
+        return not self.alone and not self.exclusive and (self.window is None or self.in_flight < self.window)
 
 
 _METRIC = re.compile(r"^(vllm:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
@@ -113,21 +116,36 @@ class Router:
             route.generation = replica.generation
         return route
 
-    async def acquire(self, request: ChatRequest) -> tuple[Route, Ticket | None]:
-        """The route for this request, counted as in flight until ``release``."""
+    async def acquire(self, request: ChatRequest, *, alone: bool = False) -> tuple[Route, Ticket | None]:
+        """The route for this request, counted as in flight until ``release``.
+
+        ``alone``: the request runs with nothing else in flight on its replica (a request that was
+        in flight when the server died is re-sent so, and a second death then is surely its own).
+        """
         if self.admission == "kv" and self._poller is None:
             self._poller = asyncio.create_task(self._poll())
         ticket = _TICKET.get()
-        while True:
-            ready = await self.group.wait_ready()
-            route = self._choose(ready, ticket, request)
-            if route.has_room():
-                route.in_flight += 1
-                route.sent += 1
-                return route, ticket
-            async with self._room:  # full window: wait for a release or the next metrics poll
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._room.wait(), self._poll_s)
+        waiting_on: Route | None = None
+        try:
+            while True:
+                ready = await self.group.wait_ready()
+                route = self._choose(ready, ticket, request)
+                if alone and route is not waiting_on:
+                    if waiting_on is not None:
+                        waiting_on.alone -= 1
+                    route.alone += 1
+                    waiting_on = route
+                if (route.in_flight == 0 and not route.exclusive) if alone else route.has_room():
+                    route.in_flight += 1
+                    route.sent += 1
+                    route.exclusive = alone
+                    return route, ticket
+                async with self._room:  # no room: wait for a release or the next metrics poll
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._room.wait(), self._poll_s)
+        finally:
+            if waiting_on is not None:
+                waiting_on.alone -= 1
 
     def _choose(self, ready: list[Replica], ticket: Ticket | None, request: ChatRequest) -> Route:
         routes = [self._route_for(r) for r in ready]
@@ -157,7 +175,8 @@ class Router:
 
     async def release(self, route: Route) -> None:
         route.in_flight -= 1
-        if self.admission == "kv":
+        route.exclusive = False
+        if self.admission == "kv" or route.alone:
             async with self._room:
                 self._room.notify_all()
 
@@ -206,7 +225,24 @@ def _loose_key(request: ChatRequest) -> str:
 
 
 def _connection_lost(e: ProviderError) -> bool:
-    return (e.kind in ("transient", "timeout") and e.status is None) or e.status in (502, 503)
+    return (e.kind in ("transient", "timeout") and e.status is None) or e.status in (500, 502, 503)
+
+
+CRASHES_BEFORE_BLAME = 2
+"""Server deaths under one request while it ran alone on its replica that make it their cause."""
+_DEATH_WAIT_S = 5.0
+
+
+async def _died(replica: Replica) -> bool:
+    """After a failed request: is the server dead or dying? (vLLM answers 500 as its engine dies
+    and exits a moment later, so a 500 is given a few seconds to turn into a death.)"""
+    deadline = asyncio.get_running_loop().time() + _DEATH_WAIT_S
+    while True:
+        if not await replica.healthy():
+            return True
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.5)
 
 
 class RoutedProvider(Provider):
@@ -214,6 +250,11 @@ class RoutedProvider(Provider):
 
     A request that failed because its server died is sent again (to another replica, or to the
     same one once restarted) without counting as a retry: the job goes on as if nothing happened.
+    A request in flight when its server died is re-sent alone on its replica; should the server die
+    under it twice so, it is taken for the cause (a request that kills the engine, such as vLLM's CPU
+    build on a seeded sampled chunked prefill): it fails as its own job's error, with the server
+    log's last error, is not sent again, and its deaths do not use up the restarts that every
+    other job needs.
     """
 
     def __init__(self, router: Router, endpoint_name: str, *, tool_message_images: bool = False) -> None:
@@ -229,15 +270,29 @@ class RoutedProvider(Provider):
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         spec = self.router.group.spec
-        for _ in range((spec.max_restarts + 2) * spec.replicas):
-            route, ticket = await self.router.acquire(request)
+        deaths = alone_deaths = 0
+        for _ in range((spec.max_restarts + 2 + CRASHES_BEFORE_BLAME) * spec.replicas):
+            alone = deaths > 0
+            route, ticket = await self.router.acquire(request, alone=alone)
             try:
                 assert route.provider is not None
                 return await route.provider.chat(request)
             except ProviderError as e:
-                if not _connection_lost(e) or await route.replica.healthy():
+                if not _connection_lost(e) or not await _died(route.replica):
                     raise
-                route.replica.report_unhealthy(f"a request failed ({e})")
+                deaths += 1
+                cause = route.replica.log_error()
+                said = f"; server log: {cause}" if cause else ""
+                if alone:  # it ran alone: this death is the request's, not the server's, and costs no restart
+                    alone_deaths += 1
+                    route.replica.refund_restarts(1)
+                if alone_deaths >= CRASHES_BEFORE_BLAME:
+                    route.replica.refund_restarts(1)  # the first death, among others, was its too
+                    route.replica.report_unhealthy(f"a request took the server down ({e}){said}")
+                    raise ProviderError("fatal", f"this request took the server {route.replica.label} down "
+                                                 f"{deaths} times (the last {alone_deaths} alone on it); "
+                                                 f"not sent again{said}", status=e.status) from None
+                route.replica.report_unhealthy(f"a request failed ({e}){said}")
             finally:
                 await self.router.release(route)
         raise EndpointDown(spec.name, "requests kept failing on restarted servers")

@@ -1,15 +1,20 @@
 """What a locally served model is: the ``serve:`` block of a model entry, and its command line.
 
-The default command is ``vllm serve``; any OpenAI-compatible server (SGLang, our sim) fits
-through ``command``, a list template with ``{model} {port} {host} {served_model_name}
-{tensor_parallel_size} {replica}`` placeholders.
+The default command is ``vllm serve`` (the ``vllm`` on PATH, else the project's ``.venv-vllm``);
+any OpenAI-compatible server (SGLang, our sim) fits through ``command``, a list template with
+``{model} {port} {host} {served_model_name} {tensor_parallel_size} {replica} {cpus} {gpus}
+{python}`` placeholders; a one-element ``command`` names the vllm binary and keeps the default
+arguments. ``env`` values take the same placeholders, per replica.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fasteval.core.options import Opt
@@ -25,7 +30,11 @@ SERVE_OPTIONS: dict[str, Opt] = {
     "startup_timeout_s": Opt("float", "ready within this or the start fails"),
     "max_restarts": Opt("int", "restarts per replica after a death or hang"),
     "command": Opt("str_list", "template replacing `vllm serve`: {model} {port} {host} {served_model_name} "
-                   "{tensor_parallel_size} {replica} {python}"),
+                   "{tensor_parallel_size} {replica} {cpus} {gpus} {python}; one element: the vllm binary"),
+    "cpus": Opt("int", "cores per replica on a CPU node (default: the node's cores split evenly)"),
+    "kv_cache_gib": Opt("int", "KV cache GiB per replica on a CPU node (VLLM_CPU_KVCACHE_SPACE, whole GiB)"),
+    "prompt_tokens_details": Opt("bool", "start vLLM with --enable-prompt-tokens-details (default true): "
+                                 "records carry each request's cached prompt tokens"),
     "admission": Opt("str", "kv: each replica's window follows its /metrics", choices=("kv",)),
     "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin")),
     "health_interval_s": Opt("float"), "restart_backoff_s": Opt("float"), "stop_timeout_s": Opt("float"),
@@ -64,6 +73,12 @@ class ServeSpec:
     restart_backoff_s: float = 1.0
     stop_timeout_s: float = 20.0
     allowed_local_media_path: str | None = None
+    cpus: int | None = None
+    """Cores per replica on a CPU node; None: the node's usable cores split evenly."""
+    kv_cache_gib: int | None = None
+    prompt_tokens_details: bool = True
+    binary: str | None = None
+    """The vllm executable named by a one-element ``command`` (else found by ``find_vllm``)."""
 
     @property
     def gpus_per_replica(self) -> int:
@@ -87,6 +102,14 @@ class ServeSpec:
         spec.env = {str(k): str(v) for k, v in (spec.env or {}).items()}
         if spec.command is not None and (not isinstance(spec.command, list) or not spec.command):
             raise ServeConfigError(f"model {name}: serve.command must be a non-empty list")
+        if spec.command is not None and len(spec.command) == 1 and "{" not in str(spec.command[0]):
+            spec.binary, spec.command = str(spec.command[0]), None  # names the vllm binary only
+        if spec.cpus is not None and (isinstance(spec.cpus, bool) or not isinstance(spec.cpus, int) or spec.cpus < 1):
+            raise ServeConfigError(f"model {name}: serve.cpus must be a whole number of cores >= 1")
+        if spec.kv_cache_gib is not None and (isinstance(spec.kv_cache_gib, bool)
+                                              or not isinstance(spec.kv_cache_gib, int) or spec.kv_cache_gib < 1):
+            raise ServeConfigError(f"model {name}: serve.kv_cache_gib must be a whole number of GiB >= 1 "
+                                   f"(vLLM's CPU build takes whole GiB)")
         if spec.tensor_parallel_size < 1 or spec.replicas < 1:
             raise ServeConfigError(f"model {name}: tensor_parallel_size and replicas must be >= 1")
         if spec.admission not in (None, "kv"):
@@ -95,17 +118,37 @@ class ServeSpec:
             raise ServeConfigError(f"model {name}: serve.routing must be sticky, least_loaded or round_robin")
         return spec
 
-    def command_line(self, *, port: int, host: str, replica: int) -> list[str]:
+    def placeholders(self, *, port: int, host: str, replica: int, cpus: list[str] | None = None,
+                     gpus: list[str] | None = None) -> dict[str, Any]:
+        return {"model": self.model, "port": port, "host": host, "served_model_name": self.name,
+                "tensor_parallel_size": self.tensor_parallel_size, "replica": replica, "python": sys.executable,
+                "cpus": ",".join(cpus or []), "gpus": ",".join(gpus or [])}
+
+    def _fill(self, what: str, template: str, values: dict[str, Any]) -> str:
+        try:
+            return template.format(**values)
+        except (KeyError, IndexError, ValueError) as e:
+            raise ServeConfigError(f"model {self.name}: {what} has an unknown placeholder {e} "
+                                   f"(known: {', '.join(sorted(values))})") from None
+
+    def replica_env(self, values: dict[str, Any]) -> dict[str, str]:
+        """``serve.env`` with this replica's placeholders filled in."""
+        return {k: self._fill(f"serve.env.{k}", v, values) for k, v in self.env.items()}
+
+    def vllm_binary(self) -> str | None:
+        """The vllm executable the default command runs: serve.command's, PATH's, or .venv-vllm's."""
+        return self.binary if self.binary is not None else find_vllm()
+
+    def command_line(self, *, port: int, host: str, replica: int, cpus: list[str] | None = None,
+                     gpus: list[str] | None = None) -> list[str]:
         """The argv for one replica: the template filled in, or the default ``vllm serve``."""
-        values = {"model": self.model, "port": port, "host": host, "served_model_name": self.name,
-                  "tensor_parallel_size": self.tensor_parallel_size, "replica": replica, "python": sys.executable}
+        values = self.placeholders(port=port, host=host, replica=replica, cpus=cpus, gpus=gpus)
         if self.command is not None:
-            try:
-                return [str(part).format(**values) for part in self.command]
-            except (KeyError, IndexError) as e:
-                raise ServeConfigError(f"model {self.name}: serve.command has an unknown placeholder {e}") from None
-        cmd = ["vllm", "serve", self.model, "--host", host, "--port", str(port), "--served-model-name", self.name,
-               "--tensor-parallel-size", str(self.tensor_parallel_size)]
+            return [self._fill("serve.command", str(part), values) for part in self.command]
+        cmd = [self.vllm_binary() or "vllm", "serve", self.model, "--host", host, "--port", str(port),
+               "--served-model-name", self.name, "--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if self.prompt_tokens_details:
+            cmd.append("--enable-prompt-tokens-details")  # cached tokens per request, in the records
         if self.max_model_len:
             cmd += ["--max-model-len", str(self.max_model_len)]
         if self.gpu_memory_utilization:
@@ -127,11 +170,43 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"Repository Not Found|does not appear to have a file|not a local folder"
                 r"|Can't load the configuration|is not a valid model identifier", re.I),
      "model not found: serve.model must be a local checkpoint folder or a hub id already in the local cache"),
-    (re.compile(r"server binary not found", re.I),
-     "the server binary is missing: install vllm (pip install 'fasteval[vllm]') or set serve.command"),
+    (re.compile(r"server binary not found", re.I), "the server binary is missing: check serve.command"),
+    (re.compile(r"Failed to infer device type", re.I),
+     "vLLM found no device: on a CPU node its `vllm` distribution must carry a +cpu version (`make vllm`)"),
+    (re.compile(r"CPU Generator does not use offset", re.I),
+     "vLLM's CPU build crashes on a seeded sampled request whose prompt is prefilled in chunks: "
+     "set capabilities: {seed: false}, or temperature 0, for this model"),
 ]
+_ECHO_LINES = ("launcher: pid", "=== fasteval:")
+"""Our own lines that echo the command line (whose arguments must not match a hint)."""
 
 
 def hints_for(log_tail: str) -> list[str]:
-    """Known causes of a failed start, recognised from the server's own output."""
-    return [hint for pattern, hint in _HINTS if pattern.search(log_tail)]
+    """Known causes of a failed start, recognised from the server's own output (not our echo of it)."""
+    theirs = "\n".join(line for line in log_tail.splitlines() if not line.lstrip().startswith(_ECHO_LINES))
+    return [hint for pattern, hint in _HINTS if pattern.search(theirs)]
+
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+VLLM_VENV = ".venv-vllm"
+
+
+def find_vllm() -> str | None:
+    """``vllm`` on PATH, else the project's ``.venv-vllm/bin/vllm`` (``make vllm``), else None."""
+    found = shutil.which("vllm")
+    if found:
+        return found
+    for root in (PROJECT_ROOT, Path.cwd()):
+        candidate = root / VLLM_VENV / "bin" / "vllm"
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return None
+
+
+def missing_vllm_message(name: str, *, cpu_node: bool) -> str:
+    """What to do when no vllm binary is found: the CPU build on a node without a GPU."""
+    how = ("this node has no GPU: install vLLM's CPU build with `make vllm` in the fasteval checkout "
+           f"(it goes to {VLLM_VENV}/, found there without PATH)" if cpu_node
+           else "install vLLM (pip install vllm) in this or another venv and put its bin/ on PATH")
+    return (f"model {name}: the vllm binary was not found (not on PATH, no {VLLM_VENV}/bin/vllm): {how}, "
+            f"or name the binary in serve.command")

@@ -1,7 +1,10 @@
 """Starting, watching, restarting and stopping the server processes of locally served models.
 
 One ``Replica`` is one server process (through the launcher, in its own process group, on a
-free loopback port, with its own GPUs); a ``ServerGroup`` is a served model's replicas. Ready
+free loopback port, with its own GPUs, or on a CPU node its own cores); a ``ServerGroup`` is a
+served model's replicas. Whenever a replica ends, restarts or the sweep stops, its whole process
+group is stopped, even when the launcher itself was killed (``kill -9`` of the pid in its state
+file): the server under it must not keep its port, cores or GPU memory. Ready
 means ``/health`` answers and ``/v1/models`` lists the served name. A replica that dies or stops
 answering is restarted with backoff up to ``max_restarts``; after that the group is exhausted and
 requests raise ``EndpointDown``, which the sweep turns into unrun jobs (exit 3), not errors.
@@ -14,10 +17,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import shlex
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +34,10 @@ import orjson
 
 from fasteval.core.redact import redact_text
 from providers.breaker import EndpointDown
+from providers.local.gpus import cpu_bind
+from providers.local.launcher import group_members
 from providers.local.spec import ServeSpec, hints_for
+from providers.local.tiny_checkpoint import cache_root
 
 log = logging.getLogger("fasteval.engine.serving")
 LOG_TAIL_LINES = 40
@@ -37,6 +46,49 @@ _HEALTH_FAILURES_BEFORE_RESTART = 3
 
 class ServerStartError(RuntimeError):
     """A replica did not become ready: the message holds the command, the log tail and hints."""
+
+    def __init__(self, message: str, what: str = "") -> None:
+        super().__init__(message)
+        self.what = what or message.splitlines()[0]
+        """The cause in one line, without the replica's label (callers add their own)."""
+
+
+_ERROR_LINE = re.compile(r"(Error|Exception|error:|Traceback|Killed|Aborted|Segmentation fault)")
+_OUR_LINES = ("launcher:", "=== fasteval:")
+
+
+def last_error_line(tail: str) -> str | None:
+    """The server's own last error line in a log tail (our launcher's lines excluded)."""
+    for line in reversed(tail.splitlines()):
+        text = line.strip()
+        if text and not text.startswith(_OUR_LINES) and _ERROR_LINE.search(text) and text != "Traceback (most recent call last):":
+            return text[:500]
+    return None
+
+
+def server_env(spec: ServeSpec, *, gpus: list[str], cpus: list[str], tmpdir: Path,
+               values: dict[str, Any]) -> dict[str, str]:
+    """The environment of one replica's server.
+
+    vLLM and torch write caches outside the run folder by default (``~/.cache/vllm``,
+    ``/tmp/torchinductor_<user>``, a ``/tmp/vllm_dist_<uuid>`` per start): their caches go to
+    fasteval's cache folder (reused across runs: warm compiles), the per-start files to a
+    temporary folder of this replica, removed when it stops. The user's own settings win.
+    """
+    env = dict(os.environ)
+    root = cache_root()
+    env.setdefault("VLLM_CACHE_ROOT", str(root / "vllm"))
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(root / "torchinductor"))
+    env["TMPDIR"] = str(tmpdir)
+    env["FASTEVAL_SERVER_TMPDIR"] = str(tmpdir)  # the launcher removes it, even when fasteval was killed
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+    elif cpus:  # a CPU node: this replica's own cores, and its KV cache size
+        env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_bind(cpus, spec.tensor_parallel_size)
+        if spec.kv_cache_gib is not None:
+            env["VLLM_CPU_KVCACHE_SPACE"] = str(spec.kv_cache_gib)
+    env.update(spec.replica_env(values))
+    return env
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -66,14 +118,18 @@ class Replica:
     """One server process of a served model, kept ready until stopped or out of restarts."""
 
     def __init__(self, spec: ServeSpec, index: int, gpus: list[str], servers_dir: Path,
-                 host: str = "127.0.0.1", on_change: Any = None) -> None:
+                 host: str = "127.0.0.1", on_change: Any = None, cpus: list[str] | None = None) -> None:
         self.spec = spec
         self.index = index
         self.gpus = gpus
+        self.cpus = list(cpus or [])
         self.host = host
         self.label = f"{spec.name}-{index}"
         self.log_path = servers_dir / f"{self.label}.log"
         self.state_path = servers_dir / f"{self.label}.json"
+        self.tmp_dir: Path | None = None
+        """The server's TMPDIR for this start: short (a unix socket path under it must fit in 107
+        bytes, which a run folder's path may not), its own, and removed when the replica stops."""
         self.state = "pending"
         self.restarts = 0
         self.port = 0
@@ -116,9 +172,11 @@ class Replica:
 
     def write_state(self) -> None:
         doc = {"name": self.spec.name, "replica": self.index, "pid": self.pid, "pgid": self.pid, "port": self.port,
-               "base_url": self.base_url if self.port else None, "gpus": self.gpus, "state": self.state,
+               "base_url": self.base_url if self.port else None, "gpus": self.gpus, "cpus": self.cpus,
+               "state": self.state,
                "restarts": self.restarts, "started_at": self.started_at, "stopped_at": self.stopped_at,
-               "command": [redact_text(part) for part in self.command], "log": str(self.log_path), "last_error": self.last_error}
+               "command": [redact_text(part) for part in self.command], "log": str(self.log_path),
+               "last_error": self.last_error, "tmpdir": str(self.tmp_dir) if self.tmp_dir is not None else None}
         tmp = self.state_path.with_suffix(".json.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
@@ -134,7 +192,7 @@ class Replica:
         try:
             await self._spawn_and_wait()
         except ServerStartError as e:
-            self.last_error = str(e).splitlines()[0]
+            self.last_error = e.what
             await self._kill()
             self._set("failed")
             raise
@@ -143,10 +201,13 @@ class Replica:
 
     async def _spawn_and_wait(self) -> None:
         self.port = free_port(self.host)
-        self.command = self.spec.command_line(port=self.port, host=self.host, replica=self.index)
-        env = {**os.environ, **self.spec.env}
-        if self.gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
+        self.command = self.spec.command_line(port=self.port, host=self.host, replica=self.index, cpus=self.cpus,
+                                              gpus=self.gpus)
+        self._remove_tmp()  # the last start's per-start files
+        self.tmp_dir = Path(tempfile.mkdtemp(prefix=f"fasteval-{self.label[:40]}-"))
+        env = server_env(self.spec, gpus=self.gpus, cpus=self.cpus, tmpdir=self.tmp_dir,
+                         values=self.spec.placeholders(port=self.port, host=self.host, replica=self.index,
+                                                       cpus=self.cpus, gpus=self.gpus))
         self.generation += 1
         self.started_at, self.stopped_at = _now(), None
         # O_NOFOLLOW: a servers/*.log planted as a link is refused (ELOOP), never appended to.
@@ -174,15 +235,26 @@ class Replica:
                                     f"(serve.startup_timeout_s)")
             await asyncio.sleep(0.25)
 
-    def _failure(self, what: str) -> ServerStartError:
+    def this_start_log(self) -> str:
+        """The log tail of the current start only."""
         tail = log_tail(self.log_path)
-        marker = tail.rfind("=== fasteval: start")  # only this attempt's output
-        tail = tail[tail.find("\n", marker) + 1:] if marker >= 0 else tail
+        marker = tail.rfind("=== fasteval: start")
+        return tail[tail.find("\n", marker) + 1:] if marker >= 0 else tail
+
+    def log_error(self) -> str | None:
+        """The server's own last error line since its current start (why it died, in its words)."""
+        return last_error_line(self.this_start_log())
+
+    def _failure(self, what: str) -> ServerStartError:
+        tail = self.this_start_log()
+        cause = last_error_line(tail)
+        if cause:
+            what = f"{what}: {cause}"
         hints = hints_for(tail)
         lines = [f"{self.label}: {what}", f"  command: {redact_text(shlex.join(self.command))}", f"  log: {self.log_path}",
                  f"  last {LOG_TAIL_LINES} log lines:", *("    " + line for line in tail.splitlines())]
         lines += [f"  hint: {h}" for h in hints]
-        return ServerStartError("\n".join(lines))
+        return ServerStartError("\n".join(lines), what)
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -217,12 +289,17 @@ class Replica:
             if self.state != "ready":
                 return
             if not self.alive():
-                self.report_unhealthy("the server process exited")
+                cause = self.log_error()
+                self.report_unhealthy("the server process exited" + (f": {cause}" if cause else ""))
                 return
             failures = 0 if await self._probe() else failures + 1
             if failures >= _HEALTH_FAILURES_BEFORE_RESTART:
                 self.report_unhealthy(f"/health failed {failures} times in a row")
                 return
+
+    def refund_restarts(self, n: int) -> None:
+        """Deaths caused by one request (which then fails alone) do not count against max_restarts."""
+        self.restarts = max(0, self.restarts - n)
 
     def report_unhealthy(self, reason: str) -> None:
         """Restart in the background (once, however many requests noticed the failure)."""
@@ -249,7 +326,7 @@ class Replica:
             try:
                 await self._spawn_and_wait()
             except ServerStartError as e:
-                reason = str(e).splitlines()[0]
+                reason = e.what
                 self.last_error = reason
                 await self._kill(grace_s=5.0)
                 continue
@@ -258,21 +335,31 @@ class Replica:
             return
 
     async def _kill(self, grace_s: float | None = None) -> None:
-        """Stop the launcher (it stops the server's group); SIGKILL the group if it lingers."""
+        """Stop the launcher (it stops the server's group), then whatever of the group is left.
+
+        The group outlives its leader: when the launcher was killed (``kill -9``) its server runs on
+        under the same process group id (the launcher's pid, which the kernel does not reuse while
+        the group has members), so the group is stopped here in any case, SIGTERM then SIGKILL.
+        """
         proc = self._process
-        if proc is None or proc.returncode is not None:
+        if proc is None:
             return
         grace = self.spec.stop_timeout_s if grace_s is None else grace_s
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), grace + 5)
-        except TimeoutError:
+        if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)  # any worker that escaped the launcher's cleanup
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), grace + 5)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        await stop_group(proc.pid, grace)
+
+    def _remove_tmp(self) -> None:
+        if self.tmp_dir is not None:
+            shutil.rmtree(self.tmp_dir, ignore_errors=True)
+            self.tmp_dir = None
 
     async def stop(self) -> None:
         if self.state in ("stopped", "pending"):
@@ -285,30 +372,55 @@ class Replica:
         await self._kill()
         if self._session is not None:
             await self._session.close()
+        self._remove_tmp()
         if self.state != "failed":
             self._set("stopped")
+
+
+async def stop_group(pgid: int, grace_s: float) -> None:
+    """SIGTERM every process left in group ``pgid``, SIGKILL whoever is still there after ``grace_s``."""
+    if not group_members(pgid):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        if not group_members(pgid):
+            return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(50):
+        if not group_members(pgid):
+            return
+        await asyncio.sleep(0.1)
 
 
 class ServerGroup:
     """A served model's replicas, started together and stopped together."""
 
-    def __init__(self, spec: ServeSpec, gpus: list[str], servers_dir: Path, host: str = "127.0.0.1") -> None:
+    def __init__(self, spec: ServeSpec, gpus: list[str], servers_dir: Path, host: str = "127.0.0.1",
+                 cpus: list[str] | None = None) -> None:
         self.spec = spec
-        n = spec.gpus_per_replica
-        self.replicas = [Replica(spec, i, gpus[i * n:(i + 1) * n], servers_dir, host, on_change=self._notify)
+        self.replicas = [Replica(spec, i, [], servers_dir, host, on_change=self._notify)
                          for i in range(spec.replicas)]
-        self.gpus = gpus
+        self.gpus: list[str] = []
+        self.cpus: list[str] = []
+        self.assign(gpus, cpus)
         self.error: str | None = None
         self.launched = False
         self.started = asyncio.Event()
         self._changed = asyncio.Event()
 
-    def assign(self, gpus: list[str]) -> None:
-        """Hand the group its GPUs (before start): each replica takes tensor_parallel_size of them."""
-        self.gpus = gpus
+    def assign(self, gpus: list[str], cpus: list[str] | None = None) -> None:
+        """Hand the group its GPUs (each replica takes tensor_parallel_size of them) or, on a CPU
+        node, its cores (split evenly between the replicas), before start."""
+        self.gpus, self.cpus = list(gpus), list(cpus or [])
         n = self.spec.gpus_per_replica
+        per = len(self.cpus) // len(self.replicas) if self.replicas else 0
         for i, r in enumerate(self.replicas):
-            r.gpus = gpus[i * n:(i + 1) * n]
+            r.gpus = self.gpus[i * n:(i + 1) * n]
+            r.cpus = self.cpus[i * per:(i + 1) * per]
 
     def _notify(self) -> None:
         self._changed.set()
@@ -324,7 +436,8 @@ class ServerGroup:
         self.launched = True
         # Replicas sharing a GPU start one at a time: vLLM's memory profiling is thrown off by a
         # neighbour that allocates at the same moment.
-        shared = len({g for r in self.replicas for g in r.gpus}) < sum(len(r.gpus) for r in self.replicas)
+        shared = (len({g for r in self.replicas for g in r.gpus}) < sum(len(r.gpus) for r in self.replicas)
+                  or len({c for r in self.replicas for c in r.cpus}) < sum(len(r.cpus) for r in self.replicas))
         try:
             if shared:
                 results: list[BaseException | None] = []

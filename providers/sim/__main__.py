@@ -30,7 +30,7 @@ async def _serve(models: list[SimModel], a: argparse.Namespace) -> None:
         cache = PrefixCacheModel(capacity_tokens=a.kv_tokens, prefill_ms_per_ktok=a.prefill_ms_per_ktok,
                                  decode_ms=a.decode_ms, max_running=a.max_running)
     server = SimServer(models, port=a.port, prefix_cache=cache, die_after=a.die_after,
-                       log_requests=a.log_requests, ready=not a.never_ready,
+                       log_requests=a.log_requests, ready=not a.never_ready, die_on=a.die_on,
                        allowed_local_media_path=a.allowed_local_media_path)
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--fail-at-start", metavar="MESSAGE", help="print MESSAGE to stderr and exit 1")
     ap.add_argument("--never-ready", action="store_true", help="/health answers 503 forever")
     ap.add_argument("--die-after", type=int, help="exit abruptly when request N+1 arrives")
+    ap.add_argument("--die-on", metavar="TEXT", help="exit abruptly on every request whose body contains TEXT")
     ap.add_argument("--log-requests", action="store_true", help="one stdout line per request, naming its trajectory")
     ap.add_argument("--prefix-cache", action="store_true", help="model a prefix cache (latency, /metrics)")
     ap.add_argument("--kv-tokens", type=int, default=200_000)

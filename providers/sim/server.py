@@ -33,7 +33,7 @@ class SimServer:
     def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0, *,
                  allowed_local_media_path: str | Path | None = None,
                  prefix_cache: PrefixCacheModel | None = None, die_after: int | None = None,
-                 log_requests: bool = False, ready: bool = True) -> None:
+                 log_requests: bool = False, ready: bool = True, die_on: str | None = None) -> None:
         self.models = {m.name: m for m in models}
         # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
         self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
@@ -44,6 +44,8 @@ class SimServer:
         # Serving-side behaviours for the local-server supervisor's tests and the routing benchmark.
         self.cache = PrefixCache(prefix_cache) if prefix_cache is not None else None
         self.die_after = die_after
+        self.die_on = die_on.encode() if die_on else None
+        """A request whose body holds these bytes kills the server (an engine crash), every time."""
         self.log_requests = log_requests
         self.ready = ready
         self.host = host
@@ -134,6 +136,9 @@ class SimServer:
         if self.die_after is not None and self.requests > self.die_after:
             print(f"sim: dying after {self.die_after} requests (as configured)", flush=True)
             os._exit(17)  # a crash mid-request: the client sees its connection drop
+        if self.die_on is not None and self.die_on in await request.read():
+            print("RuntimeError: sim engine killed by this request (--die-on)", file=sys.stderr, flush=True)
+            os._exit(18)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         size = request.content_length or 0

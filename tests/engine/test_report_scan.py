@@ -71,6 +71,8 @@ def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         "pass_pow_k": sum(min(v) >= 1.0 and len(v) == k for v in by_task.values()) / len(by_task)
         if by_task else None,
         "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
+        "prefix_cache_hit_rate": round(tokens["cache_read_tokens"] / tokens["prompt_tokens"], 4)
+        if tokens["prompt_tokens"] and tokens["cache_read_tokens"] else None,
         "mean_latency_s": latency / n, "tool_calls_per_trajectory": calls / n,
         "by_task_type": {t: sum(v) / len(v) for t, v in sorted(by_type.items())},
     }

@@ -107,7 +107,16 @@ import ctypes
 libc = ctypes.CDLL(None)
 libc.memmem.restype = ctypes.c_void_p
 libc.memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-needle = bytes(bytearray(b'-'.join(p.encode() for p in PARTS)))
+# The needle is assembled piece by piece in one C buffer: a joined bytes object (and its copies)
+# would leave freed, not yet overwritten, copies of the needle on the heap of this very call.
+size = sum(len(p) for p in PARTS) + len(PARTS) - 1
+buf = ctypes.create_string_buffer(size)
+at = 0
+for i, p in enumerate(PARTS):
+    piece = p.encode() if i == len(PARTS) - 1 else p.encode() + b'-'
+    ctypes.memmove(ctypes.addressof(buf) + at, piece, len(piece))
+    at += len(piece)
+needle = ctypes.cast(buf, ctypes.c_char_p)
 hits = 0
 for line in open('/proc/self/maps').read().splitlines():
     f = line.split()
@@ -115,11 +124,11 @@ for line in open('/proc/self/maps').read().splitlines():
         continue
     lo, hi = (int(x, 16) for x in f[0].split('-'))
     while lo < hi:
-        at = libc.memmem(lo, hi - lo, needle, len(needle))
-        if not at:
+        found = libc.memmem(lo, hi - lo, needle, size)
+        if not found:
             break
         hits += 1
-        lo = at + 1
+        lo = found + 1
 print(hits)
 """
 

@@ -49,10 +49,14 @@ def test_kill_9_of_a_sweep_leaves_no_server_behind(tmp_path: Path) -> None:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
     try:
         pgids = wait_ready(run_dir, ["ck-0", "ck-1"], proc)
+        tmpdirs = [Path(orjson.loads((run_dir / "servers" / f"ck-{i}.json").read_bytes())["tmpdir"]) for i in range(2)]
+        assert all(t.is_dir() for t in tmpdirs)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
         for pgid in pgids:
             assert gone_within(pgid, 5), f"server group {pgid} survived kill -9 of fasteval"
+        time.sleep(0.5)
+        assert not any(t.exists() for t in tmpdirs), "each server's TMPDIR goes with it"
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -81,7 +81,8 @@ def test_a_server_that_dies_is_restarted_and_every_job_runs_exactly_once(tmp_pat
     assert all(r["status"] == "ok" for r in recs), [r.get("error") for r in recs]
     st = state(run_dir, "ck-0")
     assert st["restarts"] >= 2 and st["state"] == "stopped"
-    assert (run_dir / "servers" / "ck-0.log").read_text().count("dying after 5 requests") == st["restarts"]
+    # a death under a request re-sent alone is charged to that request, not to the server's restarts
+    assert (run_dir / "servers" / "ck-0.log").read_text().count("dying after 5 requests") >= st["restarts"]
 
 
 def test_a_dead_replica_moves_its_trajectories_to_the_other(tmp_path: Path) -> None:
