@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 _ids = itertools.count(1)
 
+
+log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class SimBatch:
@@ -347,6 +350,24 @@ class BatchAPIs:
         return str((inner or {}).get("model"))
 
     async def _process(self, b: SimBatch) -> None:
+        """Run one batch to its end; a fault of the sim itself ends it failed, never in progress forever."""
+        try:
+            await self._run_batch(b)
+        except Exception as e:
+            log.error("sim batch %s crashed: %s", b.id, e, exc_info=True)
+            why = f"the sim crashed processing it: {type(e).__name__}: {e}"
+            if b.dialect == "anthropic":  # no whole-batch failure there: every unanswered request errored
+                done = {orjson.loads(r).get("custom_id") for r in b.results}
+                b.results += [orjson.dumps({"custom_id": q.get("custom_id"), "result": {"type": "errored", "error": {
+                    "type": "error", "error": {"type": "api_error", "message": why}}}})
+                    for q in b.requests if q.get("custom_id") not in done]
+                b.status = "ended"
+            else:
+                b.failure = why
+                b.status = "BATCH_STATE_FAILED" if b.dialect == "gemini" else "failed"
+            b.ended_at = time.time()
+
+    async def _run_batch(self, b: SimBatch) -> None:
         model = self._model_of(b)
         opts = self._opts(model)
         if b.failure:
@@ -440,14 +461,19 @@ class BatchAPIs:
 
 
 def _reply_of(resp: web.StreamResponse) -> dict[str, Any] | None:
-    """The policy's assistant message from the core's completion, or None for a fault."""
+    """The core's completion choice (the policy's message and how it ended), or None for a fault.
+
+    The dialects build their reply from the whole choice, so a batch answer ends (length,
+    content_filter, refusal) exactly as the interactive one does.
+    """
     if resp.status != 200 or not isinstance(resp, web.Response) or not isinstance(resp.body, bytes):
         return None
     try:
-        reply: dict[str, Any] = orjson.loads(resp.body)["choices"][0]["message"]
+        choice: dict[str, Any] = orjson.loads(resp.body)["choices"][0]
+        choice["message"]  # noqa: B018  (a choice without its message is a fault)
     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
         return None
-    return reply
+    return choice
 
 
 def _gemini_error(status: int, message: str) -> web.Response:
