@@ -19,7 +19,7 @@ from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.http_json import JsonEndpoint, Timeouts, env_key, retry_after_header
 from providers.openai_compat import ImageResolver
-from providers.wire_images import object_args, split_data_url
+from providers.wire_images import ImageParts, object_args, split_data_url
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -30,6 +30,11 @@ _STOP = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "too
          "max_tokens": "length", "model_context_window_exceeded": "length", "refusal": "refusal"}
 _PASS_THROUGH = frozenset({"temperature", "top_p", "top_k", "metadata", "tool_choice", "service_tier"})
 _RENAMED = {"max_tokens": "max_tokens", "max_completion_tokens": "max_tokens", "stop": "stop_sequences"}
+
+
+def _build_image_block(url: str) -> dict[str, Any]:
+    mime, data = split_data_url(url, "anthropic")
+    return {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
 
 
 class AnthropicProvider(Provider):
@@ -52,7 +57,7 @@ class AnthropicProvider(Provider):
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/v1/messages"
         self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), max_connections)
-        self._images: dict[tuple[str, str], dict[str, Any]] = {}
+        self._images = ImageParts(_build_image_block)
 
     def endpoint_id(self) -> str:
         return self._endpoint_name or f"{self.base_url}#anthropic#{self.model}"
@@ -65,16 +70,7 @@ class AnthropicProvider(Provider):
         return {"content-type": "application/json", "anthropic-version": self.version, "x-api-key": key}
 
     async def _image_block(self, ref: str, profile: str) -> dict[str, Any]:
-        block = self._images.get((ref, profile))
-        if block is None:
-            if self.image_resolver is None:
-                raise ProviderError("fatal", "request holds images but no image resolver is set")
-            mime, data = split_data_url(await self.image_resolver(ref, profile), "anthropic")
-            block = {"type": "image", "source": {"type": "base64", "media_type": mime, "data": data}}
-            if len(self._images) > 4096:  # bounded: the encoder keeps the shared strings anyway
-                self._images.clear()
-            self._images[(ref, profile)] = block
-        return block
+        return await self._images.get(self.image_resolver, ref, profile)
 
     async def _content_blocks(self, content: Any, profile: str) -> list[dict[str, Any]]:
         if content is None:

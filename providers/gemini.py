@@ -22,7 +22,7 @@ from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.http_json import JsonEndpoint, Timeouts, env_key, retry_after_header
 from providers.openai_compat import ImageResolver
-from providers.wire_images import object_args, split_data_url
+from providers.wire_images import ImageParts, object_args, split_data_url
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 
@@ -49,6 +49,11 @@ def api_call_id(call_id: str) -> str | None:
     return None if not call_id or _OUR_ID.match(call_id) else call_id
 
 
+def _build_image_part(url: str) -> dict[str, Any]:
+    mime, data = split_data_url(url, "gemini")
+    return {"inlineData": {"mimeType": mime, "data": data}}
+
+
 class GeminiProvider(Provider):
     """A Gemini model through generateContent."""
 
@@ -67,7 +72,7 @@ class GeminiProvider(Provider):
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/v1beta/models/{model}:generateContent"
         self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), max_connections)
-        self._images: dict[tuple[str, str], dict[str, Any]] = {}
+        self._images = ImageParts(_build_image_part)
 
     def endpoint_id(self) -> str:
         return self._endpoint_name or f"{self.base_url}#gemini#{self.model}"
@@ -80,16 +85,7 @@ class GeminiProvider(Provider):
         return {"content-type": "application/json", "x-goog-api-key": key}
 
     async def _image_part(self, ref: str, profile: str) -> dict[str, Any]:
-        part = self._images.get((ref, profile))
-        if part is None:
-            if self.image_resolver is None:
-                raise ProviderError("fatal", "request holds images but no image resolver is set")
-            mime, data = split_data_url(await self.image_resolver(ref, profile), "gemini")
-            part = {"inlineData": {"mimeType": mime, "data": data}}
-            if len(self._images) > 4096:
-                self._images.clear()
-            self._images[(ref, profile)] = part
-        return part
+        return await self._images.get(self.image_resolver, ref, profile)
 
     async def _parts(self, content: Any, profile: str) -> list[dict[str, Any]]:
         if content is None:

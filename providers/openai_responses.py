@@ -28,7 +28,7 @@ from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, Pr
 from providers.http_json import JsonEndpoint, Timeouts, env_key, openai_retry_after
 from providers.openai_compat import ImageResolver
 from providers.retry import classify_status
-from providers.wire_images import split_data_url
+from providers.wire_images import ImageParts, split_data_url
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NATIVE = "openai-responses"
@@ -43,6 +43,11 @@ _REASONING_MODEL = re.compile(r"^(o\d|gpt-5|codex)")
 """Model ids that refuse ``temperature``/``top_p`` by default (the ``sampling`` capability)."""
 _IMAGE_CODES = ("invalid_image", "image_", "invalid_base64", "unsupported_image", "empty_image",
                 "failed_to_download_image")
+
+
+def _build_image_part(url: str) -> dict[str, Any]:
+    split_data_url(url, "openai-responses")  # a media type the API takes, or a readable bad_input
+    return {"type": "input_image", "image_url": url, "detail": "auto"}
 
 
 class OpenAIResponsesProvider(Provider):
@@ -66,7 +71,7 @@ class OpenAIResponsesProvider(Provider):
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/responses"
         self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), max_connections)
-        self._images: dict[tuple[str, str], dict[str, Any]] = {}
+        self._images = ImageParts(_build_image_part)
 
     def endpoint_id(self) -> str:
         return self._endpoint_name or f"{self.base_url}#responses#{self.model}"
@@ -81,17 +86,7 @@ class OpenAIResponsesProvider(Provider):
         return {"content-type": "application/json", "authorization": f"Bearer {key}"}
 
     async def _image(self, ref: str, profile: str) -> dict[str, Any]:
-        part = self._images.get((ref, profile))
-        if part is None:
-            if self.image_resolver is None:
-                raise ProviderError("fatal", "request holds images but no image resolver is set")
-            url = await self.image_resolver(ref, profile)
-            split_data_url(url, "openai-responses")  # a media type the API takes, or a readable bad_input
-            part = {"type": "input_image", "image_url": url, "detail": "auto"}
-            if len(self._images) > 4096:
-                self._images.clear()
-            self._images[(ref, profile)] = part
-        return part
+        return await self._images.get(self.image_resolver, ref, profile)
 
     async def _parts(self, content: Any, profile: str) -> list[dict[str, Any]]:
         if content is None:

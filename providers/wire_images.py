@@ -9,11 +9,15 @@ and fail the job with a readable reason instead of burning retries on a 400.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from providers.base import ProviderError
+
+if TYPE_CHECKING:
+    from providers.openai_compat import ImageResolver
 
 NATIVE_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
@@ -63,3 +67,25 @@ def object_args(arguments: str) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+class ImageParts:
+    """A provider's image parts by ``(ref, profile)``, each built once from the resolver's data URL.
+
+    Bounded: past 4096 entries it starts over (the encoder keeps the shared strings anyway). A
+    part ``build`` refuses (a ProviderError) is not kept."""
+
+    def __init__(self, build: Callable[[str], dict[str, Any]]) -> None:
+        self._build = build
+        self._parts: dict[tuple[str, str], dict[str, Any]] = {}
+
+    async def get(self, resolver: ImageResolver | None, ref: str, profile: str) -> dict[str, Any]:
+        part = self._parts.get((ref, profile))
+        if part is None:
+            if resolver is None:
+                raise ProviderError("fatal", "request holds images but no image resolver is set")
+            part = self._build(await resolver(ref, profile))
+            if len(self._parts) > 4096:
+                self._parts.clear()
+            self._parts[(ref, profile)] = part
+        return part

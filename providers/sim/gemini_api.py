@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from providers.sim.wire import Rejected
+from providers.sim.wire import ItemPrefixCache, Rejected
 from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
 
 TOP_LEVEL = frozenset({"contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings",
@@ -234,25 +234,16 @@ def to_openai(model: str, body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class ImplicitCache:
+class ImplicitCache(ItemPrefixCache):
     """Implicit caching: the longest prefix of contents this server has answered before is cached."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
 
     def usage(self, body: dict[str, Any]) -> tuple[int, int]:
         """(prompt tokens, cached tokens) at 4 characters a token and 258 an image."""
-        digest = hashlib.sha256(orjson.dumps([body.get("systemInstruction"), body.get("tools")],
-                                             option=orjson.OPT_SORT_KEYS))
-        total = cached = 0
-        for c in body["contents"]:
-            digest.update(orjson.dumps(c, option=orjson.OPT_SORT_KEYS))
-            total += sum(258 if "inlineData" in p else max(1, len(orjson.dumps(p)) // 4) for p in c["parts"])
-            key = digest.hexdigest()
-            if key in self._seen:
-                cached = total
-            self._seen.add(key)
-        return total, cached
+        return self.count([body.get("systemInstruction"), body.get("tools")], body["contents"], _content_tokens)
+
+
+def _content_tokens(content: Any) -> int:
+    return sum(258 if "inlineData" in p else max(1, len(orjson.dumps(p)) // 4) for p in content["parts"])
 
 
 def from_reply(body: dict[str, Any], choice: dict[str, Any], usage: tuple[int, int], *,

@@ -8,6 +8,8 @@ provider's shape. Each dialect owns its prompt-cache model.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from aiohttp import web
 
@@ -15,11 +17,10 @@ from providers.sim import anthropic_api, gemini_api
 from providers.sim.wire import (
     Rejected,
     SimCore,
-    core_choice,
-    core_error,
     json_response,
     lower_headers,
     read_json,
+    relay,
 )
 
 
@@ -36,12 +37,8 @@ class AnthropicWire:
             anthropic_api.validate(lower_headers(request), body, self.core.api_keys.get("anthropic"))
         except Rejected as r:
             return json_response(r.status, anthropic_api.error_body(r.status, r.kind, r.message))
-        resp = await self.core.answer(anthropic_api.to_openai(body), request)
-        choice = core_choice(resp)
-        if choice is None:
-            if resp.status == 200:
-                return resp  # a malformed body or a dropped connection: passed through as the fault
-            status, message = core_error(resp)
+
+        def error(status: int, message: str, resp: web.StreamResponse) -> web.StreamResponse:
             if status == 400 and "context length" in message:
                 message = "prompt is too long: 210000 tokens > 200000 maximum"
             if status == 404:
@@ -49,7 +46,11 @@ class AnthropicWire:
             extra = {"retry-after": resp.headers["Retry-After"]} if "Retry-After" in resp.headers else None
             return json_response(status, anthropic_api.error_body(status, anthropic_api.error_kind(status), message),
                                  extra)
-        return json_response(200, orjson.dumps(anthropic_api.from_reply(body, choice, self.cache.usage(body))))
+
+        def reply(choice: dict[str, Any]) -> web.StreamResponse:
+            return json_response(200, orjson.dumps(anthropic_api.from_reply(body, choice, self.cache.usage(body))))
+
+        return await relay(self.core, anthropic_api.to_openai(body), request, error, reply)
 
 
 class GeminiWire:
@@ -68,19 +69,19 @@ class GeminiWire:
             gemini_api.validate(lower_headers(request), body, self.core.api_keys.get("gemini"))
         except Rejected as r:
             return json_response(r.status, gemini_api.error_body(r.status, r.message))
-        resp = await self.core.answer(gemini_api.to_openai(model, body), request)
-        choice = core_choice(resp)
-        if choice is None:
-            if resp.status == 200:
-                return resp
-            status, message = core_error(resp)
+
+        def error(status: int, message: str, resp: web.StreamResponse) -> web.StreamResponse:
             if status == 400 and "context length" in message:
                 message = "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576)."
             if status == 529:
                 status = 503
             delay = float(resp.headers["Retry-After"]) if status == 429 and "Retry-After" in resp.headers else None
             return json_response(status, gemini_api.error_body(status, message, retry_delay_s=delay))
-        sim_model = self.core.models.get(model)
-        call_ids = bool(sim_model.options.get("call_ids", True)) if sim_model is not None else True
-        out = gemini_api.from_reply(body, choice, self.cache.usage(body), call_ids=call_ids)
-        return json_response(200, orjson.dumps(out))
+
+        def reply(choice: dict[str, Any]) -> web.StreamResponse:
+            sim_model = self.core.models.get(model)
+            call_ids = bool(sim_model.options.get("call_ids", True)) if sim_model is not None else True
+            out = gemini_api.from_reply(body, choice, self.cache.usage(body), call_ids=call_ids)
+            return json_response(200, orjson.dumps(out))
+
+        return await relay(self.core, gemini_api.to_openai(model, body), request, error, reply)

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from providers.sim.wire import Rejected
+from providers.sim.wire import ItemPrefixCache, Rejected
 from providers.wire_images import NATIVE_MEDIA_TYPES, sniff_base64
 
 TOP_LEVEL = frozenset({"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "store",
@@ -300,26 +300,18 @@ def _chat_parts(content: Any) -> Any:
     return parts
 
 
-class PromptCache:
+class PromptCache(ItemPrefixCache):
     """Automatic prefix caching: input items seen before (in order, from the start) are cached tokens."""
-
-    def __init__(self) -> None:
-        self._seen: set[str] = set()
 
     def usage(self, body: dict[str, Any]) -> tuple[int, int]:
         """(input tokens, cached tokens) at 4 characters a token and 256 an image."""
-        digest = hashlib.sha256(orjson.dumps([body.get("instructions"), body.get("tools")], option=orjson.OPT_SORT_KEYS))
-        total = cached = 0
         items = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        for item in items:
-            digest.update(orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
-            images = orjson.dumps(item).count(b'"input_image"')
-            total += 256 * images + max(1, len(orjson.dumps(item)) // 4 if not images else 8)
-            key = digest.hexdigest()
-            if key in self._seen:
-                cached = total
-            self._seen.add(key)
-        return total, cached
+        return self.count([body.get("instructions"), body.get("tools")], items, _item_tokens)
+
+
+def _item_tokens(item: Any) -> int:
+    images = orjson.dumps(item).count(b'"input_image"')
+    return 256 * images + max(1, len(orjson.dumps(item)) // 4 if not images else 8)
 
 
 def from_reply(body: dict[str, Any], choice: dict[str, Any], usage: tuple[int, int], *,

@@ -7,6 +7,8 @@ back. A rate limit comes with OpenAI's ``x-ratelimit-*`` headers and no ``Retry-
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from aiohttp import web
 
@@ -14,11 +16,10 @@ from providers.sim import responses_api
 from providers.sim.wire import (
     Rejected,
     SimCore,
-    core_choice,
-    core_error,
     json_response,
     lower_headers,
     read_json,
+    relay,
 )
 
 
@@ -41,12 +42,8 @@ class ResponsesWire:
                                    reasoning_model=reasoning)
         except Rejected as r:
             return json_response(r.status, responses_api.rejection_body(r))
-        resp = await self.core.answer(responses_api.to_openai(body), request)
-        choice = core_choice(resp)
-        if choice is None:
-            if resp.status == 200:
-                return resp  # a malformed body or a dropped connection: passed through as the fault
-            status, message = core_error(resp)
+
+        def error(status: int, message: str, resp: web.StreamResponse) -> web.StreamResponse:
             headers = None
             if status == 429 and "Retry-After" in resp.headers:
                 headers = {"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "0",
@@ -55,6 +52,9 @@ class ResponsesWire:
             if status == 404:
                 message = f"The model '{body.get('model')}' does not exist or you do not have access to it."
             return json_response(status, responses_api.core_error_body(status, message), headers)
-        out = responses_api.from_reply(body, choice, self.cache.usage(body), reasoning_model=reasoning)
-        return json_response(200, orjson.dumps(out))
 
+        def reply(choice: dict[str, Any]) -> web.StreamResponse:
+            out = responses_api.from_reply(body, choice, self.cache.usage(body), reasoning_model=reasoning)
+            return json_response(200, orjson.dumps(out))
+
+        return await relay(self.core, responses_api.to_openai(body), request, error, reply)

@@ -9,6 +9,8 @@ import them without a cycle.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 import orjson
@@ -75,3 +77,41 @@ def core_error(resp: web.StreamResponse) -> tuple[int, str]:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             message = ""
     return resp.status, message
+
+
+async def relay(core: SimCore, body: dict[str, Any], request: web.Request,
+                error: Callable[[int, str, web.StreamResponse], web.StreamResponse],
+                reply: Callable[[dict[str, Any]], web.StreamResponse]) -> web.StreamResponse:
+    """Ask the core with an OpenAI-form ``body``: the dialect's ``reply`` to the completion choice,
+    or its ``error`` for the core's error status and message (with the core's response, for its
+    headers). A malformed body or a dropped connection (a 200 without a choice) passes through
+    as the fault it is."""
+    resp = await core.answer(body, request)
+    choice = core_choice(resp)
+    if choice is not None:
+        return reply(choice)
+    if resp.status == 200:
+        return resp
+    status, message = core_error(resp)
+    return error(status, message, resp)
+
+
+class ItemPrefixCache:
+    """A server's automatic prefix cache: the items (after the request's fixed head: instructions
+    and tools) this server has seen before, in order from the start, count as cached tokens."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def count(self, head: object, items: Iterable[Any], tokens: Callable[[Any], int]) -> tuple[int, int]:
+        """(prompt tokens, cached tokens), ``tokens`` counting one item; marks every prefix seen."""
+        digest = hashlib.sha256(orjson.dumps(head, option=orjson.OPT_SORT_KEYS))
+        total = cached = 0
+        for item in items:
+            digest.update(orjson.dumps(item, option=orjson.OPT_SORT_KEYS))
+            total += tokens(item)
+            key = digest.hexdigest()
+            if key in self._seen:
+                cached = total
+            self._seen.add(key)
+        return total, cached
