@@ -9,7 +9,6 @@ a per-request ``errored`` result, classified by the interactive API's taxonomy.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import aiohttp
@@ -17,43 +16,24 @@ import orjson
 
 from providers.anthropic import AnthropicProvider, classify_anthropic_error, parse_anthropic_response
 from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchState, BatchWire, OnFile, ResultLine, http
+from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine
+from providers.batch.http_wire import HttpBatchWire, iso_ts
 
 _STATES: dict[str, BatchState] = {"in_progress": "running", "canceling": "cancelling", "ended": "ended"}
 
 
-def _ts(text: Any) -> float:
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-class AnthropicBatchWire(BatchWire):
+class AnthropicBatchWire(HttpBatchWire):
     max_requests = 100_000
     max_bytes = 256 * 1024 * 1024
     name = "anthropic"
 
     def __init__(self, provider: AnthropicProvider, *, timeout_s: float = 600.0) -> None:
+        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
         self.provider = provider
         self.base = f"{provider.base_url}/v1/messages/batches"
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0)
-        self._session: aiohttp.ClientSession | None = None
 
-    def _s(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self.provider._headers())
-        return self._session
-
-    async def _call(self, method: str, url: str, **kwargs: Any) -> bytes:
-        return await http(self._s(), method, url, lambda s, b: classify_anthropic_error(s, b, None), **kwargs)
-
-    async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
-        raw = await self._call(method, url, **kwargs)
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise ProviderError("bad_response", f"{method} {url}: not JSON: {raw[:120]!r}") from None
+    def classify(self, status: int, body: bytes) -> ProviderError:
+        return classify_anthropic_error(status, body, None)
 
     async def body(self, request: ChatRequest) -> bytes:
         return orjson.dumps(await self.provider.build_payload(request))
@@ -78,7 +58,7 @@ class AnthropicBatchWire(BatchWire):
             raise ProviderError("bad_response", f"unknown processing_status {status!r}")
         counts = {k: int(v) for k, v in (data.get("request_counts") or {}).items() if isinstance(v, int)}
         return BatchInfo(id=str(data["id"]), state=state, status=status, counts=counts,
-                         created_at=_ts(data.get("created_at")), output_ref=data.get("results_url"))
+                         created_at=iso_ts(data.get("created_at")), output_ref=data.get("results_url"))
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
         return self.info(await self._json("GET", f"{self.base}/{batch_id}"))
@@ -104,9 +84,9 @@ class AnthropicBatchWire(BatchWire):
             data = page.get("data") or []
             for b in data:
                 total = sum(int(v) for v in (b.get("request_counts") or {}).values() if isinstance(v, int))
-                if b.get("id") not in claimed and total == n_requests and _ts(b.get("created_at")) >= since - 60:
+                if b.get("id") not in claimed and total == n_requests and iso_ts(b.get("created_at")) >= since - 60:
                     return str(b["id"])
-            oldest = min((_ts(b.get("created_at")) for b in data), default=0.0)
+            oldest = min((iso_ts(b.get("created_at")) for b in data), default=0.0)
             if not page.get("has_more") or not data or oldest < since - 60:
                 return None
             after = str(page.get("last_id") or data[-1]["id"])
@@ -119,10 +99,6 @@ class AnthropicBatchWire(BatchWire):
 
     def parse(self, body: bytes) -> ChatResponse:
         return parse_anthropic_response(body)
-
-    async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
 
 
 def parse_line(line: bytes) -> ResultLine:

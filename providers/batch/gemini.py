@@ -9,14 +9,14 @@ all, so they are split at that size (the uploaded-file input for larger ones is 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import aiohttp
 import orjson
 
 from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchState, BatchWire, OnFile, ResultLine, http
+from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine
+from providers.batch.http_wire import HttpBatchWire, iso_ts
 from providers.gemini import GeminiProvider, classify_gemini_error, parse_gemini_response
 
 _STATES: dict[str, BatchState] = {}
@@ -28,35 +28,18 @@ _HTTP = {"INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "PERMISSION_DENIED
          "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504}
 
 
-def _ts(text: Any) -> float:
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
-
-
-class GeminiBatchWire(BatchWire):
+class GeminiBatchWire(HttpBatchWire):
     max_requests = 100_000
     max_bytes = 20 * 1000 * 1000
     name = "gemini"
 
     def __init__(self, provider: GeminiProvider, *, timeout_s: float = 600.0) -> None:
+        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
         self.provider = provider
         self.root = f"{provider.base_url}/v1beta"
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0)
-        self._session: aiohttp.ClientSession | None = None
 
-    def _s(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self.provider._headers())
-        return self._session
-
-    async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
-        raw = await http(self._s(), method, url, lambda s, b: classify_gemini_error(s, b, None), **kwargs)
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise ProviderError("bad_response", f"{method} {url}: not JSON: {raw[:120]!r}") from None
+    def classify(self, status: int, body: bytes) -> ProviderError:
+        return classify_gemini_error(status, body, None)
 
     async def body(self, request: ChatRequest) -> bytes:
         return orjson.dumps(await self.provider.build_payload(request))
@@ -87,7 +70,7 @@ class GeminiBatchWire(BatchWire):
         if status.endswith("FAILED"):
             failed = str((op.get("error") or {}).get("message") or "failed")[:300]
         return BatchInfo(id=str(op["name"]), state=state, status=status, counts=counts,
-                         created_at=_ts(meta.get("createTime")), expired=status.endswith("EXPIRED"), failed=failed,
+                         created_at=iso_ts(meta.get("createTime")), expired=status.endswith("EXPIRED"), failed=failed,
                          metadata={"displayName": str(meta.get("displayName", ""))},
                          output_ref=orjson.dumps(op.get("response") or meta.get("output") or {}).decode())
 
@@ -116,7 +99,7 @@ class GeminiBatchWire(BatchWire):
                 if meta.get("displayName") == local_id and op.get("name") not in claimed:
                     return str(op["name"])
             token = page.get("nextPageToken")
-            oldest = min((_ts((op.get("metadata") or {}).get("createTime")) for op in ops), default=0.0)
+            oldest = min((iso_ts((op.get("metadata") or {}).get("createTime")) for op in ops), default=0.0)
             if not token or not ops or oldest < since - 60:
                 return None
 
@@ -128,10 +111,6 @@ class GeminiBatchWire(BatchWire):
 
     def parse(self, body: bytes) -> ChatResponse:
         return parse_gemini_response(body)
-
-    async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
 
 
 def parse_inline(cid: str, item: Any) -> ResultLine:

@@ -14,7 +14,8 @@ import aiohttp
 import orjson
 
 from providers.base import ChatRequest, ChatResponse, ErrorKind, ProviderError
-from providers.batch.base import BatchInfo, BatchState, BatchWire, OnFile, ResultLine, http
+from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine
+from providers.batch.http_wire import HttpBatchWire
 from providers.openai_compat import OpenAICompatProvider, classify_http_error, parse_response
 
 _STATES: dict[str, BatchState] = {"validating": "running", "in_progress": "running", "finalizing": "running",
@@ -24,33 +25,23 @@ _ENDPOINT = "/v1/chat/completions"
 META_KEY = "fasteval_batch"
 
 
-class OpenAIBatchWire(BatchWire):
+class OpenAIBatchWire(HttpBatchWire):
     max_requests = 50_000
     max_bytes = 200 * 1024 * 1024
     name = "openai"
 
     def __init__(self, provider: OpenAICompatProvider, *, timeout_s: float = 600.0) -> None:
+        super().__init__(self._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=provider.timeouts.connect_s),
+                         prefix=provider.base_url)
         self.provider = provider
         self.base = provider.base_url
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=provider.timeouts.connect_s)
-        self._session: aiohttp.ClientSession | None = None
 
-    def _s(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            headers = {k: v for k, v in self.provider._headers().items() if k != "Content-Type"}
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=headers)
-        return self._session
+    def _headers(self) -> dict[str, str]:
+        """The provider's headers less its Content-Type: uploads set their own (multipart)."""
+        return {k: v for k, v in self.provider._headers().items() if k != "Content-Type"}
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> bytes:
-        return await http(self._s(), method, f"{self.base}{path}", lambda s, b: classify_http_error(s, b, None),
-                          **kwargs)
-
-    async def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        raw = await self._call(method, path, **kwargs)
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise ProviderError("bad_response", f"{method} {path}: not JSON: {raw[:120]!r}") from None
+    def classify(self, status: int, body: bytes) -> ProviderError:
+        return classify_http_error(status, body, None)
 
     async def body(self, request: ChatRequest) -> bytes:
         return b"".join(await self.provider.build_body(request))
@@ -137,10 +128,6 @@ class OpenAIBatchWire(BatchWire):
 
     def parse(self, body: bytes) -> ChatResponse:
         return parse_response(body)
-
-    async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
 
 
 def parse_line(line: bytes) -> ResultLine:

@@ -1,0 +1,59 @@
+"""The HTTP plumbing the three batch wires share: one lazy session, classified calls, JSON answers."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+import orjson
+
+from providers.base import ProviderError
+from providers.batch.base import BatchWire, http
+
+
+def iso_ts(text: Any) -> float:
+    """An ISO-8601 time (``Z`` or an offset) as a Unix timestamp; 0.0 for one that does not parse."""
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class HttpBatchWire(BatchWire):
+    """A wire over one aiohttp session, opened on first use (and again after a close) so a wire
+    can be built outside a running loop; its errors are classified by the interactive provider's
+    own taxonomy. ``prefix`` goes before every ``url`` a call gets (error messages show the url
+    as given)."""
+
+    def __init__(self, headers: Callable[[], dict[str, str]], timeout: aiohttp.ClientTimeout,
+                 prefix: str = "") -> None:
+        self._session_headers = headers
+        self._timeout = timeout
+        self._prefix = prefix
+        self._session: aiohttp.ClientSession | None = None
+
+    @abstractmethod
+    def classify(self, status: int, body: bytes) -> ProviderError:
+        """An HTTP error answer as the interactive provider would classify it."""
+
+    def _s(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._session_headers())
+        return self._session
+
+    async def _call(self, method: str, url: str, **kwargs: Any) -> bytes:
+        return await http(self._s(), method, f"{self._prefix}{url}", self.classify, **kwargs)
+
+    async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
+        raw = await self._call(method, url, **kwargs)
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise ProviderError("bad_response", f"{method} {url}: not JSON: {raw[:120]!r}") from None
+
+    async def close(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
