@@ -229,6 +229,8 @@ def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple | None:
     try:
         usage = rec.usage or {}
         task_type = (rec.metadata or {}).get("task_type")
+        if task_type is not None and not isinstance(task_type, str):
+            return None  # a list or a number: index it as written (a 2**64 inside is a string there)
         row: IndexRowTuple = (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
                       None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
                       int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fasteval.core.types import Record
@@ -65,6 +65,8 @@ def _check_rows(run_dir: Path) -> list[tuple[Any, ...]]:
 
 @FUZZ
 @given(st.lists(records, min_size=1, max_size=6))
+# found by this test: a task_type list holding an int past 64 bits (written as its digits, a string)
+@example([Record(job_id="job0", **{**_defaults(), "metadata": {"task_type": [-(1 << 63) - 1]}})])
 def test_the_writer_writes_every_record_and_indexes_what_it_can(batch: list[Record]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp)
