@@ -400,8 +400,10 @@ def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: So
     """
     from providers.local.spec import ServeConfigError, ServeSpec
 
+    command = serve.get("command")
+    binary_only = isinstance(command, list) and len(command) == 1  # names the vllm binary: options still apply
     for key in COMMAND_REPLACES:
-        if serve.get(key) not in (None, [], {}):
+        if not binary_only and serve.get(key) not in (None, [], {}):
             problems.add(src, (*path, key), f"serve.{key} is not applied when serve.command is set (the command "
                          "replaces `vllm serve` and its options): put it in serve.command, or drop serve.command")
     command = serve.get("command")

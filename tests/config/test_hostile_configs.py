@@ -116,3 +116,11 @@ def test_vllm_options_a_custom_command_would_drop_are_refused(tmp_path: Path, ca
     code, err = check(capsys, path)
     assert code == 2, err
     assert f"serve.{key} is not applied when serve.command is set" in err
+
+
+def test_a_command_that_only_names_the_vllm_binary_keeps_its_options(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """``command: [/opt/venv/bin/vllm]`` replaces the binary, not ``vllm serve``: args still apply."""
+    path = _served(tmp_path, {"command": ["/opt/venv/bin/vllm"], "args": ["--enforce-eager"], "max_model_len": 4096})
+    code, err = check(capsys, path)
+    assert "is not applied when serve.command is set" not in err, err
