@@ -1,15 +1,20 @@
 """Batch mode throughput: how many batch requests per second our side handles, memory, journal size.
 
-    .venv/bin/python benchmarks/batch.py [--single 10000] [--tool 1000] [--rounds 3] [--baseline 2000] [--json]
+    .venv/bin/python benchmarks/batch.py [--single 10000] [--tool 1000] [--rounds 3] [--baseline 2000]
+        [--reply-chars 2000] [--json]
 
 Against the sim's batch APIs (``python -m providers.sim``, its own process, so its CPU is not
-ours), for the OpenAI and the Anthropic wire in turn: ``--single`` single-turn trajectories and
+ours), for the OpenAI and the Anthropic wire in turn: ``--single`` single-turn trajectories (the
+sim's ``direct`` policy, answers of ``--reply-chars`` characters, a response body of about 2 KB
+as a real model's answer) and
 ``--tool`` trajectories of ``--rounds`` rounds (the sim's ``tools`` policy calls the offered
-calculator until the last round, each round's request carrying the whole history), all through
-one batch lane (gather, journal, create, poll, download, resolve) exactly as a batched model in
-a sweep. Reported per wire: requests, batches, wall time, our CPU per request and requests per
+calculator until the last round, each round's request carrying the whole history), each kind
+through its own batch lane (gather, journal, create, poll, download, resolve) exactly as two
+batched models of a sweep sharing the run's journal. Reported per wire: requests, batches, wall time, our CPU per request and requests per
 CPU-second (the process's user+sys time, the sim excluded), peak RSS, and the journal's bytes per
-request (inputs as sent plus events and results). The baseline in the same run: ``--baseline``
+request (inputs as sent plus events and results), and what the journal holds in memory: the
+Python heap a fresh process's journal takes once it has loaded that run's journal (tracemalloc;
+this is also what the live journal holds per request, since both keep the same state). The baseline in the same run: ``--baseline``
 interactive single-turn requests to the same sim through the same client layer, so the ratio says
 what batching costs our side per request compared with sending it.
 """
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +57,10 @@ def vm_hwm_kb() -> int:
     return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmHWM:"))
 
 
-def provider(dialect: str, port: int) -> Provider:
+def provider(dialect: str, port: int, model: str = "bm") -> Provider:
     if dialect == "openai":
-        return OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", "bm")
-    return AnthropicProvider("bm", base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
+        return OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", model)
+    return AnthropicProvider(model, base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
 
 
 async def single(lane: BatchLane, i: int) -> None:
@@ -85,20 +91,40 @@ def journal_bytes(run_dir: Path) -> int:
 
 async def batched(dialect: str, port: int, a: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     journal = BatchJournal(run_dir)
-    lane = BatchLane("bm", wire_for(provider(dialect, port)), journal,
-                     BatchSettings(gather_s=a.gather_s, poll_s=0.05))
+    settings = BatchSettings(gather_s=a.gather_s, poll_s=0.05)
+    direct = BatchLane("bmd", wire_for(provider(dialect, port, "bmd")), journal, settings)
+    lane = BatchLane("bm", wire_for(provider(dialect, port)), journal, settings)
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
-        await asyncio.gather(*(single(lane, i) for i in range(a.single)))
+        await asyncio.gather(*(single(direct, i) for i in range(a.single)))
         rounds = await asyncio.gather(*(tool_loop(lane, i, a.rounds) for i in range(a.tool)))
     finally:
+        await direct.close()
         await lane.close()
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - t0
     requests = a.single + sum(rounds)
-    return {"wire": dialect, "requests": requests, "batches": len(journal.batches), "wall_s": round(wall, 2),
+    rss_mb = round(vm_hwm_kb() / 1024, 1)
+    n_batches = len(journal.batches)
+    del journal, lane, direct
+    held = loaded_journal_bytes(run_dir)
+    return {"peak_rss_mb_after": rss_mb, "journal_heap_mb": round(held / 2**20, 1),
+            "journal_heap_bytes_per_request": round(held / requests), "wire": dialect, "requests": requests, "batches": n_batches, "wall_s": round(wall, 2),
             "cpu_s": round(cpu, 2), "cpu_us_per_request": round(cpu / requests * 1e6, 1),
             "requests_per_cpu_s": round(requests / cpu), "journal_bytes_per_request": round(
                 journal_bytes(run_dir) / requests), "tool_rounds": sum(rounds)}
+
+
+def loaded_journal_bytes(run_dir: Path) -> int:
+    """The heap a journal opened on this run folder holds (what a rerun pays before its first job)."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        journal = BatchJournal(run_dir)
+        held = tracemalloc.get_traced_memory()[0] - before
+        del journal
+    finally:
+        tracemalloc.stop()
+    return held
 
 
 async def interactive(port: int, n: int) -> dict[str, Any]:
@@ -114,9 +140,10 @@ async def interactive(port: int, n: int) -> dict[str, Any]:
             "cpu_us_per_request": round(cpu / n * 1e6, 1), "requests_per_cpu_s": round(n / cpu)}
 
 
-def start_sim() -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-m", "providers.sim", "--model", "bm:tools", "--tool-uses", "2",
-                             "--batch-turnaround-s", "0.05"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+def start_sim(reply_chars: int) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-m", "providers.sim", "--model", "bm:tools", "--model", "bmd:direct",
+                             "--tool-uses", "2", "--batch-turnaround-s", "0.05", "--reply-chars", str(reply_chars)],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stdout is not None
     return proc, int(orjson.loads(proc.stdout.readline())["port"])
 
@@ -128,13 +155,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--baseline", type=int, default=2_000)
     ap.add_argument("--gather-s", type=float, default=0.5)
+    ap.add_argument("--reply-chars", type=int, default=2000)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     out: dict[str, Any] = {"batched": []}
-    sim, port = start_sim()
+    sim, port = start_sim(a.reply_chars)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             out["interactive"] = uvloop.run(interactive(port, a.baseline))
+            out["interactive"]["peak_rss_mb_after"] = round(vm_hwm_kb() / 1024, 1)
             for dialect in ("openai", "anthropic"):
                 run_dir = Path(tmp) / dialect
                 run_dir.mkdir()
@@ -148,13 +177,15 @@ def main() -> None:
         return
     base = out["interactive"]
     print(f"interactive baseline: {base['requests']} requests, {base['cpu_us_per_request']} µs CPU each, "
-          f"{base['requests_per_cpu_s']} requests per CPU-second")
+          f"{base['requests_per_cpu_s']} requests per CPU-second, peak RSS so far {base['peak_rss_mb_after']} MB")
     for r in out["batched"]:
         ratio = r["cpu_us_per_request"] / base["cpu_us_per_request"]
         print(f"batch {r['wire']:9s}: {r['requests']} requests ({a.single} single-turn + {r['tool_rounds']} tool "
               f"rounds) in {r['batches']} batches, {r['wall_s']} s wall, {r['cpu_us_per_request']} µs CPU each "
               f"({ratio:.2f}x interactive), {r['requests_per_cpu_s']} requests per CPU-second, "
-              f"journal {r['journal_bytes_per_request']} B per request")
+              f"journal {r['journal_bytes_per_request']} B per request on disk, "
+              f"{r['journal_heap_bytes_per_request']} B per request in memory once loaded ({r['journal_heap_mb']} MB), "
+              f"peak RSS so far {r['peak_rss_mb_after']} MB")
     print(f"peak RSS of our process: {out['peak_rss_mb']} MB (the baseline and both wires, one after another)")
 
 

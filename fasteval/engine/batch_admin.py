@@ -34,7 +34,7 @@ async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print
     journal = BatchJournal(run_dir)
     open_ = {b.lane for b in journal.open_batches()}
     cancelled = 0
-    kept_before = sum(1 for st in journal.requests.values() if st.body is not None)
+    kept_before = sum(1 for st in journal.requests.values() if st.ok)
     async with contextlib.AsyncExitStack() as stack:
         lanes: list[BatchLane] = []
         for spec in _batched_specs(run_dir):
@@ -69,5 +69,5 @@ async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print
                 "(they are paid for)")
         await asyncio.gather(*(lane.reattach() for lane in lanes))
         await asyncio.gather(*(lane.drained() for lane in lanes))
-    kept = sum(1 for st in journal.requests.values() if st.body is not None) - kept_before
+    kept = sum(1 for st in journal.requests.values() if st.ok) - kept_before
     return cancelled, kept

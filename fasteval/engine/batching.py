@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fasteval.core.errors import UnsafeRunFolder
-from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome
+from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
 from providers.breaker import EndpointDown
@@ -122,8 +122,8 @@ class BatchLane:
         fut = self._waiters.get(cid)
         if fut is None:
             st = self.journal.requests.get(cid)
-            if st is not None and st.body is not None:
-                return self._response(st.body, st.batches[-1], slot)
+            if st is not None and st.ok:  # a replayed job: its result is on disk, not in memory
+                return self._response(await self._journaled_body(cid), st.batches[-1], slot)
             fut = asyncio.get_running_loop().create_future()
             self._waiters[cid] = fut
             if st is None or st.resolved:  # new, or failed before: _resolve_failed decides
@@ -143,6 +143,13 @@ class BatchLane:
         raw = await fut
         st = self.journal.requests[cid]
         return self._response(raw, st.batches[-1], slot)
+
+    async def _journaled_body(self, cid: str) -> bytes:
+        try:
+            return await asyncio.to_thread(self.journal.body, cid)
+        except (OSError, ValueError, KeyError, UnsafeRunFolder) as e:  # never pay again for a result we hold
+            raise ProviderError("fatal", f"its batch result is journaled but unreadable ({type(e).__name__}: {e}); "
+                                "restore the run folder's batches/ files or start a new run") from None
 
     def _may_resubmit(self, kind: str | None, attempts: int) -> bool:
         return kind in MODEL_RETRYABLE and attempts < self.retry.max_attempts
@@ -201,13 +208,17 @@ class BatchLane:
         task.add_done_callback(self._tasks.discard)
 
     async def _submit(self, chunk: list[_Queued]) -> None:
+        lines = [q.line for q in chunk]
+        entries = [(q.cid, q.job, q.n) for q in chunk]
+        chunk.clear()  # the lines live on in ``lines`` only until the batch is created (up to 200 MB of images)
         try:
-            jb = await self.journal.begin(self.name, [q.line for q in chunk], [(q.cid, q.job, q.n) for q in chunk])
+            jb = await self.journal.begin(self.name, lines, entries)
         except (OSError, UnsafeRunFolder) as e:  # never submit what is not journaled first
-            for q in chunk:
-                self._fail(q.cid, ProviderError("fatal", f"cannot journal a batch: {e}"))
+            for cid, _, _ in entries:
+                self._fail(cid, ProviderError("fatal", f"cannot journal a batch: {e}"))
             return
-        await self._drive(jb, [q.line for q in chunk], fresh=True)
+        del entries
+        await self._drive(jb, lines, fresh=True)
 
     # -- one batch, from create to its last result ---------------------------------------------------
     async def reattach(self) -> int:
@@ -220,10 +231,15 @@ class BatchLane:
     async def _drive(self, jb: JournalBatch, lines: list[bytes] | None, *, fresh: bool) -> None:
         self.live[jb.local] = None
         created = self._created.setdefault(jb.local, asyncio.Event())
+        got: dict[str, bytes] = {}
+        """The downloaded bodies, handed to their waiters and then dropped (the journal keeps their place)."""
         try:
             while True:
                 if jb.batch_id is None:
                     await self._ensure_created(jb, lines, fresh=fresh)
+                if lines is not None:  # sent: the input on disk serves a re-create, not memory for hours
+                    lines.clear()  # (the caller's frame holds this same list)
+                    lines = None
                 created.set()
                 assert jb.batch_id is not None
                 info = await self._poll(jb.batch_id, jb.local)
@@ -233,6 +249,7 @@ class BatchLane:
                     fresh = False
                     continue
                 await self.journal.results(jb.local, outcomes, ended=info.status)
+                got = {c: b for c, b, _, _ in outcomes if b is not None}
                 break
         except ProviderError as e:  # the batch could not be created or read: its requests failed so
             try:
@@ -248,7 +265,7 @@ class BatchLane:
         finally:
             created.set()
             self.live.pop(jb.local, None)
-        self._wake(jb)
+        self._wake(jb, got)
 
     async def _ensure_created(self, jb: JournalBatch, lines: list[bytes] | None, *, fresh: bool) -> None:
         if not fresh:
@@ -301,33 +318,62 @@ class BatchLane:
         return await retry_call(self.retry, call, error_type=ProviderError, retryable=MODEL_RETRYABLE)
 
     # -- resolving waiters ---------------------------------------------------------------------------
-    def _wake(self, jb: JournalBatch) -> None:
-        bodies: dict[str, bytes] | None = None  # read once, only when something is resubmitted
+    def _wake(self, jb: JournalBatch, got: dict[str, bytes]) -> None:
+        again: list[RequestState] = []
         for cid in jb.ids:
             fut = self._waiters.get(cid)
             if fut is None or fut.done():
-                continue
+                continue  # no job waits (a rerun's replay reads it from the journal when it asks)
             st = self.journal.requests[cid]
             if st.batches[-1] != jb.local:
                 continue  # resubmitted since: a later batch resolves it
-            if st.body is not None:
-                del self._waiters[cid]
-                fut.set_result(st.body)
-            elif self._may_resubmit(st.kind, len(st.batches)):
-                try:
-                    bodies = self._bodies(jb.local) if bodies is None else bodies
-                    line = self.wire.line(cid, bodies[cid])
-                except (OSError, ValueError, KeyError) as e:
-                    self._fail(cid, ProviderError("fatal", f"cannot resubmit {cid}: its batch input is unreadable "
-                                                  f"({type(e).__name__}: {e})"))
+            if st.ok:
+                body = got.get(cid)
+                if body is None:  # journaled by an earlier event of this batch: read it back
+                    self._spawn(self._deliver(cid))
                     continue
-                self._enqueue(_Queued(cid, line, st.job, st.n))
+                del self._waiters[cid]
+                fut.set_result(body)
+            elif self._may_resubmit(st.kind, len(st.batches)):
+                again.append(st)
             else:
                 self._fail(cid, ProviderError(st.kind or "fatal", f"{st.message}"))  # type: ignore[arg-type]
+        if again:
+            self._resubmit(jb.local, again)
 
-    def _bodies(self, local: str) -> dict[str, bytes]:
-        """custom_id -> request body, from the batch input that carried them (for resubmissions)."""
-        return dict(self.wire.entry(line) for line in self.journal.input_lines(local))
+    async def _deliver(self, cid: str) -> None:
+        fut = self._waiters.pop(cid, None)
+        if fut is None or fut.done():
+            return
+        try:
+            fut.set_result(await self._journaled_body(cid))
+        except ProviderError as e:
+            fut.set_exception(e)
+
+    def _resubmit(self, local: str, again: list[RequestState]) -> None:
+        """Queue retryable failures for the next batch, their bodies read from the batch input that carried them."""
+        try:
+            bodies = self._bodies(local, {st.cid for st in again})
+        except (OSError, ValueError, KeyError, UnsafeRunFolder) as e:
+            bodies, why = {}, f"{type(e).__name__}: {e}"
+        else:
+            why = "not in it"
+        for st in again:
+            body = bodies.get(st.cid)
+            if body is None:
+                self._fail(st.cid, ProviderError("fatal", f"cannot resubmit {st.cid}: its batch input is unreadable "
+                                                 f"({why})"))
+                continue
+            self._enqueue(_Queued(st.cid, self.wire.line(st.cid, body), st.job, st.n))
+
+    def _bodies(self, local: str, wanted: set[str]) -> dict[str, bytes]:
+        """custom_id -> request body of ``wanted``, from the batch input that carried them."""
+        out: dict[str, bytes] = {}
+        for line in self.journal.input_lines(local):
+            cid, body = self.wire.entry(line)
+            if cid in wanted:
+                out[cid] = body
+        return out
 
     def _fail_all(self, jb: JournalBatch, e: ProviderError) -> None:
         for cid in jb.ids:

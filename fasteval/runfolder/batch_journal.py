@@ -1,18 +1,28 @@
 """The batch journal: what was submitted to a provider's batch API, so a restart pays nothing twice.
 
 Layout under ``<run>/batches/``: ``<local>.jsonl`` holds one batch's input exactly as sent,
-and ``journal.jsonl`` the events, appended and fsynced one write at a time:
+``<local>.out`` the response bodies of its requests that succeeded (each body as downloaded and a
+newline, appended and fsynced before the event that points at them), and ``journal.jsonl`` the
+events, appended and fsynced one write at a time:
 
 - ``begin``: a batch's local id, lane (model or role), time, and its requests' custom_id ->
   (job, request number) map, written only after the input file is fsynced, and before create;
 - ``file``: the uploaded input file's id (OpenAI), the moment it is known;
 - ``created``: the provider's batch id, the moment it is known;
-- ``results``: per-request outcomes as downloaded (the response body, or an error kind);
+- ``results``: per-request outcomes as downloaded: for a success, where its body lies in
+  ``<local>.out`` (``at``, the offset of the first, then each body's length in order), for a
+  failure its error kind and message (journals written before the ``.out`` files hold the bodies
+  inline, as ``r``; they are read the same way, by offset into the journal);
 - ``ended``: the batch is over and every outcome it will ever give is journaled;
 - ``forget``: a batch id that turned out not to be ours (matched after a crash, then disproved).
 
 A torn last line (a crash mid-append) is cut off when the journal is opened. The journal knows
 nothing of providers: outcomes are plain ``(custom_id, body | None, kind, message)`` tuples.
+
+Memory: a run of 50,000 batched requests downloads ~100 MB of bodies, and a job needs its body
+once. So the journal keeps per request only where its body lies (two ints); a body is handed to
+its waiter straight from the download, and read back from disk only when a replayed job (a
+rerun) asks for it. Opening the journal streams it line by line.
 """
 
 from __future__ import annotations
@@ -53,20 +63,33 @@ class JournalBatch:
 
 @dataclass(slots=True)
 class RequestState:
-    """One request (by custom_id): which batches carried it and how it ended, if it has."""
+    """One request (by custom_id): which batches carried it and how it ended, if it has.
+
+    Small on purpose (a run holds one per request): a succeeded request keeps where its body
+    lies, never the body.
+    """
 
     cid: str
     lane: str
     job: str
     n: int
     batches: list[str] = field(default_factory=list)
-    body: bytes | None = None
+    at: int = -1
+    """Offset of its response body in ``src`` once it succeeded; -1 until then."""
+    size: int = 0
+    src: str = ""
+    """The file holding the body: a batch's local id (``<local>.out``), or "" for the journal line
+    at ``at`` (``size`` bytes long) that holds it inline (journals written before ``.out`` files)."""
     kind: str | None = None
     message: str = ""
 
     @property
+    def ok(self) -> bool:
+        return self.at >= 0
+
+    @property
     def resolved(self) -> bool:
-        return self.body is not None or self.kind is not None
+        return self.ok or self.kind is not None
 
 
 class BatchJournal:
@@ -78,6 +101,8 @@ class BatchJournal:
         self.batches: dict[str, JournalBatch] = {}
         self.requests: dict[str, RequestState] = {}
         self.bytes_written = 0
+        self._jobs: dict[str, str] = {}
+        """One string per job id (a job's rounds share it)."""
         self._lock = asyncio.Lock()
         self._readonly = readonly
         """A reader beside a live run (status): a torn tail may be an append in progress, left alone."""
@@ -88,31 +113,40 @@ class BatchJournal:
         return (run_dir / BATCHES_DIR / JOURNAL).exists()
 
     def _load(self) -> None:
+        """Stream the journal (a legacy one may hold every body inline: never read it whole)."""
         refuse_symlink(self.dir, "the batch journal's folder")
         if not self.path.exists() and not self.path.is_symlink():
             return
-        raw = _read(self.path, "the batch journal")
-        end = raw.rfind(b"\n") + 1
-        if end < len(raw) and not self._readonly:  # a torn append: cut it off before the next append lands after it
+        fd = open_nofollow(self.path, os.O_RDONLY, "the batch journal")
+        good = 0
+        with os.fdopen(fd, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # a torn append
+                if line.strip():
+                    self._apply(orjson.loads(line), good, len(line))
+                good += len(line)
+        if good < size and not self._readonly:  # cut a torn append off before the next append lands after it
             fd = open_nofollow(self.path, os.O_WRONLY, "the batch journal")
             try:
-                os.ftruncate(fd, end)
+                os.ftruncate(fd, good)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        for line in raw[:end].splitlines():
-            if line.strip():
-                self._apply(orjson.loads(line))
 
-    def _apply(self, ev: dict[str, Any]) -> None:
+    def _apply(self, ev: dict[str, Any], offset: int = -1, length: int = 0) -> None:
+        """One event onto the state; ``offset``/``length``: the event's line in the journal (legacy bodies)."""
         kind = ev["e"]
         if kind == "begin":
-            b = JournalBatch(local=ev["local"], lane=ev["lane"], at=float(ev["at"]), ids=[r[0] for r in ev["map"]])
+            b = JournalBatch(local=ev["local"], lane=ev["lane"], at=float(ev["at"]), ids=[])
             self.batches[b.local] = b
             for cid, job, n in ev["map"]:
                 st = self.requests.get(cid)
                 if st is None:
+                    job = self._jobs.setdefault(job, job)
                     st = self.requests[cid] = RequestState(cid=cid, lane=b.lane, job=job, n=int(n))
+                b.ids.append(st.cid)
                 st.batches.append(b.local)
                 st.kind, st.message = None, ""  # resubmitted: its earlier (retryable) failure is history
             return
@@ -131,20 +165,60 @@ class BatchJournal:
                 if not st.resolved and st.batches[-1] == b.local:
                     st.kind, st.message = "transient", f"no result from batch {b.batch_id} ({b.ended})"
         elif kind == "results":
+            self._apply_results(b, ev, offset, length)
+
+    def _open_request(self, cid: str, b: JournalBatch) -> RequestState | None:
+        """The request an outcome of ``b`` settles; None when not ours, resubmitted since, or already succeeded."""
+        st = self.requests.get(cid)
+        if st is None or st.batches[-1] != b.local or st.ok:
+            return None
+        return st
+
+    def _apply_results(self, b: JournalBatch, ev: dict[str, Any], offset: int, length: int) -> None:
+        if "r" in ev:  # a legacy event: bodies inline, found again by this line's place in the journal
             for cid, body, err, msg in ev["r"]:
-                st = self.requests.get(cid)
-                if st is None or st.batches[-1] != b.local or st.body is not None:
-                    continue  # not ours, from an earlier batch, or already succeeded
-                st.body = body.encode() if isinstance(body, str) else None
-                st.kind, st.message = (None, "") if body is not None else (err, msg)
+                if (st := self._open_request(cid, b)) is None:
+                    continue
+                if body is not None and offset >= 0:
+                    st.at, st.size, st.src, st.kind, st.message = offset, length, "", None, ""
+                else:
+                    st.kind, st.message = err or "transient", msg
+            return
+        pos = int(ev["at"])
+        for cid, size in ev.get("ok") or ():
+            if (st := self._open_request(cid, b)) is not None:
+                st.at, st.size, st.src, st.kind, st.message = pos, int(size), b.local, None, ""
+            pos += int(size) + 1
+        for cid, err, msg in ev.get("err") or ():
+            if (st := self._open_request(cid, b)) is not None:
+                st.kind, st.message = err, msg
+
+    def body(self, cid: str) -> bytes:
+        """A succeeded request's response body, read from disk (blocking: call it off the event loop)."""
+        st = self.requests[cid]
+        if not st.ok:
+            raise KeyError(f"{cid} has no result")
+        if st.src:
+            data = _pread(self.dir / f"{st.src}.out", st.at, st.size, "a batch's results")
+            if len(data) != st.size:
+                raise OSError(f"{self.dir / (st.src + '.out')}: the result of {cid} is cut short")
+            return data
+        ev = orjson.loads(_pread(self.path, st.at, st.size, "the batch journal"))
+        for c, body, _, _ in ev["r"]:
+            if c == cid and body is not None:
+                return str(body).encode()
+        raise ValueError(f"the journal line at {st.at} holds no result for {cid}")
 
     async def _append(self, events: list[dict[str, Any]]) -> None:
-        data = b"".join(orjson.dumps(e) + b"\n" for e in events)
         async with self._lock:
-            await asyncio.to_thread(_append_synced, self.path, data)
-            self.bytes_written += len(data)
-            for e in events:
-                self._apply(e)
+            await self._append_locked(events)
+
+    async def _append_locked(self, events: list[dict[str, Any]]) -> None:
+        data = b"".join(orjson.dumps(e) + b"\n" for e in events)
+        await asyncio.to_thread(_append_synced, self.path, data)
+        self.bytes_written += len(data)
+        for e in events:
+            self._apply(e)
 
     async def begin(self, lane: str, lines: list[bytes], entries: list[tuple[str, str, int]]) -> JournalBatch:
         """Write and fsync the batch's input, then journal it: from here on it may have been created."""
@@ -168,15 +242,23 @@ class BatchJournal:
         await self._append([{"e": "forget", "local": local, "id": batch_id}])
 
     async def results(self, local: str, outcomes: list[Outcome], ended: str | None = None) -> None:
-        """Journal outcomes (bodies as text: JSON responses), and the end of the batch if given."""
+        """Journal outcomes, and the end of the batch if given: bodies go to ``<local>.out``
+        (fsynced first), the event says where they are."""
         events: list[dict[str, Any]] = []
-        if outcomes:
-            events.append({"e": "results", "local": local,
-                           "r": [[c, b.decode() if b is not None else None, k, m] for c, b, k, m in outcomes]})
-        if ended is not None:
-            events.append({"e": "ended", "local": local, "status": ended})
-        if events:
-            await self._append(events)
+        async with self._lock:
+            if outcomes:
+                ok = [(c, b) for c, b, _, _ in outcomes if b is not None]
+                at = 0
+                if ok:
+                    data = b"".join(b + b"\n" for _, b in ok)
+                    at = await asyncio.to_thread(_append_synced, self.dir / f"{local}.out", data)
+                    self.bytes_written += len(data)
+                events.append({"e": "results", "local": local, "at": at, "ok": [[c, len(b)] for c, b in ok],
+                               "err": [[c, k or "transient", m] for c, b, k, m in outcomes if b is None]})
+            if ended is not None:
+                events.append({"e": "ended", "local": local, "status": ended})
+            if events:
+                await self._append_locked(events)
 
     def open_batches(self, lane: str | None = None) -> list[JournalBatch]:
         """Batches not yet ended (created, or begun and perhaps created before a crash)."""
@@ -219,12 +301,23 @@ def _write_synced(path: Path, data: bytes) -> None:
         os.close(dfd)
 
 
-def _append_synced(path: Path, data: bytes) -> None:
+def _append_synced(path: Path, data: bytes) -> int:
+    """Append and fsync; the offset ``data`` starts at (one writer per file: the journal's lock)."""
     _folder(path)
     fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "the batch journal")
     try:
+        at = os.fstat(fd).st_size
         _write_all(fd, data)
         os.fsync(fd)
+    finally:
+        os.close(fd)
+    return at
+
+
+def _pread(path: Path, offset: int, size: int, what: str) -> bytes:
+    fd = open_nofollow(path, os.O_RDONLY, what)
+    try:
+        return os.pread(fd, size, offset)
     finally:
         os.close(fd)
 
@@ -237,7 +330,7 @@ def batch_rows(run_dir: Path) -> list[dict[str, Any]]:
     now = time.time()
     rows = []
     for b in journal.batches.values():
-        done = sum(1 for c in b.ids if journal.requests[c].body is not None)
+        done = sum(1 for c in b.ids if journal.requests[c].ok)
         rows.append({"model": b.lane, "local": b.local, "batch_id": b.batch_id, "requests": len(b.ids),
                      "succeeded": done, "state": b.ended or ("submitted" if b.batch_id else "submitting"),
                      "age_s": round(now - b.at, 1)})

@@ -57,13 +57,30 @@ def main() -> None:
     ap.add_argument("--prefill-ms-per-ktok", type=float, default=20.0)
     ap.add_argument("--decode-ms", type=float, default=20.0)
     ap.add_argument("--max-running", type=int, default=64)
+    ap.add_argument("--reply-chars", type=int, default=0,
+                    help="the models' default reply (policy direct's answer) this many characters long")
     a = ap.parse_args()
     models = []
     for spec in a.model or ["sim"]:
         name, _, policy = spec.partition(":")
-        models.append(SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses,
-                               options={"batch_api": {"turnaround_s": a.batch_turnaround_s}}))
+        model = SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses,
+                         options={"batch_api": {"turnaround_s": a.batch_turnaround_s}})
+        if a.reply_chars > 0:
+            model.default_reply = _filler(a.reply_chars)
+        models.append(model)
     uvloop.run(_serve(models, a))
+
+
+def _filler(n: int) -> str:
+    """Prose of ``n`` characters: a long answer (a benchmark's realistic response size)."""
+    words = "the answer follows from the figure and the table as read above ".split()
+    out: list[str] = []
+    size = 0
+    while size < n:
+        w = words[len(out) % len(words)]
+        out.append(w)
+        size += len(w) + 1
+    return " ".join(out)[:n]
 
 
 if __name__ == "__main__":
