@@ -428,6 +428,25 @@ def batch_age(info: BatchInfo | None, at: float) -> float:
     return time.time() - (info.created_at if info is not None and info.created_at else at)
 
 
+def concurrency_caps(lanes: dict[str, BatchLane], cap: int, jobs: int) -> list[str]:
+    """One warning line per batched model whose batches ``run.max_concurrency`` keeps smaller than its limit.
+
+    A batch gathers one request per live trajectory, and at most ``cap`` trajectories live at once:
+    a batch never holds more than ``cap`` requests, whatever ``max_requests`` says (unless the run
+    has fewer jobs than ``cap``, when the cap never binds).
+    """
+    if jobs <= cap:
+        return []
+    out = []
+    for name, lane in lanes.items():
+        if lane.max_requests > cap:
+            whose = "batch.max_requests" if lane.settings.max_requests else "the provider's limit"
+            out.append(f"model {name}: its batches hold at most {cap} requests (one per live trajectory, "
+                       f"run.max_concurrency {cap}), not {lane.max_requests} ({whose}); raise run.max_concurrency "
+                       f"(or --max-concurrency) for bigger batches")
+    return out
+
+
 def pending_line(lanes: dict[str, BatchLane], not_run: int) -> str:
     """The one line a run whose remaining work is batches at the provider ends with (exit 3)."""
     open_ = [b for lane in lanes.values() for b in lane.journal.open_batches(lane.name)]

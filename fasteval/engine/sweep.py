@@ -32,7 +32,7 @@ from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
-from fasteval.engine.batching import BatchLane, batch_job, pending_line
+from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
@@ -409,6 +409,9 @@ class Sweep:
                                     run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
             self.lanes = rt.lanes
+            cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
+            for line in concurrency_caps(self.lanes, cap, jobs_total):
+                log.warning("%s", line)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
             display = self._display()
