@@ -38,6 +38,13 @@ class EndpointStats:
     completion_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    batch_prompt_tokens: int = 0
+    """The part of the four counts above that a provider's batch API served (billed at its batch factor)."""
+    batch_completion_tokens: int = 0
+    batch_cache_read_tokens: int = 0
+    batch_cache_write_tokens: int = 0
+    batch_fallbacks: int = 0
+    """Requests of a batched model answered interactively after their batch failed (full price)."""
     cache_hits: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
 
@@ -120,6 +127,10 @@ class ModelClient:
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
         if self.batch is not None:
             return await self.batch(request)
+        return await self.chat_interactive(request)
+
+    async def chat_interactive(self, request: ChatRequest) -> ChatResponse:
+        """The interactive path (retries, breaker), also a batched model's fallback after a batch failure."""
         if self.breaker is None:
             return await self._chat_retrying(request)
         while True:

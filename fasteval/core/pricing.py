@@ -7,15 +7,17 @@ overrides them: a model entry's ``price: {input, output, cache_read, cache_write
 top-level ``prices: {<model name or id>: {...}}``. A model with no price is reported with its
 tokens and no cost, never with a guessed one.
 
-A model in batch mode (``batch:``) pays its provider's batch factor of every price, cache reads
-and writes included: 0.5 for OpenAI, Anthropic and Gemini as published; ``price: {batch: f}`` or
-``prices: {batch_factor: {<provider>: f}}`` overrides it.
+A request a provider's batch API served pays its provider's batch factor of every price, cache
+reads and writes included: 0.5 for OpenAI, Anthropic and Gemini as published; ``price: {batch: f}``
+or ``prices: {batch_factor: {<provider>: f}}`` overrides it. The discount follows the request, not
+the model: a batched model's request retried interactively after a batch failure pays the full
+price, so a record carries which part of its tokens rode in batches (``usage.batch_*``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -28,7 +30,8 @@ class Price:
     cache_write: float | None = None
     """Defaults to the input price (no surcharge)."""
     batch: float | None = None
-    """This model's batch factor, when its entry overrides the provider's (``BATCH_FACTORS``)."""
+    """The share of these prices a batched request pays: an entry's own override of its provider's
+    (``BATCH_FACTORS``); ``model_prices`` fills it in for every batched entry."""
 
     @classmethod
     def from_config(cls, spec: dict[str, Any], where: str) -> Price:
@@ -38,11 +41,6 @@ class Price:
                              f"cache_read, cache_write, batch; got {sorted(spec)}")
         return cls(**{k: float(v) for k, v in spec.items()})
 
-    def scaled(self, factor: float) -> Price:
-        """Every price times ``factor`` (the batch discount applies to cache reads and writes too)."""
-        cr = self.input if self.cache_read is None else self.cache_read
-        cw = self.input if self.cache_write is None else self.cache_write
-        return Price(self.input * factor, self.output * factor, cr * factor, cw * factor)
 
 
 BATCH_FACTORS: dict[str, float] = {"openai": 0.5, "anthropic": 0.5, "gemini": 0.5}
@@ -101,8 +99,26 @@ def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None 
     return lookup(model_id)
 
 
+TOKEN_KINDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+BATCH_TOKENS = tuple(f"batch_{k}" for k in TOKEN_KINDS)
+"""A record's ``usage.batch_prompt_tokens`` and so on: the part of each count a batch API billed."""
+
+
 def cost_usd(usage: dict[str, Any], price: Price) -> float:
-    """USD for token counts in record form (prompt_tokens counts cached tokens too)."""
+    """USD for token counts in record form (prompt_tokens counts cached tokens too).
+
+    The ``batch_*`` parts are charged ``price.batch`` of the price (``DEFAULT_BATCH_FACTOR`` when
+    unset), the rest in full: a batched model's interactive fallbacks are full price.
+    """
+    full = _cost({k: usage.get(k) for k in TOKEN_KINDS}, price)
+    batched = {k: usage.get(b) for k, b in zip(TOKEN_KINDS, BATCH_TOKENS, strict=True)}
+    if not any(batched.values()):
+        return full
+    factor = DEFAULT_BATCH_FACTOR if price.batch is None else price.batch
+    return full - (1.0 - factor) * _cost(batched, price)
+
+
+def _cost(usage: dict[str, Any], price: Price) -> float:
     prompt = int(usage.get("prompt_tokens") or 0)
     read = int(usage.get("cache_read_tokens") or 0)
     write = int(usage.get("cache_write_tokens") or 0)
@@ -123,7 +139,11 @@ def batch_factor(spec: dict[str, Any], price: Price, overrides: dict[str, Any] |
 
 def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] | None = None
                  ) -> dict[str, Price | None]:
-    """Name -> price for every model and role of a config (raw, as in a manifest); batched ones discounted."""
+    """Name -> price for every model and role of a config (raw, as in a manifest).
+
+    A batched entry's price carries its batch factor (``Price.batch``): ``cost_usd`` applies it to
+    the tokens that rode in batches only.
+    """
     overrides = config.get("prices") or {}
     entries = [(m["name"], m) for m in config.get("models") or [] if isinstance(m, dict) and "name" in m]
     entries += [(r, s) for r, s in (config.get("roles") or {}).items() if isinstance(s, dict)]
@@ -131,6 +151,6 @@ def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] 
     for name, spec in entries:
         price = price_for(name, spec, overrides, free)
         if price is not None and spec.get("batch"):
-            price = price.scaled(batch_factor(spec, price, overrides))
+            price = replace(price, batch=batch_factor(spec, price, overrides))
         out[name] = price
     return out

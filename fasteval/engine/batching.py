@@ -11,7 +11,10 @@ so the replayed agent loop of an unfinished job asks for the same ids. The journ
 (fasteval.runfolder.batch_journal) answers a request that already succeeded without the
 network, lets one still in an open batch wait for that batch (reattached at start: polled,
 downloaded, or found again by listing when the crash fell between create and id-recorded), and
-resubmits only requests that did not succeed and whose error our retry taxonomy retries.
+resubmits only requests that did not succeed and whose error our retry taxonomy retries: in a
+later batch, or (``batch: {fallback: interactive}``) at once through the model's interactive
+client, at the full price; a job's records say how many (``metadata.batch_fallback``) and which
+part of its tokens rode in batches (``usage.batch_*``, priced at the batch factor).
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import contextvars
 import hashlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from fasteval.core.errors import UnsafeRunFolder
+from fasteval.core.pricing import BATCH_TOKENS
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
@@ -36,6 +40,7 @@ from providers.retry import MODEL_RETRYABLE, retry_call
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(slots=True)
 class JobBatches:
     """One job's context: its request numbers per lane and the batch ids its requests rode in."""
@@ -43,6 +48,10 @@ class JobBatches:
     job: str
     counters: dict[str, int] = field(default_factory=dict)
     batch_ids: set[str] = field(default_factory=set)
+    batched: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per lane, the tokens its batches served this job (``batch_prompt_tokens``, ...): batch-priced."""
+    fallbacks: int = 0
+    """Requests answered interactively after their batch failed (full price)."""
 
     def next(self, lane: str) -> int:
         n = self.counters.get(lane, 0)
@@ -77,6 +86,10 @@ class BatchesPending(EndpointDown):
     """``--no-wait``: the job's request is at the provider; no record now, a rerun collects it."""
 
 
+class _FallBack(Exception):
+    """Set on a waiter whose batch failed retryably when the lane falls back to interactive requests."""
+
+
 @dataclass(slots=True)
 class _Queued:
     cid: str
@@ -89,8 +102,11 @@ class BatchLane:
     """One batched model or role: gathers, submits, polls, downloads, resolves its requests."""
 
     def __init__(self, name: str, wire: BatchWire, journal: BatchJournal, settings: BatchSettings, *,
-                 retry: RetryPolicy | None = None, stats: EndpointStats | None = None, no_wait: bool = False) -> None:
+                 retry: RetryPolicy | None = None, stats: EndpointStats | None = None, no_wait: bool = False,
+                 interactive: Callable[[ChatRequest], Awaitable[ChatResponse]] | None = None) -> None:
         self.name, self.wire, self.journal, self.settings = name, wire, journal, settings
+        self.interactive = interactive
+        """The model's interactive path (``ModelClient.chat_interactive``): ``fallback: interactive`` uses it."""
         self.retry = retry or RetryPolicy()
         self.stats = stats or EndpointStats()
         self.no_wait = no_wait
@@ -124,6 +140,8 @@ class BatchLane:
             st = self.journal.requests.get(cid)
             if st is not None and st.ok:  # a replayed job: its result is on disk, not in memory
                 return self._response(await self._journaled_body(cid), st.batches[-1], slot)
+            if st is not None and st.resolved and self._falls_back(st.kind):  # failed in an earlier run's batch
+                return await self._fall_back(request, slot)
             fut = asyncio.get_running_loop().create_future()
             self._waiters[cid] = fut
             if st is None or st.resolved:  # new, or failed before: _resolve_failed decides
@@ -138,11 +156,26 @@ class BatchLane:
                 self._enqueue(_Queued(cid, line, job, n))
         if self.no_wait:
             await self._wait_submitted(cid)
-            if not fut.done() or fut.exception() is not None:
+            if not fut.done() or (fut.exception() is not None and not isinstance(fut.exception(), _FallBack)):
                 raise BatchesPending(self.name, "its requests are in batches at the provider; rerun to collect them")
-        raw = await fut
+        try:
+            raw = await fut
+        except _FallBack:
+            return await self._fall_back(request, slot)
         st = self.journal.requests[cid]
         return self._response(raw, st.batches[-1], slot)
+
+    def _falls_back(self, kind: str | None) -> bool:
+        return self.settings.fallback == "interactive" and self.interactive is not None and kind in MODEL_RETRYABLE
+
+    async def _fall_back(self, request: ChatRequest, slot: JobBatches | None) -> ChatResponse:
+        """Its batch failed retryably: ask the model interactively now (full price) instead of another batch."""
+        assert self.interactive is not None
+        resp = await self.interactive(request)  # retries, breaker and token counts of the interactive client
+        self.stats.batch_fallbacks += 1
+        if slot is not None:
+            slot.fallbacks += 1
+        return resp
 
     async def _journaled_body(self, cid: str) -> bytes:
         try:
@@ -157,14 +190,24 @@ class BatchLane:
     def _response(self, raw: bytes, local: str, slot: JobBatches | None) -> ChatResponse:
         resp = self.wire.parse(raw)
         bid = self.journal.batches[local].batch_id
-        if slot is not None and bid:
-            slot.batch_ids.add(bid)
+        u = resp.usage
+        if slot is not None:
+            if bid:
+                slot.batch_ids.add(bid)
+            mine = slot.batched.setdefault(self.name, dict.fromkeys(BATCH_TOKENS, 0))
+            for key, n in zip(BATCH_TOKENS, (u.prompt_tokens, u.completion_tokens, u.cache_read_tokens,
+                                            u.cache_write_tokens), strict=True):
+                mine[key] += n
         s = self.stats
         s.requests += 1
-        s.prompt_tokens += resp.usage.prompt_tokens
-        s.completion_tokens += resp.usage.completion_tokens
-        s.cache_read_tokens += resp.usage.cache_read_tokens
-        s.cache_write_tokens += resp.usage.cache_write_tokens
+        s.prompt_tokens += u.prompt_tokens
+        s.completion_tokens += u.completion_tokens
+        s.cache_read_tokens += u.cache_read_tokens
+        s.cache_write_tokens += u.cache_write_tokens
+        s.batch_prompt_tokens += u.prompt_tokens
+        s.batch_completion_tokens += u.completion_tokens
+        s.batch_cache_read_tokens += u.cache_read_tokens
+        s.batch_cache_write_tokens += u.cache_write_tokens
         return resp
 
     async def _wait_submitted(self, cid: str) -> None:
@@ -334,6 +377,9 @@ class BatchLane:
                     continue
                 del self._waiters[cid]
                 fut.set_result(body)
+            elif self._falls_back(st.kind):
+                del self._waiters[cid]
+                fut.set_exception(_FallBack())
             elif self._may_resubmit(st.kind, len(st.batches)):
                 again.append(st)
             else:
@@ -466,7 +512,7 @@ async def attach_lane(stack: contextlib.AsyncExitStack, client: Any, spec: dict[
     if settings is None:
         return None
     lane = BatchLane(client.name, wire_for(client.provider), journal, settings, retry=client.retry, stats=client.stats,
-                     no_wait=no_wait)
+                     no_wait=no_wait, interactive=client.chat_interactive)
     client.batch = lane.chat
     stack.push_async_callback(lane.close)
     n = await lane.reattach()

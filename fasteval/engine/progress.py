@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from fasteval.core.pricing import Price, cost_usd
+from fasteval.core.pricing import BATCH_TOKENS, TOKEN_KINDS, Price, cost_usd
 from fasteval.core.terminal import clean, plain
 from providers.client import ModelClient
 
@@ -86,9 +86,8 @@ class ProgressDisplay:
         price = self.prices.get(name)
         if price is None:
             return None
-        s = cl.stats
-        return cost_usd({"prompt_tokens": s.prompt_tokens, "completion_tokens": s.completion_tokens,
-                         "cache_read_tokens": s.cache_read_tokens, "cache_write_tokens": s.cache_write_tokens}, price)
+        s = cl.stats  # the batch_* parts pay the batch factor, the rest (interactive fallbacks too) full price
+        return cost_usd({k: getattr(s, k) for k in (*TOKEN_KINDS, *BATCH_TOKENS)}, price)
 
     def total_cost(self) -> float | None:
         costs = [c for c in (self._cost(n, cl) for n, cl in self.clients.items()) if c is not None]

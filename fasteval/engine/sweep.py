@@ -604,7 +604,7 @@ class Sweep:
                 traj.termination, traj.termination_reason = "error", rec.error
         rec.answer = traj.answers[-1] if traj.answers else None
         rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
-        rec.usage = usage_summary(traj.usage_by_turn)
+        rec.usage = {**usage_summary(traj.usage_by_turn), **rec.usage}  # rec.usage: its batch_* parts
         rec.latency_s = round(time.monotonic() - t0, 4)
         rec.trajectory = traj
         if rec.status == "ok":
@@ -647,6 +647,10 @@ class Sweep:
                 rec.retries = retries.count
                 if batches.batch_ids:  # the provider batches its requests rode in (batch discount)
                     rec.metadata["batch_id"] = ",".join(sorted(batches.batch_ids))
+                if batches.fallbacks:  # requests asked interactively after their batch failed (full price)
+                    rec.metadata["batch_fallback"] = batches.fallbacks
+                if any(batched := batches.batched.get(job.model, {})):
+                    rec.usage = {k: v for k, v in batched.items() if v}  # batch-priced; _one adds the totals
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:

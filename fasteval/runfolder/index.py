@@ -31,23 +31,28 @@ from typing import Any, Literal
 
 import orjson
 
+from fasteval.core.pricing import BATCH_TOKENS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger("fasteval")
 
 RECORDS = "records.jsonl"
 INDEX = "index.sqlite"
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 _STATS_MIN_ROWS = 1000
 
+BATCH_TOKEN_COLUMNS = BATCH_TOKENS
+"""The part of each token count a provider's batch API billed (a record's ``usage.batch_*``): the
+report prices it at the batch factor, the rest at the full price (fasteval.core.pricing)."""
+
 # Column order of the jobs table (and of the tuples ``row_of_*`` return).
 COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
          "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
          "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
-         "task_type", "ok", "byte_offset", "byte_length")
+         "task_type", *BATCH_TOKEN_COLUMNS, "ok", "byte_offset", "byte_length")
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
                       "termination", "task_type"})
 IndexRowTuple = tuple[Any, ...]
@@ -76,7 +81,7 @@ class JobRow:
     rounds: int
     tool_calls: int
     usage: dict[str, int]
-    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens."""
+    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, and their batch_* parts."""
     latency_s: float
     retries: int
     task_type: str | None
@@ -89,7 +94,8 @@ class JobRow:
                 self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
                 self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
                 self.usage["cache_write_tokens"], self.latency_s, self.retries,
-                self.task_type, int(self.status == "ok"), offset, length)
+                self.task_type, *(self.usage.get(c, 0) for c in BATCH_TOKEN_COLUMNS), int(self.status == "ok"),
+                offset, length)
 
 
 def _short(text: Any) -> str | None:
@@ -176,7 +182,8 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
                int(rec["rounds"]), int(rec["tool_calls"]), int(usage.get("prompt_tokens", 0)),
                int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
                int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
-               None if task_type is None else str(task_type), int(status == "ok"), offset, length)
+               None if task_type is None else str(task_type), *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS),
+               int(status == "ok"), offset, length)
         if _SQL_TYPES.issuperset(map(type, row)):
             return row
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
@@ -211,8 +218,8 @@ def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple
             _int(rec.get("rounds")), _int(rec.get("tool_calls")), _int(usage.get("prompt_tokens")),
             _int(usage.get("completion_tokens")), _int(usage.get("cache_read_tokens")),
             _int(usage.get("cache_write_tokens")), _num(rec.get("latency_s")),
-            _int(rec.get("retries")), None if task_type is None else _text(task_type), int(status == "ok"),
-            offset, length)
+            _int(rec.get("retries")), None if task_type is None else _text(task_type),
+            *(_int(usage.get(c)) for c in BATCH_TOKEN_COLUMNS), int(status == "ok"), offset, length)
 
 
 def _score(v: Any) -> float | None:
@@ -236,7 +243,8 @@ def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple | None:
                       int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
                       int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
                       int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
-                      None if task_type is None else str(task_type), int(rec.status == "ok"), offset, length)
+                      None if task_type is None else str(task_type),
+                      *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS), int(rec.status == "ok"), offset, length)
     except (TypeError, ValueError, OverflowError, AttributeError):
         return None
     # Types exactly as a rebuild reads them back (a bool is no int, inf no float of JSON), so the
@@ -290,7 +298,8 @@ _SCHEMA = (
     "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
     "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
     "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
-    "task_type TEXT, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
+    "task_type TEXT, batch_prompt_tokens INTEGER, batch_completion_tokens INTEGER, batch_cache_read_tokens INTEGER, "
+    "batch_cache_write_tokens INTEGER, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
 )
 # Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
 # re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
@@ -594,7 +603,8 @@ class RunIndex:
         for r in self._db.execute(sql, params):
             yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
                          {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
-                          "cache_write_tokens": r[16]}, r[17], r[18], r[19], r[21], r[22])
+                          "cache_write_tokens": r[16], **dict(zip(BATCH_TOKEN_COLUMNS, r[20:24], strict=True))},
+                         r[17], r[18], r[19], r[25], r[26])
 
     def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset", scan: bool = False,
                **filters: Any) -> Iterator[tuple[Any, ...]]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasteval.core.pricing import cost_usd, model_prices
-from fasteval.runfolder.index import RunIndex, open_index
+from fasteval.runfolder.index import BATCH_TOKEN_COLUMNS, RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
 from providers.registry import is_embedded
 
@@ -91,7 +91,7 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
 
 
 SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "latency_s")
-SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS)
+SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS, *BATCH_TOKEN_COLUMNS)
 
 
 def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str, Any]:
@@ -122,7 +122,9 @@ def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str,
             n_err += 1
             errors[str(error_kind)] += 1
     n_rows, tool_calls, *token_sums = sums
-    tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=True))
+    tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=False))
+    # The part batch APIs billed (priced at the batch factor), shown only for groups that batched.
+    tokens.update((k, v) for k, v in zip(BATCH_TOKEN_COLUMNS, token_sums[len(TOKEN_FIELDS):], strict=True) if v)
     seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
     mean = statistics.fmean(seed_means) if seed_means else None
     std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None

@@ -13,7 +13,10 @@ import aiohttp
 from providers.base import ChatRequest, ChatResponse, ErrorKind, ProviderError
 from providers.breaker import connection_error
 
-BATCH_FIELDS = ("max_requests", "max_mb", "gather_s", "poll_s", "window")
+BATCH_FIELDS = ("max_requests", "max_mb", "gather_s", "poll_s", "window", "fallback")
+FALLBACKS = ("batch", "interactive")
+"""Where a request goes again after its batch expired or failed retryably: a later batch (half
+price, another wait) or the model's interactive API at once (full price, no wait)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -27,6 +30,8 @@ class BatchSettings:
     gather_s: float = 30.0
     poll_s: float = 30.0
     window: str = "24h"
+    fallback: str = "batch"
+    """One of FALLBACKS."""
 
     @classmethod
     def from_config(cls, value: Any) -> BatchSettings | None:
@@ -44,6 +49,8 @@ class BatchSettings:
             v = getattr(out, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v <= 0):
                 raise ValueError(f"batch.{name} must be a positive number, got {v!r}")
+        if not isinstance(out.fallback, str) or out.fallback not in FALLBACKS:
+            raise ValueError(f"batch.fallback: expected one of {', '.join(FALLBACKS)}, got {out.fallback!r}")
         if out.window != "24h":
             raise ValueError(f"batch.window: the providers offer a 24h completion window only, got {out.window!r}")
         return out

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from fasteval.core.types import Job, Record
-from fasteval.runfolder.index import JobRow, RunIndex, row_of_dict
+from fasteval.runfolder.index import RunIndex, row_of_dict
 from fasteval.runfolder.records import RECORDS, RecordWriter, latest_by_job, write_manifest
 
 MODELS = ("m-a", "m-b")
@@ -85,12 +85,7 @@ def full_scan_rows(run_dir: Path) -> dict[str, tuple[Any, ...]]:
 
 
 def index_rows(index: RunIndex) -> dict[str, tuple[Any, ...]]:
-    def tup(r: JobRow) -> tuple[Any, ...]:
-        return (r.job_id, r.model, r.suite, r.setting, r.task_id, r.seed, r.status, r.score, r.error_kind,
-                r.error, r.termination, r.rounds, r.tool_calls, r.usage["prompt_tokens"],
-                r.usage["completion_tokens"], r.usage["cache_read_tokens"], r.usage["cache_write_tokens"], r.latency_s, r.retries, r.task_type, int(r.status == "ok"),
-                r.offset, r.length)
-    return {r.job_id: tup(r) for r in index.rows()}
+    return {r.job_id: r.at(r.offset, r.length) for r in index.rows()}
 
 
 def merged_reference(sources: list[Path]) -> list[bytes]:
