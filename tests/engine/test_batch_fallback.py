@@ -3,6 +3,7 @@ at the full price, while the rest of the run keeps the batch discount (records, 
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,19 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.pricing import Price, model_prices
+from fasteval.engine.batching import BatchLane, batch_job
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.sweep import RunOptions, Sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.view.report import report
+from providers.base import ChatRequest, ProviderError
+from providers.batch.base import BatchSettings
+from providers.batch.openai import OpenAIBatchWire
+from providers.client import ModelClient
+from providers.openai_compat import OpenAICompatProvider
 from providers.registry import is_embedded
+from providers.retry import RetryPolicy
+from providers.sim import SimModel, SimServer
 
 PRICE = Price(1.0, 2.0)  # USD per million prompt / completion tokens (cache reads and writes at the input price)
 
@@ -97,3 +106,37 @@ async def test_without_fallback_the_expired_requests_wait_for_another_batch(tmp_
 def test_fallback_takes_only_batch_or_interactive(tmp_path: Path, value: Any) -> None:
     with pytest.raises(ConfigError, match="batch.fallback"):
         load_config(write(tmp_path, {"fallback": value}))
+
+
+async def test_a_rerun_falls_back_for_a_request_an_earlier_runs_batch_failed(tmp_path: Path) -> None:
+    """The failure is in the journal, not in memory: the next process asks interactively, no new batch."""
+    server = SimServer([SimModel("m", policy="direct", options={"batch_api": {"turnaround_s": 0.02, "expire": 1}})])
+    await server.start()
+    try:
+        async def ask(settings: BatchSettings, retry: RetryPolicy, *, interactive: bool) -> list[str]:
+            client = ModelClient("m", OpenAICompatProvider(server.base_url, "m"), retry=retry)
+            lane = BatchLane("m", OpenAIBatchWire(OpenAICompatProvider(server.base_url, "m")),
+                             BatchJournal(tmp_path), settings, retry=retry, stats=client.stats,
+                             interactive=client.chat_interactive if interactive else None)
+
+            async def job(i: int) -> str:
+                with batch_job(f"j{i}"):
+                    return (await lane.chat(ChatRequest([{"role": "user", "content": f"q{i}"}]))).content or ""
+
+            try:
+                return list(await asyncio.gather(*(job(i) for i in range(3)), return_exceptions=False))
+            finally:
+                await lane.close()
+                await client.close()
+                assert client.stats.batch_fallbacks == (3 if interactive else 0)
+
+        fast = {"gather_s": 0.05, "poll_s": 0.02}
+        with pytest.raises(ProviderError, match="expired"):  # one attempt only: the expired batch fails the jobs
+            await ask(BatchSettings(**fast), RetryPolicy(max_attempts=1), interactive=False)
+        assert server.batch_apis.created == 1
+        answers = await ask(BatchSettings(**fast, fallback="interactive"), RetryPolicy(max_attempts=1),
+                            interactive=True)
+        assert len(answers) == 3 and all(answers)
+        assert server.batch_apis.created == 1  # nothing was put in a batch again
+    finally:
+        await server.stop()
