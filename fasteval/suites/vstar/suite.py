@@ -62,6 +62,11 @@ class VStar(ChoiceSuite):
     setting_options = {"protocol": protocol_option()}
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
+        self.generation = str(options.get("generation", "ours"))
+        if self.generation not in GENERATIONS:
+            raise ValueError(f"vstar: generation must be one of {GENERATIONS}, got {self.generation!r}")
+        if self.generation == "lmms-eval" and options.get("scorer") != "lmms-eval":
+            raise ValueError("vstar: generation lmms-eval goes with scorer lmms-eval")
         deepeyes = options.get("scorer") == "deepeyes"
         role = str(options.get("judge") or "judge")
         # DeepEyes' judge is its own (texts from its checkout), not VLMEvalKit's fallback.
@@ -69,11 +74,6 @@ class VStar(ChoiceSuite):
         self.deepeyes_book = deepeyes_texts(options, self.fidelity) if deepeyes else None
         if deepeyes:
             self.judge_role = role
-        self.generation = str(options.get("generation", "ours"))
-        if self.generation not in GENERATIONS:
-            raise ValueError(f"vstar: generation must be one of {GENERATIONS}, got {self.generation!r}")
-        if self.generation == "lmms-eval" and self.scorer != "lmms-eval":
-            raise ValueError("vstar: generation lmms-eval goes with scorer lmms-eval")
         lmms = self.scorer == "lmms-eval" and (self.fidelity == "reference" or self.generation == "lmms-eval")
         self.lmms_book = lmms_eval_texts(options, "reference" if self.generation == "lmms-eval" else self.fidelity) \
             if lmms else None

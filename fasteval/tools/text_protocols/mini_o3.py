@@ -151,12 +151,13 @@ class MiniO3Grounding(Tool):
             img = drop_alpha(decode(ctx.blobs.get(source)), background=(255, 255, 255))
             left, top, right, bottom = _box(bbox, img.width, img.height, fidelity)
             with vips_errors("cannot crop image"):
-                region = img.crop(left, top, right - left, bottom - top)
-                raw = ctx.blobs.put(png_bytes(region))
-                vw, vh = _view_size(region.width, region.height)
-                if (vw, vh) == (region.width, region.height):
+                data = png_bytes(img.crop(left, top, right - left, bottom - top))
+                raw, (cw, ch) = ctx.blobs.put(data), (right - left, bottom - top)
+                vw, vh = _view_size(cw, ch)
+                if (vw, vh) == (cw, ch):
                     return raw, raw, [left, top, right, bottom], [vw, vh]
-                view = region.resize(vw / region.width, vscale=vh / region.height, kernel="nearest")
+                # the source was decoded for one pass: the view is made from the stored crop
+                view = decode(data).resize(vw / cw, vscale=vh / ch, kernel="nearest")
                 return raw, ctx.blobs.put(png_bytes(view)), [left, top, right, bottom], [view.width, view.height]
 
         try:
