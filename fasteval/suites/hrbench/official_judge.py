@@ -87,8 +87,10 @@ def official_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
     return book
 
 
-def judge_text(texts: TextBook, question: str, options: Mapping[str, str], label: str, prediction: str) -> str:
-    """The judge's input, as ``build_prompt`` and ``pipeline_eval`` lay it out."""
+def judge_text(texts: TextBook, question: str, options: Mapping[str, str], label: str,
+               prediction: str | None) -> str:
+    """The judge's input, as ``build_prompt`` and ``pipeline_eval`` lay it out (no prediction: ``nan``)."""
+    prediction = prediction if prediction else "nan"
     prompt = texts.render("judge_question", question=question)
     if options:
         prompt += texts.render("judge_options_header")
@@ -117,8 +119,7 @@ class YesNo:
 async def official_verdict(judge: JudgeModel, texts: TextBook, question: str, options: Mapping[str, str],
                            gold: str, prediction: str | None, *, timeout_s: float = 300.0) -> YesNo:
     """One judge call per row, as the fork makes it; a reply that never comes is an error, not a 0."""
-    pred = prediction if prediction else "nan"
-    text = judge_text(texts, question, options, gold, pred)
+    text = judge_text(texts, question, options, gold, prediction)
     value, replies = await ask_until_read(
         judge, lambda attempt: ChatRequest(messages=[{"role": "user", "content": text}], params=dict(JUDGE_PARAMS)),
         parse_score, attempts=1, timeout_s=timeout_s)

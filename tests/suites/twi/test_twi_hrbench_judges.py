@@ -60,6 +60,8 @@ def test_official_judge_text_and_yes_no_reading_from_the_checkout(tmp_path: Path
     text = judge_text(book, "Which sign?", {"A": "stop", "B": "exit"}, "B", "<answer>exit</answer>")
     assert text == ("SYNTH-HR-JUDGE say yes or no. BLOCK<<Q<<Which sign?>>\nOPTS\nA) stop\nB) exit\n"
                     "SYNTH-HR-JUDGE one is right. \n>> GOLD<<B. exit>> PRED<<<answer>exit</answer>>>?")
+    assert text.replace("<answer>exit</answer>", "nan") == judge_text(book, "Which sign?", {"A": "stop", "B": "exit"},
+                                                                      "B", "")  # an empty cell reads back as NaN
     # ``^(yes|no)`` on the lower-cased reply as it came: no strip, a prefix is enough.
     assert [parse_score(r) for r in ("Yes.", "YES", "yesterday", " yes", "No", "maybe yes", "")] == [
         1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
@@ -206,3 +208,16 @@ def test_symbols_reach_a_conditional_branch_and_an_inline_format_literal(tmp_pat
         python_value(src, "f.u")  # only a literal's .format is read
     with pytest.raises(LookupError):
         python_value(src, "f.t.orelse")
+
+
+def test_the_docs_table_lmms_eval_reads_a_leading_letter_upstream_does_not() -> None:
+    """docs/suites/hrbench.md: lmms-eval's old can_infer has no last-four-tokens rule."""
+    from fasteval.suites.mcq.matching import can_infer, fixed_choice
+
+    opts = {"A": "21", "B": "112", "C": "121", "D": "12"}
+    long = "B is correct because the number on the bus reads 112 clearly"
+    assert (can_infer(long, opts, "upstream"), can_infer(long, opts, "hrbench"), fixed_choice(long, opts)[0]) == (
+        None, "B", None)
+    for tagged in ("<answer>B</answer>", "<answer>112</answer>", "112"):  # "12" is in "112": two texts match
+        assert can_infer(tagged, opts, "upstream") is None and can_infer(tagged, opts, "hrbench") is None
+        assert fixed_choice(tagged, opts)[0] == "B"
