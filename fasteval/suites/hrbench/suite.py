@@ -87,7 +87,11 @@ class HRBench(ChoiceSuite):
     vlmevalkit_layout = "ImageMCQDataset"
     shuffles = False
     options_schema = {**common_options("hrbench", SCORERS),
-                      "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS)}
+                      "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS),
+                      "judge": Opt("str", "vlmevalkit: exact_matching (default) or the role of VLMEvalKit's fallback "
+                                   "judge; official, lmms-eval: the role of their judge (default judge)"),
+                      "reference_repo": Opt("path", "checkout holding the reference texts: VLMEvalKit (scorer "
+                                            "vlmevalkit), HR-Bench (official), lmms-eval (lmms-eval)")}
 
     def __init__(self, options: dict[str, Any], blobs: Any) -> None:
         judged = str(options.get("scorer", SCORERS[0])) in JUDGED

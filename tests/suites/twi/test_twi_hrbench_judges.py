@@ -221,3 +221,15 @@ def test_the_docs_table_lmms_eval_reads_a_leading_letter_upstream_does_not() -> 
     for tagged in ("<answer>B</answer>", "<answer>112</answer>", "112"):  # "12" is in "112": two texts match
         assert can_infer(tagged, opts, "upstream") is None and can_infer(tagged, opts, "hrbench") is None
         assert fixed_choice(tagged, opts)[0] == "B"
+
+
+def test_data_fetch_pins_the_two_new_reference_checkouts(tmp_path: Path) -> None:
+    from fasteval.suites.data_fetch import REFERENCE_REPOS
+    from fasteval.suites.hrbench import lmms_judge, official_judge
+
+    hr, lm = REFERENCE_REPOS["hrbench-reference"], REFERENCE_REPOS["lmms-eval-reference"]
+    assert (hr.repo, hr.commit[:8]) == ("DreamMr/HR-Bench", "b17b1998")
+    assert (lm.repo, lm.commit[:8]) == ("EvolvingLMMs-Lab/lmms-eval", "75571cfe")
+    # the suites' defaults are where the fetch puts them
+    assert str(hr.dest(Path("data"))) == official_judge.DEFAULT_REFERENCE_REPO
+    assert str(lm.dest(Path("data"))) == lmms_judge.DEFAULT_REFERENCE_REPO
