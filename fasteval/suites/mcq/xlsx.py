@@ -1,7 +1,8 @@
 """Rows of an .xlsx prediction file, read with the standard library (zipfile + ElementTree).
 
-VLMEvalKit writes its predictions as xlsx by default (``PRED_FORMAT``), so most published runs a
-user rescores with ``score-file`` are xlsx. We read them without a third-party library on
+VLMEvalKit writes its predictions as xlsx by default (``PRED_FORMAT``; ``dump_xlsx``: pandas with
+the XlsxWriter engine, shared strings), so most published runs a user rescores with ``score-file``
+are xlsx. We read them without a third-party library on
 purpose: a user who points ``score-file`` at VLMEvalKit's output expects it to work in a plain
 install, not to learn about an extra, and the sheets pandas / openpyxl write for a DataFrame use
 a small, stable part of SpreadsheetML: one worksheet, a header row, cells that are shared

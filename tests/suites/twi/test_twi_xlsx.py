@@ -57,7 +57,8 @@ def _openpyxl(path: Path, rows: list[list[Any]]) -> Path:
 
 
 def _xlsxwriter(path: Path, rows: list[list[Any]]) -> Path:
-    wb = xlsxwriter.Workbook(str(path))
+    """As VLMEvalKit's ``dump_xlsx`` writes (pandas' ExcelWriter, engine xlsxwriter, strings_to_formulas off)."""
+    wb = xlsxwriter.Workbook(str(path), {"strings_to_formulas": False})
     ws = wb.add_worksheet()
     ws.write_row(0, 0, HEADER)
     for n, row in enumerate(rows, start=1):
@@ -81,11 +82,16 @@ def test_rows_read_as_openpyxl_reads_them(tmp_path: Path, writer: Any) -> None:
     rows[0][1] = "Ünïcode, \"quotes\" & <tags>\nsecond line"
     rows[1][-1] = 2.5
     rows[2][-1] = True
+    rows[3][-1] = "=B, the first one"  # a string, not a formula, as VLMEvalKit writes it
+    rows[5][-1] = "B, see https://example.com/bus"  # XlsxWriter turns URLs into hyperlinks
     path = writer(tmp_path / "m_HRBench4K.xlsx", rows)
     ours = xlsx_rows(path)
     assert ours == _oracle(path)
     assert ours[0]["index"] == 0 and isinstance(ours[0]["index"], int) and ours[6]["prediction"] is None
     assert (ours[1]["prediction"], ours[2]["prediction"]) == (2.5, True)
+    assert ours[5]["prediction"] == "B, see https://example.com/bus"
+    # openpyxl stores "=..." as a formula with no cached value (None for both readers); XlsxWriter as text
+    assert ours[3]["prediction"] == ("=B, the first one" if writer is _xlsxwriter else None)
     preds = read_predictions(path)
     assert preds[6]["was_empty"] and not preds[4]["was_empty"] and preds[1]["prediction"] == "2.5"
 
