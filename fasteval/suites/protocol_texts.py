@@ -178,7 +178,10 @@ class ProtocolBooks:
             error=lambda info: book.render("mini_o3_error", error_info=info) + hint))
 
     def manifest_texts(self) -> list[dict[str, Any]]:
-        return [t for b in self.books.values() for t in b.manifest()["texts"]]
+        """Each text read so far, with the checkout and commit it came from (a suite's manifest
+        names one repository at its top; these come from others)."""
+        return [{**t, "reference_repo": m["reference_repo"], "reference_commit": m["reference_commit"]}
+                for m in (b.manifest() for b in self.books.values()) for t in m["texts"]]
 
     def listing(self, setting: Setting) -> list[dict[str, Any]]:
         name = self.name_of(setting)

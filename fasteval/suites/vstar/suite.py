@@ -85,7 +85,8 @@ class VStar(ChoiceSuite):
         """The scorer's texts, then lmms-eval's prompt parts and the protocols' texts read so far."""
         books = [b.manifest() for b in (self.deepeyes_book, self.lmms_book) if b is not None]
         base = books[0] if books else super().text_manifest()
-        extra = [t for m in books[1:] for t in m["texts"]] + self.protocols.manifest_texts()
+        extra = [{**t, "reference_repo": m["reference_repo"], "reference_commit": m["reference_commit"]}
+                 for m in books[1:] for t in m["texts"]] + self.protocols.manifest_texts()
         if base is None:
             return {"mode": self.protocols.mode, "texts": extra} if extra else None
         return {**base, "texts": list(base["texts"]) + extra}

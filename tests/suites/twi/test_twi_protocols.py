@@ -28,11 +28,19 @@ from protocol_checkouts import (
     mini_o3_checkout,
     regions_png,
 )
+from reference_repos import FIXTURE_COMMIT
 
+from fasteval.images import ImageError
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting
 from fasteval.suites.vstar import VStar
-from fasteval.tools.text_protocols import DeepEyesProtocol, DeepEyesTexts, MiniO3Protocol, MiniO3Texts
+from fasteval.tools.text_protocols import (
+    DeepEyesProtocol,
+    DeepEyesTexts,
+    MiniO3Protocol,
+    MiniO3Texts,
+    deepeyes_crop,
+)
 
 _SUPPORT = Path(__file__).resolve().parents[1] / "e2e" / "e2e_support.py"
 _spec = importlib.util.spec_from_file_location("twi_protocol_e2e_support", _SUPPORT)
@@ -98,6 +106,28 @@ def test_mini_o3_parse_stops_at_the_first_grounding_and_keeps_the_reference_spac
     assert ref.parse("<answer>KL 4471</answer>").calls == []
 
 
+def _decoded(data: bytes) -> np.ndarray[Any, Any]:
+    img = pyvips.Image.new_from_buffer(data, "")
+    return np.ndarray(buffer=img.write_to_memory(), dtype=np.uint8, shape=(img.height, img.width, img.bands))
+
+
+def test_deepeyes_crop_pads_black_outside_the_image_as_pil_does_and_fixed_clamps() -> None:
+    original = regions_png()  # 200x100: grey 30 left of x=100, 200 right of it
+    data, w, h = deepeyes_crop(original, [-28, 0, 28, 56], clamp=False)  # half of it left of the image
+    pixels = _decoded(data)
+    assert (w, h) == (56, 56) and pixels[:, :24].max() == 0 and pixels[:, 32:].min() == 30
+    data, w, h = deepeyes_crop(original, [-28, 0, 28, 56], clamp=True)  # ours: only the part inside
+    assert _decoded(data).min() == 30 and (w, h) == (56, 84)  # the 28x56 px inside, enlarged
+    data, w, h = deepeyes_crop(original, [84.4, 0, 112.4, 28], clamp=False)  # PIL rounds: x 84..112
+    assert (w, h) == (56, 56)  # 28x28 px, lifted by smart_resize to 4*28*28 pixels
+    edge = _decoded(data)
+    assert edge[:, 0].max() == 30 and edge[:, -1].min() == 200
+    with pytest.raises(ImageError, match="less than"):
+        deepeyes_crop(original, [50, 10, 40, 20], clamp=False)
+    with pytest.raises(ImageError):
+        deepeyes_crop(original, [250, 10, 300, 20], clamp=True)  # nothing of it inside
+
+
 # --- V* under DeepEyes' protocol ----------------------------------------------------------------------------
 
 
@@ -153,8 +183,10 @@ def test_vstar_sweep_under_deepeyes_text_crops_the_original_and_feeds_it_back(
     error_turn = fixed["trajectory"]["messages"][3]
     assert any(t.startswith("Error: could not read") for t in _user_texts(error_turn))
     assert fixed["score_details"]["shuffled"] is True
-    texts = json.dumps(json.loads((run_dir / "manifest.json").read_text())["texts"])
-    assert "eval/eval_vstar.py" in texts and "verl/trainer/constants.py" in texts
+    manifest = json.loads((run_dir / "manifest.json").read_text())["texts"]["vstar"]["texts"]
+    where = {t["file"]: (t.get("reference_repo"), t.get("reference_commit")) for t in manifest}
+    assert where["eval/eval_vstar.py"] == (str(tmp_path / "DeepEyes"), FIXTURE_COMMIT)
+    assert where["verl/trainer/constants.py"] == (str(tmp_path / "Mini-o3"), FIXTURE_COMMIT)
 
 
 def test_vstar_under_mini_o3_grounding_sends_its_system_prompt_and_the_question(
