@@ -187,6 +187,7 @@ def test_vstar_sweep_under_deepeyes_text_crops_the_original_and_feeds_it_back(
     where = {t["file"]: (t.get("reference_repo"), t.get("reference_commit")) for t in manifest}
     assert where["eval/eval_vstar.py"] == (str(tmp_path / "DeepEyes"), FIXTURE_COMMIT)
     assert where["verl/trainer/constants.py"] == (str(tmp_path / "Mini-o3"), FIXTURE_COMMIT)
+    support.resume_and_rescore(capsys, config, run_dir, list(support.latest(run_dir)), expect_judged=False)
 
 
 def test_vstar_under_mini_o3_grounding_sends_its_system_prompt_and_the_question(
