@@ -67,6 +67,9 @@ class VStar(ChoiceSuite):
             raise ValueError(f"vstar: generation must be one of {GENERATIONS}, got {self.generation!r}")
         if self.generation == "lmms-eval" and options.get("scorer") != "lmms-eval":
             raise ValueError("vstar: generation lmms-eval goes with scorer lmms-eval")
+        if self.generation == "lmms-eval" and options.get("texts") == "own":
+            raise ValueError("vstar: generation lmms-eval reads the task's generation_kwargs from the lmms-eval "
+                             "checkout, so not with texts: own")
         deepeyes = options.get("scorer") == "deepeyes"
         role = str(options.get("judge") or "judge")
         # DeepEyes' judge is its own (texts from its checkout), not VLMEvalKit's fallback.

@@ -333,3 +333,8 @@ def test_lmms_eval_layout_is_read_from_the_task_yaml_despite_function_tags(tmp_p
         "lmms_eval/tasks/vstar_bench/_default_template_yaml"}
     with pytest.raises(ValueError, match="scorer lmms-eval"):
         VStar({**options, "scorer": "vlmevalkit", "generation": "lmms-eval"}, blobs)
+    with pytest.raises(ValueError, match="texts: own"):
+        VStar({**options, "texts": "own", "generation": "lmms-eval"}, blobs)
+    own = VStar({**options, "texts": "own"}, blobs)
+    assert own.user_message(task, 0, direct, Trajectory())["content"][-1]["text"].endswith(
+        "D. red\nAnswer with the letter.\nReply with the letter of the right option only.")
