@@ -63,11 +63,14 @@ def _numbers(value: Any, what: str) -> list[float | int]:
     return out
 
 
-def zoom_arguments(obj: Any) -> dict[str, Any]:
-    """``obj["arguments"]["bbox_2d"]`` (and the optional label) as the harness reads them."""
+def zoom_arguments(obj: Any, *, lenient: bool = False) -> dict[str, Any]:
+    """``obj["arguments"]["bbox_2d"]`` (and the optional label) as the harness reads them;
+    ``lenient`` (fixed) also takes the arguments as a JSON string, as some models write them."""
     if not isinstance(obj, dict):
         raise ValueError(f"the call must be a JSON object, got {type(obj).__name__}")
     args = obj.get("arguments")
+    if lenient and isinstance(args, str):
+        args = read_call_object(args)
     if not isinstance(args, dict):
         raise ValueError('the call has no "arguments" object')
     if "bbox_2d" not in args:
@@ -165,7 +168,7 @@ class DeepEyesProtocol(TextProtocol):
             return ParsedTurn(content)
         raw = content.split(START, 1)[1].split(END, 1)[0].strip()
         try:
-            args = zoom_arguments(read_call_object(raw))
+            args = zoom_arguments(read_call_object(raw), lenient=self.fidelity == "fixed")
         except ValueError as e:
             return ParsedTurn(content, rejected=bounded(f"could not read the {START}: {e}"), raw_call=bounded(raw))
         return ParsedTurn(content, [call_request(self.tool_name, args)])

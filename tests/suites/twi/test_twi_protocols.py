@@ -91,6 +91,10 @@ def test_deepeyes_parse_reads_json_or_python_literals_and_rejects_junk_with_a_bo
     nested = proto.parse("<tool_call>" + "(" * 5000 + "</tool_call>")  # literal_eval would recurse away
     assert nested.rejected is not None
     assert proto.parse('<tool_call>{"arguments": {"bbox_2d": [1, 2, 3]}}</tool_call>').rejected
+    quoted = '<tool_call>{"name": "z", "arguments": "{\\"bbox_2d\\": [1, 2, 3, 4]}"}</tool_call>'
+    assert proto.parse(quoted).rejected  # DeepEyes indexes the string: an error
+    fixed = DeepEyesProtocol("fixed", DeepEyesTexts(system="s", feedback="f"))
+    assert json.loads(fixed.parse(quoted).calls[0].arguments) == {"bbox_2d": [1, 2, 3, 4]}
 
 
 def test_mini_o3_parse_stops_at_the_first_grounding_and_keeps_the_reference_spacing_rule() -> None:
