@@ -84,6 +84,9 @@ async def test_an_expired_batch_falls_back_to_full_price_requests_and_the_rest_s
     assert rep["cost_usd"] == pytest.approx(expected, abs=1e-6)
     tokens = rep["rows"][0]["tokens"]
     assert rep["cost_usd"] > 0.5 * usd(tokens["prompt_tokens"], tokens["completion_tokens"]) + 1e-7
+    for f in (tmp_path / "run").glob("index.sqlite*"):
+        f.unlink()
+    assert report(tmp_path / "run")["cost_usd"] == rep["cost_usd"]  # an index rebuilt from the records agrees
     panel = ProgressDisplay(Counters(), s.clients, prices=model_prices(cfg.raw, is_embedded), live=False)
     assert panel.total_cost() == pytest.approx(expected, abs=1e-6)  # the live panel prices it alike
     assert s.clients["m"].stats.batch_fallbacks == len(fell_back)
