@@ -99,7 +99,8 @@ class GeminiBatches:
         r.add_post("/v1beta/batches/{name}", self.cancel)
 
     def stats(self) -> dict[str, Any]:
-        return {"uploaded": self.uploaded, "contents": self.contents, "files": len(self.files)}
+        inputs = {b.input_file_id for b in self.apis.batches.values() if b.dialect == "gemini" and b.input_file_id}
+        return {"uploaded": self.uploaded, "contents": self.contents, "input_files": sorted(inputs)}
 
     @staticmethod
     def _unauthorized(request: web.Request) -> web.Response | None:
