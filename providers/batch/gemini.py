@@ -28,6 +28,7 @@ downloaded, its input file is deleted (best effort) to give the storage back.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -57,6 +58,7 @@ FILE_MAX_BYTES = 2 * 1000 * 1000 * 1000
 _GRANULARITY = 256 * 1024
 """Resumable upload chunks other than the last are multiples of this (unless the server says another)."""
 
+_FILE_NAME = re.compile(r"^files/[A-Za-z0-9_-]{1,128}$")
 _HEAD = b'{"key":"'
 _MID = b'","request":'
 
@@ -138,6 +140,7 @@ class GeminiBatchWire(HttpBatchWire):
 
     async def upload(self, local_id: str, lines: list[bytes]) -> str:
         """Upload the batch's input file (resumable: start, chunks, finalize); its name (``files/...``)."""
+        lines = [x if x.startswith(_HEAD) else self.line(*split_line(x)) for x in lines]  # an earlier journal's
         size = sum(len(x) + 1 for x in lines)
         start = {"X-Goog-Upload-Protocol": "resumable", "X-Goog-Upload-Command": "start",
                  "X-Goog-Upload-Header-Content-Length": str(size),
@@ -164,7 +167,7 @@ class GeminiBatchWire(HttpBatchWire):
             name = orjson.loads(raw)["file"]["name"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             raise ProviderError("bad_response", f"upload of {local_id}: no file in {raw[:120]!r}") from None
-        return str(name)
+        return file_name(name)
 
     def _session_url(self, headers: Mapping[str, str]) -> str:
         """The upload session's URL, refused unless it is on the API's own origin (it gets our key)."""
@@ -182,7 +185,7 @@ class GeminiBatchWire(HttpBatchWire):
     async def _file_usable(self, file_id: str) -> bool:
         """A journaled input file still there (the Files API keeps them 48 h) and complete."""
         try:
-            meta = await self._json("GET", f"{self.root}/{file_id}")
+            meta = await self._json("GET", f"{self.root}/{file_name(file_id)}")
         except ProviderError as e:
             if e.status in (403, 404):  # gone, or no longer ours to read
                 return False
@@ -222,6 +225,7 @@ class GeminiBatchWire(HttpBatchWire):
         output = orjson.loads(info.output_ref or "{}")
         responses = output.get("responsesFile")
         if responses:
+            responses = file_name(responses)
             try:
                 raw = await self._call("GET", f"{self.base}/download/v1beta/{responses}:download",
                                        params={"alt": "media"})
@@ -241,7 +245,7 @@ class GeminiBatchWire(HttpBatchWire):
         if not name:
             return
         try:
-            meta = await self._json("GET", f"{self.root}/{name}")
+            meta = await self._json("GET", f"{self.root}/{file_name(name)}")
             if meta.get("displayName") == info.metadata.get("displayName"):
                 await self._call("DELETE", f"{self.root}/{name}")
         except ProviderError as e:  # it expires by itself within 48 h
@@ -272,7 +276,7 @@ class GeminiBatchWire(HttpBatchWire):
             page = await self._json("GET", f"{self.root}/files", params=params)
             for f in page.get("files") or []:
                 if f.get("displayName") == local_id and str(f.get("state", "ACTIVE")) == "ACTIVE":
-                    return str(f["name"])
+                    return file_name(f.get("name"))
             token = page.get("nextPageToken")
             if not token or token in seen:
                 return None
@@ -283,6 +287,15 @@ class GeminiBatchWire(HttpBatchWire):
 
     def parse(self, body: bytes) -> ChatResponse:
         return parse_gemini_response(body)
+
+
+def file_name(value: Any) -> str:
+    """A Files API name as the provider gave it (``files/<id>``), refused if it is anything else: it
+    goes into URLs that carry our key."""
+    name = str(value)
+    if not _FILE_NAME.match(name):
+        raise ProviderError("bad_response", f"not a Files API name: {name[:120]!r}")
+    return name
 
 
 def _int(value: Any) -> int:

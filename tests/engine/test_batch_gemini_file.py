@@ -34,7 +34,7 @@ from fasteval.engine.sweep import RunOptions, run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings
-from providers.batch.gemini import INLINE_MAX_BYTES, GeminiBatchWire, split_line
+from providers.batch.gemini import INLINE_MAX_BYTES, GeminiBatchWire, file_name, split_line
 from providers.gemini import GeminiProvider
 from providers.sim import SimModel, SimServer
 from tests.engine.test_batch_mode import FAST, records, same_results, sim_model, sweep, write_config
@@ -245,6 +245,28 @@ def test_an_upload_session_on_another_origin_is_refused() -> None:
         with pytest.raises(ProviderError, match="unusable session URL"):
             wire._session_url({"X-Goog-Upload-URL": url})
     assert wire._session_url({"X-Goog-Upload-URL": "http://127.0.0.1:9/u?id=1"}) == "http://127.0.0.1:9/u?id=1"
+
+
+def test_a_files_name_that_is_not_one_is_refused() -> None:
+    assert file_name("files/batch-abc_1") == "files/batch-abc_1"
+    for bad in ("files/../v1beta/batches", "https://elsewhere/x", "files/a?alt=media", "", None):
+        with pytest.raises(ProviderError, match="not a Files API name"):
+            file_name(bad)
+
+
+async def test_an_earlier_journals_inline_lines_are_uploaded_as_keyed_file_lines(
+        tmp_path: Path, server: SimServer, file_only: None) -> None:
+    wire = wire_of(server)
+    lines, entries = [], []
+    for i in range(2):
+        body = await wire.body(request(i))
+        cid = custom_id("m", f"j{i}", 0, body)
+        lines.append(b'{"request":' + body + b',"metadata":{"key":"' + cid.encode() + b'"}}')
+        entries.append((cid, f"j{i}", 0))
+    await BatchJournal(tmp_path).begin("m", lines, entries)  # begun by the inline-only wire, never created
+    await wire.close()
+    assert len(await rerun(tmp_path, server, 2)) == 2
+    assert server.batch_apis.submitted == [c for c, _, _ in entries] and server.batch_apis.created == 1
 
 
 def test_journal_lines_read_back_in_both_formats() -> None:
