@@ -21,9 +21,9 @@ class BatchSettings:
     """A model's or role's ``batch:`` entry (``true`` takes every default)."""
 
     max_requests: int | None = None
-    """At most the provider's documented limit (OpenAI 50,000, Anthropic 100,000)."""
+    """At most the provider's documented limit (OpenAI 50,000, Anthropic 100,000, Gemini 100,000)."""
     max_mb: float | None = None
-    """At most the provider's documented byte limit (OpenAI 200 MB, Anthropic 256 MB)."""
+    """At most the provider's documented byte limit (OpenAI 200 MB, Anthropic 256 MB, Gemini 2 GB per file)."""
     gather_s: float = 30.0
     poll_s: float = 30.0
     window: str = "24h"
