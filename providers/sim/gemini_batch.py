@@ -7,7 +7,8 @@
   ``query``) at ``X-Goog-Upload-Offset``; chunks before the last are multiples of the announced
   granularity. ``GET/DELETE /v1beta/files/{id}`` and ``GET /v1beta/files`` (paged) hold file
   metadata; files are kept 48 h (``file_ttl_s`` here) and at most 2 GB each; only generated
-  files (a batch's responses) can be downloaded, at ``/download/v1beta/files/{id}:download?alt=media``.
+  files (a batch's responses) can be downloaded, at ``/download/v1beta/files/{id}:download?alt=media``
+  (the REST docs' path) or ``/v1beta/files/{id}:download?alt=media`` (the SDK's).
 - Batches: ``models/{model}:batchGenerateContent`` takes ``inputConfig.requests.requests``
   (inline, the whole request under 20 MB) or ``inputConfig.fileName`` (a JSONL file of
   ``{"key", "request"}`` lines). The operation's ``response`` holds inline responses in request
@@ -102,11 +103,15 @@ class GeminiBatches:
         inputs = {b.input_file_id for b in self.apis.batches.values() if b.dialect == "gemini" and b.input_file_id}
         return {"uploaded": self.uploaded, "contents": self.contents, "input_files": sorted(inputs)}
 
-    @staticmethod
-    def _unauthorized(request: web.Request) -> web.Response | None:
-        if request.headers.get("x-goog-api-key") or request.query.get("key"):
-            return None
-        return _error(403, "Method doesn't allow unregistered callers. Please use an API key.")
+    def _unauthorized(self, request: web.Request) -> web.Response | None:
+        """The API key, from the header or ``?key=``, and the right one when the sim was given one."""
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        if not key:
+            return _error(403, "Method doesn't allow unregistered callers. Please use an API key.")
+        want = self.apis.server.api_keys.get("gemini")
+        if want is not None and key != want:
+            return _error(400, "API key not valid. Please pass a valid API key.")
+        return None
 
     # -- files ---------------------------------------------------------------------------------------
     def _file(self, fid: str) -> SimFile | None:
@@ -131,10 +136,10 @@ class GeminiBatches:
         return f
 
     async def upload(self, request: web.Request) -> web.Response:
+        if request.query.get("upload_id"):  # the session's own URL: its id is the credential, as at Google
+            return await self._upload_command(request, request.query["upload_id"])
         if (refused := self._unauthorized(request)) is not None:
             return refused
-        if request.query.get("upload_id"):
-            return await self._upload_command(request, request.query["upload_id"])
         h = request.headers
         if h.get("X-Goog-Upload-Protocol", "").lower() != "resumable" or \
                 h.get("X-Goog-Upload-Command", "").lower() != "start":
@@ -188,7 +193,9 @@ class GeminiBatches:
         self.uploaded += 1
         return web.json_response({"file": self._file_view(f)}, headers={"X-Goog-Upload-Status": "final"})
 
-    async def get_file(self, request: web.Request) -> web.Response:
+    async def get_file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["id"].endswith(":download"):  # the SDK's path for a download (REST: /download/...)
+            return await self.download(request)
         if (refused := self._unauthorized(request)) is not None:
             return refused
         f = self._file(request.match_info["id"])
