@@ -31,7 +31,7 @@ import logging
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 import orjson
@@ -170,12 +170,15 @@ class GeminiBatchWire(HttpBatchWire):
         return file_name(name)
 
     def _session_url(self, headers: Mapping[str, str]) -> str:
-        """The upload session's URL, refused unless it is on the API's own origin (it gets our key)."""
+        """The upload session's URL, moved onto our base URL's origin: the chunks carry our key, so they
+        go nowhere else, and behind a gateway the API's own host in it is not one we can reach
+        (Google's client does the same)."""
         url = str(headers.get("X-Goog-Upload-URL") or "")
-        ours, theirs = urlsplit(self.base), urlsplit(url)
-        if not url or (theirs.scheme, theirs.netloc) != (ours.scheme, ours.netloc):
+        theirs = urlsplit(url)
+        if not theirs.path.startswith("/") or theirs.scheme not in ("http", "https"):
             raise ProviderError("bad_response", f"resumable upload: unusable session URL {url[:120]!r}")
-        return url
+        ours = urlsplit(self.base)
+        return urlunsplit((ours.scheme, ours.netloc, theirs.path, theirs.query, ""))
 
     async def _send(self, url: str, data: bytes, offset: int, command: str) -> tuple[bytes, Mapping[str, str]]:
         headers = {"X-Goog-Upload-Command": command, "X-Goog-Upload-Offset": str(offset),

@@ -239,12 +239,14 @@ async def test_crash_between_create_and_id_recorded_finds_the_file_batch(tmp_pat
 
 
 # -- the wire's own checks ----------------------------------------------------------------------------
-def test_an_upload_session_on_another_origin_is_refused() -> None:
+def test_an_upload_session_url_is_kept_on_our_origin() -> None:
     wire = GeminiBatchWire(GeminiProvider("m", base_url="http://127.0.0.1:9", api_key="k", api_key_env=None))
-    for url in ("http://evil.example/upload/v1beta/files?upload_id=x", "https://127.0.0.1:9/x", ""):
+    for url in ("http://evil.example/upload/v1beta/files?upload_id=x", "https://127.0.0.1:9/upload/v1beta/files?upload_id=x"):
+        # the chunks carry our key: they go to the configured origin, whatever host the answer named
+        assert wire._session_url({"X-Goog-Upload-URL": url}) == "http://127.0.0.1:9/upload/v1beta/files?upload_id=x"
+    for bad in ("", "ftp://127.0.0.1:9/x", "javascript:alert(1)"):
         with pytest.raises(ProviderError, match="unusable session URL"):
-            wire._session_url({"X-Goog-Upload-URL": url})
-    assert wire._session_url({"X-Goog-Upload-URL": "http://127.0.0.1:9/u?id=1"}) == "http://127.0.0.1:9/u?id=1"
+            wire._session_url({"X-Goog-Upload-URL": bad})
 
 
 def test_a_files_name_that_is_not_one_is_refused() -> None:
