@@ -17,6 +17,7 @@ mode). Errors map onto the retry taxonomy with ``Retry-After`` and ``x-ratelimit
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -29,6 +30,8 @@ from providers.http_json import JsonEndpoint, Timeouts, env_key, openai_retry_af
 from providers.openai_compat import ImageResolver
 from providers.retry import classify_status
 from providers.wire_images import ImageParts, split_data_url
+
+log = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NATIVE = "openai-responses"
@@ -184,9 +187,23 @@ class OpenAIResponsesProvider(Provider):
     async def chat(self, request: ChatRequest) -> ChatResponse:
         payload = await self.build_payload(request)
         status, headers, raw = await self._http.post(self._url, orjson.dumps(payload))
+        reasoning = payload.get("reasoning")
+        if status == 400 and isinstance(reasoning, dict) and reasoning.get("summary") and summary_refused(raw):
+            self._drop_summaries()  # requests in flight meanwhile come here too: each is sent again once
+            del reasoning["summary"]
+            status, headers, raw = await self._http.post(self._url, orjson.dumps(payload))
         if status != 200:
             raise classify_responses_error(status, raw, headers)
         return parse_responses_response(raw)
+
+    def _drop_summaries(self) -> None:
+        """An organisation not verified for reasoning summaries gets a 400 on every request that asks
+        for one; the answer does not depend on it, so the run goes on without them (said once)."""
+        if self.reasoning_summary:
+            log.warning("model %s: OpenAI refuses reasoning summaries for this organisation (not verified); "
+                        "going on without them (set reasoning_summary: none to skip the refused request)",
+                        self._endpoint_name or self.model)
+            self.reasoning_summary = None
 
     async def close(self) -> None:
         await self._http.close()
@@ -268,6 +285,15 @@ def _error_kind(status: int, code: str, message: str, retry_after: float | None)
     kind = classify_status(status) if status else "fatal"
     return ProviderError(kind, text, retry_after=retry_after if kind == "transient" else None,  # type: ignore[arg-type]
                          **where)
+
+
+def summary_refused(body: bytes) -> bool:
+    """The 400 an unverified organisation gets for ``reasoning.summary`` (param and code as OpenAI sends)."""
+    try:
+        err = orjson.loads(body).get("error") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    return isinstance(err, dict) and err.get("param") == "reasoning.summary" and err.get("code") == "unsupported_value"
 
 
 def classify_responses_error(status: int, body: bytes, headers: Mapping[str, str]) -> ProviderError:

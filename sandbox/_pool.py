@@ -71,6 +71,13 @@ class SandboxLimits:
     """What a session's or kept work folder's files may hold in all, over the trajectory's calls."""
     trajectory_disk_inodes: int = 20_000
 
+    def __post_init__(self) -> None:
+        """A zero or negative limit would forbid every call (or, for some, mean "none"): refused here."""
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise ValueError(f"sandbox limit {name} must be a positive number, got {value!r}")
+
 
 @dataclass(slots=True)
 class OutputImage:

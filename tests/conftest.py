@@ -40,6 +40,7 @@ def reference_repo_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
         "mini-o3": reference_repos.write_mini_o3(root / "Mini-o3"),
         "deepeyes": reference_repos.write_deepeyes(root / "DeepEyes"),
         "treevgr": reference_repos.write_treevgr(root / "TreeVGR"),
+        "lmms-eval": reference_repos.write_lmms_eval(root / "lmms-eval"),
     }
 
 
@@ -51,7 +52,7 @@ def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch:
     from fasteval.suites.vistahop import texts as vh
     from fasteval.suites.visualprobe import judge as probe_judge
     from fasteval.suites.visualtoolbench import texts as vtb
-    from fasteval.suites.vstar import deepeyes
+    from fasteval.suites.vstar import deepeyes, lmms_eval_prompt
 
     monkeypatch.setattr(tir, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["tirbench"]))
     monkeypatch.setattr(vtb, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["visualtoolbench"]))
@@ -59,6 +60,7 @@ def _fixture_reference_repos(reference_repo_paths: dict[str, Path], monkeypatch:
     monkeypatch.setattr(mcq_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["vlmevalkit"]))
     monkeypatch.setattr(probe_judge, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["mini-o3"]))
     monkeypatch.setattr(deepeyes, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["deepeyes"]))
+    monkeypatch.setattr(lmms_eval_prompt, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["lmms-eval"]))
     monkeypatch.setattr(treevgr_prompt, "DEFAULT_REFERENCE_REPO", str(reference_repo_paths["treevgr"]))
 
 

@@ -327,3 +327,31 @@ def write_treevgr(root: Path) -> Path:
 ''')
     _git(root)
     return root
+
+
+def write_lmms_eval(root: Path, post_prompt: str = "\\nSYNTH-LMMS letter only.") -> Path:
+    """lmms-eval's V* task (``vstar_bench.yaml`` including ``_default_template_yaml``) with the
+    ``!function`` tags its YAML files carry and synthetic pre/post prompts."""
+    task = root / "lmms_eval" / "tasks" / "vstar_bench"
+    task.mkdir(parents=True, exist_ok=True)
+    (task / "_default_template_yaml").write_text(f'''dataset_path: synthetic/vstar
+doc_to_visual: !function utils.vstar_doc_to_visual
+doc_to_text: !function utils.vstar_doc_to_text
+generation_kwargs:
+  max_new_tokens: 16
+  temperature: 0
+  top_p: 1.0
+process_results: !function utils.vstar_process_results
+lmms_eval_specific_kwargs:
+  default:
+    pre_prompt: "SYNTH-PRE "
+    post_prompt: "{post_prompt}"
+''')
+    (task / "vstar_bench.yaml").write_text('''include: _default_template_yaml
+metric_list:
+  - metric: vstar_overall_acc
+    aggregation: !function utils.vstar_aggregate_results
+''')
+    (task / "utils.py").write_text(NEVER_RUN)
+    _git(root)
+    return root

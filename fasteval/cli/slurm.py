@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.cli.common import private_run_files
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
@@ -62,6 +63,13 @@ def _submit(cluster: Cluster, o: SubmitOptions, tasks: list[int] | None, jobs: d
 
 
 def cmd_submit(a: argparse.Namespace) -> int:
+    """Private like ``fasteval run`` (0700/0600, sbatch passes the umask on to the logs) unless
+    ``--shared-run-dir``."""
+    with private_run_files(a.shared_run_dir):
+        return _cmd_submit(a)
+
+
+def _cmd_submit(a: argparse.Namespace) -> int:
     try:
         cfg = load_config(a.config)
     except (ConfigError, OSError, ValueError) as e:
@@ -72,7 +80,8 @@ def cmd_submit(a: argparse.Namespace) -> int:
     o = SubmitOptions(config=Path(a.config), run_dir=run_dir, shards=a.shards, shard_by=a.shard_by,
                       partition=a.partition, time=a.time, gpus_per_shard=a.gpus_per_shard,
                       cpus_per_shard=a.cpus_per_shard, mem=a.mem, account=a.account, qos=a.qos,
-                      sbatch_args=list(a.sbatch_arg or []), signal_grace_s=a.signal_grace, requeue=not a.no_requeue)
+                      sbatch_args=list(a.sbatch_arg or []), signal_grace_s=a.signal_grace, requeue=not a.no_requeue,
+                      shared_run_dir=a.shared_run_dir)
     try:
         validate(o)
     except ValueError as e:
@@ -182,6 +191,11 @@ def cmd_resume(a: argparse.Namespace) -> int:
     except (UntrustedJobs, ValueError) as e:
         return _err(f"not resuming: {e}")
     jobs["options"] = o.to_json()
+    with private_run_files(o.shared_run_dir):
+        return _resubmit(a, run_dir, o, jobs)
+
+
+def _resubmit(a: argparse.Namespace, run_dir: Path, o: SubmitOptions, jobs: dict[str, Any]) -> int:
     cluster = Cluster()
     try:
         states = _shard_states(cluster, jobs, o.shards)
@@ -210,6 +224,11 @@ def cmd_merge(a: argparse.Namespace) -> int:
     if jobs is None:
         return _err(f"{run_dir} has no Slurm submission")
     o = SubmitOptions.from_json(jobs["options"])
+    with private_run_files(o.shared_run_dir):
+        return _merge(run_dir, o)
+
+
+def _merge(run_dir: Path, o: SubmitOptions) -> int:
     try:
         counts = merge_shards(run_dir, o.shards)
     except (FileNotFoundError, ValueError, RuntimeError) as e:
@@ -243,6 +262,8 @@ def add_parser(sub: Any) -> None:
                    help="seconds before the time limit at which Slurm warns fasteval (SIGTERM) to stop cleanly")
     p.add_argument("--no-requeue", action="store_true", help="do not ask Slurm to requeue pre-empted shards")
     p.add_argument("--dry-run", action="store_true", help="write the scripts and print the sbatch commands only")
+    p.add_argument("--shared-run-dir", action="store_true",
+                   help="create the run folder, shards and logs with your umask instead of 0700 with 0600 files")
     p.set_defaults(func=cmd_submit)
     st = ssub.add_parser("status", help="per shard: Slurm state, done/error/total, last log line")
     st.add_argument("run_dir")

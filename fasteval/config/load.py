@@ -69,6 +69,17 @@ def _refuse_secrets(spec: Any, where: KeyPath, src: Source, problems: Problems) 
     return found
 
 
+def _check_sandbox_limits(run: Any, src: Source, problems: Problems) -> None:
+    """Typed by the schema; a zero or negative limit is refused now, not when the pool starts."""
+    sandbox = run.get("sandbox") if isinstance(run, dict) else None
+    limits = sandbox.get("limits") if isinstance(sandbox, dict) else None
+    if not isinstance(limits, dict):
+        return
+    for name, value in limits.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+            problems.add(src, ("run", "sandbox", "limits", name), f"must be positive, got {value}")
+
+
 def _read(path: Path) -> tuple[Any, Source]:
     data, lines = read_yaml(path)
     return data, Source(path, lines)
@@ -159,6 +170,7 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
             check_endpoint(spec, ("roles", role), src, problems, role=True)
     for key in ("run", "suites"):
         _refuse_secrets(raw.get(key), (key,), src, problems)
+    _check_sandbox_limits(raw.get("run"), src, problems)
     suites: list[dict[str, Any]] = []
     entries = raw.get("suites")
     if isinstance(entries, list):

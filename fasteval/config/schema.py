@@ -9,6 +9,7 @@ live here. ``config_json_schema()`` turns the same declarations into a JSON Sche
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,13 @@ import yaml
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
 from fasteval.core.yaml_bounds import node_lines
 from providers.registry import providers
+from sandbox import SandboxLimits
+
+
+def sandbox_limit_options() -> dict[str, Opt]:
+    """``run.sandbox.limits``: every field of SandboxLimits, typed as it is declared there."""
+    return {f.name: Opt("float" if f.type == "float" else "int", "positive; default " + str(f.default))
+            for f in dataclasses.fields(SandboxLimits)}
 
 KeyPath = tuple[str | int, ...]
 
@@ -87,7 +95,9 @@ RUN_OPTIONS: dict[str, Opt] = {
     "keep_errors": Opt("bool", "do not rerun jobs that ended in error"),
     "sandbox": Opt("dict", "the Python sandbox pool", fields={
         "workers": Opt("int", "warm worker processes"),
-        "isolation": Opt("str", "auto, namespaces or process", choices=("auto", "namespaces", "process"))}),
+        "isolation": Opt("str", "auto, namespaces or process", choices=("auto", "namespaces", "process")),
+        "limits": Opt("dict", "per-call and per-trajectory limits of model code (docs/sandbox.md)",
+                      fields=sandbox_limit_options())}),
     "cache": Opt("dict", "the content-addressed cache", fields={
         "path": Opt("path", "SQLite file (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)"),
         "modes": Opt("any", "per-namespace modes, e.g. 'search=replay,judge=use,model=off'")}),

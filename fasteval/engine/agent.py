@@ -1,7 +1,10 @@
 """The agent loop of one job: ask the model, run the tools it calls, repeat, turn by turn.
 
 Two tool-call protocols: native ``tool_calls`` and the text protocol (the first
-``<tool_call>{json}</tool_call>`` span, one call per round, as VistaHop's harness does).
+``<tool_call>{json}</tool_call>`` span, one call per round, as VistaHop's harness does). A suite
+may also name a harness's own text protocol for a job (``Suite.text_protocol``: DeepEyes'
+``<tool_call>``, Mini-o3's ``<grounding>``), which reads the replies, brings its tools and sends
+the results back its way.
 A round is one model request; ``max_rounds`` bounds the rounds of each user turn. Tool
 failures (bad JSON, unknown tool, bad arguments, crashes, timeouts) are shown to the model
 and logged on the trajectory; provider failures end the job as an error, never as an answer.
@@ -23,6 +26,7 @@ from fasteval.core.types import ImageRef, Message, Task, ToolCall, Trajectory, U
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting, Suite
 from fasteval.tools.base import Tool, ToolContext, ToolResult
+from fasteval.tools.text_protocols.base import TextProtocol
 from providers.base import TOOL_IMAGES_PREFIX, ChatRequest, ChatResponse, ProviderError, ToolCallRequest
 from providers.client import ModelClient
 
@@ -117,10 +121,26 @@ def _standard_result_messages(call_id: str, result: ToolResult, images_in_tool: 
     return {"role": "tool", "tool_call_id": call_id, "content": result.output}, list(result.images)
 
 
+def _rejected_call(protocol: TextProtocol, reason: str, raw: str, turn: int, round_: int) -> tuple[ToolCall, ToolResult]:
+    """A call the model wrote but the protocol could not read: logged as a failed call."""
+    result = ToolResult.fail(reason)
+    return ToolCall(id="text_call", name=protocol.tool_name, args={"text": raw}, status="error", output=reason,
+                    error=reason, turn=turn, round=round_), result
+
+
 def _text_result_message(result: ToolResult) -> Message:
     content: list[dict[str, Any]] = [{"type": "text", "text": f"<tool_response>\n{result.output}\n</tool_response>"}]
     content += [{"type": "image", "image": r} for r in result.images]
     return {"role": "user", "content": content}
+
+
+def _protocol_feedback(protocol: TextProtocol, traj: Trajectory, logged: list[tuple[ToolCall, ToolResult]]) -> bool:
+    """Send each call's result back the protocol's way; True when the harness ends the turn there."""
+    for call, result in logged:
+        if protocol.ends_turn(call):
+            return True
+        traj.messages.extend(protocol.result_messages(call, result))
+    return False
 
 
 async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj: Trajectory | None = None) -> Trajectory:
@@ -132,9 +152,12 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
     traj = traj if traj is not None else Trajectory()
     traj.seed = job_seed
     suite, setting = env.suite, env.setting
+    protocol = suite.text_protocol(task, setting)
+    if protocol is not None:  # a harness's own text protocol: its tools join the job's
+        env = dataclasses.replace(env, tools={**env.tools, **protocol.tools()})
     specs = [t.spec() for t in env.tools.values()]
-    text_protocol = setting.tool_protocol == "text"
-    system = suite.system_prompt(task, setting, specs)
+    text_protocol = setting.tool_protocol == "text" or protocol is not None
+    system = protocol.system_prompt if protocol is not None else suite.system_prompt(task, setting, specs)
     if system:
         traj.messages.append({"role": "system", "content": system})
     seen_images: list[ImageRef] = []
@@ -196,7 +219,16 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
                 traj.termination_reason = "the provider reported a refusal"
                 traj.answers.append(suite.extract_answer(resp.content, setting) if resp.content else None)
                 return traj
-            if text_protocol:
+            logged: list[tuple[ToolCall, ToolResult]] = []  # protocol calls, in order, for their feedback
+            if protocol is not None:
+                parsed = protocol.parse(resp.content or "")
+                calls = parsed.calls
+                traj.messages.append({"role": "assistant", "content": parsed.content,
+                                      **({"native": resp.native} if resp.native is not None else {})})
+                if parsed.rejected is not None:
+                    logged.append(_rejected_call(protocol, parsed.rejected, parsed.raw_call, turn_index, rounds))
+                    traj.tool_calls.append(logged[-1][0])
+            elif text_protocol:
                 strict = bool(setting.options.get("tool_call_arguments_only"))
                 text_call = parse_text_tool_call(resp.content or "", strict) if specs else None
                 calls = [text_call] if text_call else []
@@ -205,7 +237,7 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
             else:
                 calls = resp.tool_calls
                 traj.messages.append(_assistant_message(resp, calls))
-            if not calls:
+            if not calls and not logged:
                 answer = suite.extract_answer(resp.content or "", setting)
                 traj.termination = "answered"
                 traj.termination_reason = None
@@ -220,6 +252,8 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
                 custom = suite.tool_result_messages(traj.tool_calls[-1], result, setting)
                 if custom is not None:
                     traj.messages.extend(custom)
+                elif protocol is not None:
+                    logged.append((traj.tool_calls[-1], result))
                 elif text_protocol:
                     traj.messages.append(_text_result_message(result))
                 else:
@@ -229,5 +263,11 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
             if pending_images:
                 traj.messages.append({"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_PREFIX + ":"}]
                                       + [{"type": "image", "image": r} for r in pending_images]})
+            if protocol is not None and _protocol_feedback(protocol, traj, logged):
+                # the harness stops here (e.g. DeepEyes on an error): the reply is the answer
+                answer = suite.extract_answer(resp.content or "", setting)
+                traj.termination = "answered"
+                traj.termination_reason = f"{protocol.name}: {traj.tool_calls[-1].error or 'the harness ended the episode'}"
+                break
         traj.answers.append(answer)
     return traj

@@ -47,17 +47,17 @@ def response_to_value(resp: ChatResponse) -> dict[str, Any]:
     return {"content": resp.content, "finish_reason": resp.finish_reason,
             "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in resp.tool_calls],
             "usage": [resp.usage.prompt_tokens, resp.usage.completion_tokens, resp.usage.cache_read_tokens,
-                      resp.usage.cache_write_tokens], "native": resp.native}
+                      resp.usage.cache_write_tokens, resp.usage.reasoning_tokens], "native": resp.native}
 
 
 def value_to_response(value: CacheValue) -> ChatResponse:
     if not isinstance(value, dict):
         raise TypeError(f"a cached chat response must be a JSON object, got {type(value).__name__}")
-    usage = [*(value.get("usage") or []), 0, 0, 0, 0][:4]  # older entries hold two counts
+    usage = [*(value.get("usage") or []), 0, 0, 0, 0, 0][:5]  # older entries hold two or four counts
     native = value.get("native")
     return ChatResponse(content=value.get("content"), finish_reason=str(value.get("finish_reason", "stop")),
                         tool_calls=[ToolCallRequest(**c) for c in value.get("tool_calls") or []],
-                        usage=Usage(int(usage[0]), int(usage[1]), int(usage[2]), int(usage[3])),
+                        usage=Usage(int(usage[0]), int(usage[1]), int(usage[2]), int(usage[3]), int(usage[4])),
                         native=native if isinstance(native, dict) else None)
 
 

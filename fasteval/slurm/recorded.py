@@ -53,6 +53,8 @@ def _typed(options: Any) -> dict[str, Any]:
         # bool is an int to Python: a shard count of `true` is still not a count.
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             raise UntrustedJobs(f"jobs.json options.{key} is {type(value).__name__}, not {types[0].__name__}")
+    if not isinstance(options.get("shared_run_dir", False), bool):  # absent in folders submitted before it
+        raise UntrustedJobs("jobs.json options.shared_run_dir is not a bool")
     if not all(isinstance(x, str) for x in options["sbatch_args"]):
         raise UntrustedJobs("jobs.json options.sbatch_args must be strings")
     if options["shards"] < 1 or options["signal_grace_s"] < 0:

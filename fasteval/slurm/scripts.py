@@ -33,6 +33,9 @@ class SubmitOptions:
     sbatch_args: list[str] = field(default_factory=list)
     signal_grace_s: int = 120
     requeue: bool = True
+    shared_run_dir: bool = False
+    """Keep the user's umask for the run folder, the shards' and the logs (``--shared-run-dir``);
+    otherwise everything is 0700/0600 like ``fasteval run``'s (fasteval.cli.common)."""
     workdir: Path = field(default_factory=Path.cwd)
     python: str = sys.executable
 
@@ -122,11 +125,13 @@ def array_script(o: SubmitOptions) -> str:
         head.append(_directive("--mem", o.mem))
     head += [f"#SBATCH {arg}" for arg in o.sbatch_args]
     q = shlex.quote
+    private = "" if o.shared_run_dir else "umask 077  # the shard's folder and files are the user's alone\n"
+    share = " --shared-run-dir" if o.shared_run_dir else ""
     body = f"""
 # fasteval sweep shard: API keys come from the environment sbatch exported, never from this file.
 # The log is RUN/slurm/logs/shard-<task>.log, given to sbatch on its command line (--output).
 set -u
-fasteval_python={q(o.python)}
+{private}fasteval_python={q(o.python)}
 fasteval_config={q(str(o.config.resolve()))}
 fasteval_run_dir={q(str(run))}
 fasteval_shard_by={q(o.shard_by)}
@@ -135,7 +140,7 @@ cd {q(str(o.workdir.resolve()))}
 shard=${{SLURM_ARRAY_TASK_ID}}
 echo "fasteval shard $shard/$fasteval_shards on $(hostname) (job ${{SLURM_JOB_ID:-?}}, restart ${{SLURM_RESTART_COUNT:-0}})"
 "$fasteval_python" -m fasteval.cli.main run "$fasteval_config" --run-dir "$fasteval_run_dir/shards/$shard" \
-  --shard "$shard/$fasteval_shards" --shard-by "$fasteval_shard_by" --no-progress &
+  --shard "$shard/$fasteval_shards" --shard-by "$fasteval_shard_by" --no-progress{share} &
 child=$!
 # Slurm's warning signal reaches this shell (B:); hand it to fasteval, which stops cleanly.
 trap 'kill -TERM "$child" 2>/dev/null' TERM INT
@@ -157,9 +162,10 @@ def merge_script(o: SubmitOptions) -> str:
     head = ["#!/bin/bash", f"#SBATCH --job-name={job_name(o, '-merge')}", "#SBATCH --open-mode=append"]
     head += _common(o)
     cmd = " ".join(shlex.quote(c) for c in (o.python, "-m", "fasteval.cli.main", "slurm", "merge", str(run)))
+    private = "" if o.shared_run_dir else "umask 077\n"
     body = f"""
 set -eu
-cd {shlex.quote(str(o.workdir.resolve()))}
+{private}cd {shlex.quote(str(o.workdir.resolve()))}
 exec {cmd}
 """
     return "\n".join(head) + "\n" + body

@@ -18,6 +18,7 @@ from fasteval.core.registry import LazyRegistry
 from fasteval.core.types import Message, Task, ToolCall, Trajectory
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.tools.base import TOOLS, ToolResult
+from fasteval.tools.text_protocols.base import TextProtocol
 
 ToolProtocol = Literal["native", "text"]
 
@@ -113,6 +114,15 @@ class Suite(ABC):
         The standard format is a ``tool`` message, with images moved to a following user message
         when the provider cannot take images in tool messages. VistaHop overrides this with a
         user message wrapped in <tool_response>.
+        """
+        return None
+
+    def text_protocol(self, task: Task, setting: Setting) -> TextProtocol | None:
+        """A harness's own text tool protocol for this job (a new one per job), or None.
+
+        When set, the loop sends no ``tools`` list, takes the system prompt from the protocol,
+        reads each reply with it, runs its tools and sends results back its way (DeepEyes'
+        ``<tool_call>``, Mini-o3's ``<grounding>``).
         """
         return None
 

@@ -30,6 +30,8 @@ them at run time under ``texts: reference``) are fetched with ``git`` at a pinne
 | ``mini-o3-reference`` | ``Mini-o3/Mini-o3`` | ``8654dbf4`` |
 | ``deepeyes-reference`` | ``Visual-Agent/DeepEyes`` | ``6c5e7967`` |
 | ``treevgr-reference`` | ``Haochen-Wang409/TreeVGR`` | ``4823ad88`` |
+| ``hrbench-reference`` | ``DreamMr/HR-Bench`` | ``b17b1998`` |
+| ``lmms-eval-reference`` | ``EvolvingLMMs-Lab/lmms-eval`` | ``75571cfe`` |
 """
 
 from __future__ import annotations
@@ -167,6 +169,8 @@ REFERENCE_REPOS: dict[str, ReferenceRepo] = {
         ReferenceRepo("mini-o3-reference", "Mini-o3/Mini-o3", "8654dbf42d2ea98b9d81b6cc7179026dd0598fdf"),
         ReferenceRepo("deepeyes-reference", "Visual-Agent/DeepEyes", "6c5e79671dbff958a6f9d44848ba2ca87854f0b0"),
         ReferenceRepo("treevgr-reference", "Haochen-Wang409/TreeVGR", "4823ad8860f13b5eac360bba592f7c3442c6e04c"),
+        ReferenceRepo("hrbench-reference", "DreamMr/HR-Bench", "b17b1998fa2c1b71a737c126155826a94149ed13"),
+        ReferenceRepo("lmms-eval-reference", "EvolvingLMMs-Lab/lmms-eval", "75571cfe0fa36ca5ec2e6aa2bb268f9d38295af3"),
     )
 }
 

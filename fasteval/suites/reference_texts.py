@@ -16,11 +16,14 @@ A *symbol* addresses one value inside a file, as dot-separated steps:
 - ``{key=value}``: the first dict literal below the current node (source order) whose
   ``key`` holds the string ``value``; in YAML, the first mapping in the current list.
 - ``[i]``: element ``i`` of a list.
+- ``body`` / ``orelse``: a branch of a conditional expression (``a if cond else b``), for a text
+  chosen inline (``choice_prompt = "..." if english else "..."``).
 
 An f-string becomes a ``Template`` whose fields are the source text of its expressions
 (``{image_list}``), rendered with Python's own conversion and format rules; so does a ``+`` of
 literals and variables (``qs + "..."``: the field ``qs``); a plain string used
-with ``str.format`` in the reference is read as a Template from its format fields.
+with ``str.format`` in the reference is read as a Template from its format fields, and so is
+``"...".format(x)`` written in place (the literal is the text; the call's arguments are not read).
 """
 
 from __future__ import annotations
@@ -219,6 +222,8 @@ def _py_step(node: ast.AST, step: Step) -> ast.AST:
                 if isinstance(v, ast.Constant) and v.value == step.value:
                     return sub
         raise LookupError(f"no dict literal with {step.key!r}: {step.value!r}")
+    if isinstance(node, ast.IfExp) and step.name in ("body", "orelse"):
+        return node.body if step.name == "body" else node.orelse
     if isinstance(node, ast.Dict):
         v = _dict_get(node, step.name)
         if v is None:
@@ -272,6 +277,9 @@ def _py_value(node: ast.AST) -> Any:
                 conv = None if v.conversion == -1 else chr(v.conversion)
                 parts.append(Field(ast.unparse(v.value), conv, spec))
         return Template(tuple(parts))
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+        return node.func.value.value
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _concat_operand(node.left), _concat_operand(node.right)
         if isinstance(left, str | Template) and isinstance(right, str | Template):

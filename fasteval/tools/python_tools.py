@@ -16,10 +16,11 @@ import json
 import re
 from typing import Any, ClassVar, Literal
 
+from fasteval.core.errors import ConfigError
 from fasteval.core.options import Opt
 from fasteval.services.registry import Closer, register_service
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
-from sandbox import RunResult, SandboxPool
+from sandbox import RunResult, SandboxLimits, SandboxPool
 
 MAX_CODE_CHARS = 5000
 _CODE_SCHEMA: dict[str, Any] = {
@@ -163,8 +164,13 @@ class PythonInterpreter(_SandboxTool):
 
 @register_service("sandbox")
 async def start_sandbox(run_cfg: dict[str, Any]) -> tuple[SandboxPool, Closer]:
-    """One warm pool per sweep, sized by ``run.sandbox.workers`` (default: the CPU count)."""
+    """One warm pool per sweep, sized by ``run.sandbox.workers`` (default: the CPU count), with
+    ``run.sandbox.limits`` over the defaults of SandboxLimits."""
     opts = dict(run_cfg.get("sandbox") or {})
-    pool = SandboxPool(opts.get("workers"), isolation=opts.get("isolation", "auto"))
+    try:
+        limits = SandboxLimits(**(opts.get("limits") or {}))
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"run.sandbox.limits: {e}") from None
+    pool = SandboxPool(opts.get("workers"), isolation=opts.get("isolation", "auto"), limits=limits)
     await pool.start()
     return pool, pool.close

@@ -151,3 +151,29 @@ def scripted_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
         if re.search(rule["match"], view.user_text, re.S):
             return {"content": rule["reply"]}
     return {"content": model.default_reply}
+
+
+def _first_user_text(messages: list[dict[str, Any]]) -> str:
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    content = first.get("content") if first else ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content or [] if p.get("type") == "text")
+
+
+@register_policy("sequence")
+def sequence_policy(model: SimModel, body: dict[str, Any], n: int) -> Reply:
+    """Replies in order, one per assistant turn so far: ``script`` rules ``{match, replies: [...]}``,
+    the first whose regex matches the first user text; past its last reply, ``default_reply``.
+
+    For harnesses whose model writes tool calls as text and reads results as user turns (DeepEyes,
+    Mini-o3): a test scripts the episode (a call, a call on the crop, an answer) per task.
+    """
+    messages: list[dict[str, Any]] = body.get("messages") or []
+    text = _first_user_text(messages)
+    done = sum(1 for m in messages if m.get("role") == "assistant")
+    for rule in model.script:
+        if re.search(rule["match"], text, re.S):
+            replies: Any = rule.get("replies") or [rule.get("reply", model.default_reply)]
+            return {"content": str(replies[done]) if done < len(replies) else model.default_reply}
+    return {"content": model.default_reply}

@@ -62,6 +62,14 @@ def _bad(message: str, param: str | None = None, code: str | None = "invalid_val
     return Rejected(400, "invalid_request_error", message, param, code)
 
 
+def unverified_summary() -> Rejected:
+    """What OpenAI answers a reasoning summary request from an unverified organisation (as users report it)."""
+    return Rejected(400, "invalid_request_error", "Your organization must be verified to generate reasoning "
+                    "summaries. Please go to: https://platform.openai.com/settings/organization/general and click on "
+                    "Verify Organization. If you just verified, it can take up to 15 minutes for access to "
+                    "propagate.", "reasoning.summary", "unsupported_value")
+
+
 def rejection_body(r: Rejected) -> bytes:
     return error_body(r.message, r.kind, r.param, r.code)
 

@@ -34,12 +34,19 @@ class ResponsesWire:
         sim_model = self.core.models.get(str(model))
         return bool(sim_model.options.get("reasoning", True)) if sim_model is not None else True
 
+    def _summaries(self, model: object) -> bool:
+        """``summaries: false``: an organisation not verified for reasoning summaries (OpenAI refuses them)."""
+        sim_model = self.core.models.get(str(model))
+        return bool(sim_model.options.get("summaries", True)) if sim_model is not None else True
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await read_json(request)
             reasoning = self._reasoning(body.get("model") if isinstance(body, dict) else None)
             responses_api.validate(lower_headers(request), body, self.core.api_keys.get("openai"),
                                    reasoning_model=reasoning)
+            if not self._summaries(body.get("model")) and (body.get("reasoning") or {}).get("summary"):
+                raise responses_api.unverified_summary()
         except Rejected as r:
             return json_response(r.status, responses_api.rejection_body(r))
 

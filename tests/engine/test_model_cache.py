@@ -42,3 +42,18 @@ async def test_model_turns_replay_from_cache_and_seeds_do_not_collide(tmp_path: 
     assert res.errors == 6 and replay.clients["m"].stats.requests == 0
     rec = orjson.loads((tmp_path / "c" / "records.jsonl").read_bytes().splitlines()[0])
     assert rec["error_kind"] == "cache_miss" and "model" in rec["error"]
+
+
+def test_cached_response_keeps_reasoning_tokens_and_reads_older_entries() -> None:
+    """A cache hit reports the reasoning tokens the model spent (they were lost with four counts)."""
+    from fasteval.core.types import Usage
+    from fasteval.services.cache_http import response_to_value, value_to_response
+    from providers.base import ChatResponse
+
+    resp = ChatResponse(content="ok", finish_reason="stop", tool_calls=[],
+                        usage=Usage(100, 80, 10, 5, reasoning_tokens=64))
+    stored = orjson.loads(orjson.dumps(response_to_value(resp)))  # as the SQLite cache holds it
+    assert value_to_response(stored).usage == Usage(100, 80, 10, 5, 64)
+    older = {**stored, "usage": [100, 80, 10, 5]}  # entries written before reasoning was kept
+    assert value_to_response(older).usage == Usage(100, 80, 10, 5, 0)
+    assert value_to_response({**stored, "usage": [3, 4]}).usage == Usage(3, 4)

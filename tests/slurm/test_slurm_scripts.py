@@ -126,6 +126,7 @@ def _tamper(run: Path, **changes: object) -> None:
     ({"sbatch_args": ["--x=1\nrm -rf ~"]}, "control character"),
     ({"shards": "3"}, "options.shards is str"),
     ({"requeue": 1}, "options.requeue is int"),
+    ({"shared_run_dir": "yes"}, "options.shared_run_dir is not a bool"),
 ])
 def test_resume_refuses_a_tampered_jobs_json(tmp_path: Path, change: dict[str, object], message: str,
                                              capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,3 +176,33 @@ def test_slurm_status_escapes_the_last_log_line(tmp_path: Path) -> None:
     lines = status_lines(st)
     assert lines[0].endswith("\\x1b]0;pwned\\x07\\x1b[2J\\x1b]52;c;aGk=\\x07done \\x9b31m")
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for line in lines for c in line)
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_submit_makes_the_run_folder_private_unless_shared(tmp_path: Path, shared: bool) -> None:
+    """Like ``fasteval run``: the run folder, its scripts and (through the umask sbatch passes on
+    and the scripts' own ``umask 077``) the shards and logs are 0700/0600 unless --shared-run-dir."""
+    cfg = _config(tmp_path)
+    run = tmp_path / "run"
+    old = os.umask(0o022)
+    try:
+        code = main(["slurm", "submit", str(cfg), "--run-dir", str(run), "--dry-run",
+                     *(["--shared-run-dir"] if shared else [])])
+        assert os.umask(0o022) == 0o022  # restored after the command
+    finally:
+        os.umask(old)
+    assert code == 0
+    array = run / "slurm" / "array.sbatch"
+    folder, file = (0o755, 0o644) if shared else (0o700, 0o600)
+    assert (_mode(run), _mode(run / "slurm" / "logs"), _mode(array)) == (folder, folder, file)
+    script = array.read_text()
+    merge = (run / "slurm" / "merge.sbatch").read_text()
+    assert ("umask 077" in script, "umask 077" in merge) == (not shared, not shared)
+    rec = _recorder(tmp_path / "bin")
+    o = SubmitOptions(config=cfg, run_dir=run, workdir=tmp_path, python=str(rec), shared_run_dir=shared)
+    argv = _run_script(array_script(o), tmp_path, 0)
+    assert ("--shared-run-dir" in argv) == shared

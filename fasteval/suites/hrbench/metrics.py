@@ -4,6 +4,10 @@
   group (``all`` and per category), then the sum over groups divided by the number of groups.
   A category missing from a group counts 0 there. It is the mean of per-rotation accuracies,
   not circular evaluation: a question need not be right under every rotation.
+- **lmms-eval's cycle average** (``hrbench_aggregate_results``): the same per-cycle accuracies,
+  but each metric (``average``, ``single``, ``cross``) divides by the number of cycles present in
+  *its own* rows, so a category missing from a cycle is left out instead of counting 0. The two
+  agree on the full release (every cycle holds both categories) and differ on partial files.
 - **Circular** (ours): a question counts only when every one of its rotations is right.
 """
 
@@ -35,6 +39,20 @@ def cycle_average(rows: Sequence[Row], hit: Callable[[Row], float], cycle: Calla
     count = len(by_cycle)
     average = {k: sum(t.get(k, 0.0) for t in by_cycle.values()) / count for k in ("all", *CATEGORIES)} if count else {}
     return {"average": average, "by_cycle": by_cycle}
+
+
+def lmms_cycle_average(rows: Sequence[Row], hit: Callable[[Row], float], cycle: Callable[[Row], str],
+                       category: Callable[[Row], str]) -> dict[str, Any]:
+    """``cycle_average``'s shape, each average over the cycles its category appears in."""
+    out = cycle_average(rows, hit, cycle, category)
+    tables = list(out["by_cycle"].values())
+    for k in ("all", *CATEGORIES):
+        present = [t[k] for t in tables if k in t]
+        if present:
+            out["average"][k] = sum(present) / len(present)
+        else:
+            out["average"].pop(k, None)
+    return out
 
 
 def circular(rows: Sequence[Row], hit: Callable[[Row], float], group: Callable[[Row], str],

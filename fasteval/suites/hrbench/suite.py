@@ -1,9 +1,17 @@
 """The HR-Bench suite (``version: 4k|8k``): 800 rows = 200 questions × 4 option rotations.
 
-Reference scoring is VLMEvalKit's ``HRBenchDataset.evaluate``: ``can_infer`` then the judge
-fallback per row, and the cycle average. Options are never reshuffled (the rotations already
-are); under both fidelities the report gives the official cycle average beside circular
-evaluation, where a question counts only when all its rotations are right.
+Three reference scorers (``scorer``):
+
+- ``vlmevalkit`` (default): VLMEvalKit's ``HRBenchDataset.evaluate``: ``can_infer`` then the
+  judge fallback per row (``judge``: exact_matching or a role), and the cycle average.
+- ``official``: the HR-Bench repository's own evaluation: every row judged yes/no by an LLM
+  through the ``judge`` role (default ``judge``; official_judge.py), the fork's prompt.
+- ``lmms-eval``: lmms-eval's hrbench task: its prompt, its old ``can_infer``, its GPT judge
+  through the ``judge`` role (default ``judge``; lmms_judge.py), and its cycle average.
+
+Options are never reshuffled (the rotations already are); under both fidelities the report
+gives the official cycle average beside circular evaluation, where a question counts only when
+all its rotations are right.
 """
 
 from __future__ import annotations
@@ -15,17 +23,23 @@ from typing import Any
 
 from fasteval.core.options import Opt
 from fasteval.core.types import Task
-from fasteval.suites.base import LoadError, ScoreContext, register_suite
+from fasteval.suites.base import LoadError, ScoreContext, Setting, register_suite
+from fasteval.suites.hrbench.lmms_judge import lmms_option, lmms_prompt, lmms_texts
 from fasteval.suites.hrbench.loader import VERSIONS, load_hrbench, question_group
-from fasteval.suites.hrbench.metrics import circular, cycle_average
+from fasteval.suites.hrbench.metrics import circular, cycle_average, lmms_cycle_average
+from fasteval.suites.hrbench.official_judge import official_texts, official_verdict
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.judge import EXACT_MATCHING, vlmevalkit_option
 from fasteval.suites.mcq.matching import MatcherVersion, can_infer, fixed_choice
 from fasteval.suites.mcq.prediction_file import index_key, read_predictions
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
 from fasteval.suites.mcq.tables import letter_options
+from fasteval.suites.reference_texts import TextBook
 
-SCORERS = ("vlmevalkit",)
+SCORERS = ("vlmevalkit", "official", "lmms-eval")
+JUDGED = ("official", "lmms-eval")
+"""Scorers with their own judge (not VLMEvalKit's fallback): ``judge`` names its role, default "judge"."""
+DEFAULT_JUDGE_ROLE = "judge"
 
 
 def _by_seed(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
@@ -35,14 +49,20 @@ def _by_seed(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def _tables(rows: list[dict[str, Any]], fidelity: str) -> dict[str, Any]:
+def _scorer(records: list[dict[str, Any]]) -> str:
+    return next((str(r["score_details"].get("scorer")) for r in records if r.get("score_details")), SCORERS[0])
+
+
+def _tables(rows: list[dict[str, Any]], fidelity: str, scorer: str = SCORERS[0]) -> dict[str, Any]:
     def hit(r: Mapping[str, Any]) -> float:
         return agg.item_value(r, fidelity)
 
     def cat(r: Mapping[str, Any]) -> str:
         return agg.meta(r, "category") or ""
 
-    cyc = cycle_average(rows, hit, lambda r: agg.meta(r, "cycle") or "", cat)
+    # The reference number is averaged as the chosen scorer averages it.
+    average = lmms_cycle_average if fidelity == "reference" and scorer == "lmms-eval" else cycle_average
+    cyc = average(rows, hit, lambda r: agg.meta(r, "cycle") or "", cat)
     circ = circular(rows, hit, lambda r: agg.meta(r, "question_group") or str(r.get("task_id")), cat)
     return {"average": cyc["average"], "by_cycle": cyc["by_cycle"], "circular": circ}
 
@@ -67,19 +87,52 @@ class HRBench(ChoiceSuite):
     vlmevalkit_layout = "ImageMCQDataset"
     shuffles = False
     options_schema = {**common_options("hrbench", SCORERS),
-                      "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS)}
+                      "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS),
+                      "judge": Opt("str", "vlmevalkit: exact_matching (default) or the role of VLMEvalKit's fallback "
+                                   "judge; official, lmms-eval: the role of their judge (default judge)"),
+                      "reference_repo": Opt("path", "checkout holding the reference texts: VLMEvalKit (scorer "
+                                            "vlmevalkit), HR-Bench (official), lmms-eval (lmms-eval)")}
 
     def __init__(self, options: dict[str, Any], blobs: Any) -> None:
-        super().__init__(options, blobs)
+        judged = str(options.get("scorer", SCORERS[0])) in JUDGED
+        # The judged scorers bring their own judge and texts: VLMEvalKit's fallback stays off.
+        super().__init__({**options, "judge": EXACT_MATCHING} if judged else options, blobs)
+        self.options = options
         self.version = str(options.get("version", "4k"))
         if self.version not in VERSIONS:
             raise ValueError(f"hrbench: version must be one of {VERSIONS}, got {self.version!r}")
+        self.official_book: TextBook | None = None
+        self.lmms_book: TextBook | None = None
+        if judged:
+            self.judge_role = str(options.get("judge") or DEFAULT_JUDGE_ROLE)
+            if self.scorer == "official" and self.judge_role == EXACT_MATCHING:
+                raise ValueError("hrbench: scorer official judges every row with an LLM; option 'judge' must name "
+                                 f"a judge role (default {DEFAULT_JUDGE_ROLE!r}), not exact_matching")
+        if self.scorer == "official":
+            self.official_book = official_texts(options, self.fidelity)
+            if self.fidelity == "reference":
+                self.prompt_book = self.official_book  # the fork's build_prompt, same layout as VLMEvalKit's
+        elif self.scorer == "lmms-eval":
+            self.lmms_book = lmms_texts(options, self.fidelity)
+
+    def _books(self) -> list[TextBook]:
+        books = super()._books()
+        return [*books, *(b for b in (self.official_book, self.lmms_book) if b is not None and b not in books)]
+
+    def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
+        if self.lmms_book is not None and setting.fidelity == "reference":
+            return lmms_prompt(self.lmms_book, task.turns[0].text, options)
+        return super().prompt_text(task, options, setting)
 
     def load(self) -> Iterator[Task | LoadError]:
         return load_hrbench(self.path, self.blobs, version=self.version, limit=self.limit)
 
     async def reference_score(self, task: Task, response: str | None, options: dict[str, str], gold: str,
                               ctx: ScoreContext, draw_key: str) -> Scored:
+        if self.official_book is not None:
+            return await self._official_score(task, response, options, gold, ctx)
+        if self.lmms_book is not None:
+            return await self._lmms_score(task, response, options, gold, ctx)
         judge = ctx.services.get(self.judge_role) if self.judge_book else None
         matched = await vlmevalkit_option("" if response is None else response, options, task.turns[0].text,
                                           judge=judge, texts=self.judge_book, version=self.matcher,
@@ -91,11 +144,35 @@ class HRBench(ChoiceSuite):
             details["judge_missing"] = True
         return Scored(1.0 if matched.letter == gold else 0.0, details)
 
+    async def _official_score(self, task: Task, response: str | None, options: dict[str, str], gold: str,
+                              ctx: ScoreContext) -> Scored:
+        assert self.official_book is not None
+        judge = ctx.services.get(self.judge_role)
+        if judge is None:
+            return Scored(None, {"matched": "judge"}, f"judge_error: no {self.judge_role!r} role "
+                          "(HR-Bench's evaluation judges every row)")
+        verdict = await official_verdict(judge, self.official_book, task.turns[0].text, options, gold, response)
+        return Scored(verdict.value, {"matched": "judge", **verdict.details}, verdict.error)
+
+    async def _lmms_score(self, task: Task, response: str | None, options: dict[str, str], gold: str,
+                          ctx: ScoreContext) -> Scored:
+        assert self.lmms_book is not None
+        judge = ctx.services.get(self.judge_role) if self.judge_role != EXACT_MATCHING else None
+        judged = await lmms_option(judge, self.lmms_book, task.turns[0].text, options, response)
+        details: dict[str, Any] = {"letter": judged.letter, "matched": judged.how}
+        if judged.replies:
+            details["judge_replies"] = judged.replies
+        if judged.letter is None:
+            return Scored(None, details, judged.error)
+        return Scored(1.0 if judged.letter.lower() == gold.lower() else 0.0, details)
+
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
         """Per fidelity: the official cycle average (all / single / cross) and circular accuracy,
         each mean ± std over seeds; each seed's average, and each cycle's accuracy (mean over seeds)."""
-        per_seed = {f: {s: _tables(rows, f) for s, rows in sorted(_by_seed(records).items())} for f in agg.FIDELITIES}
+        scorer = _scorer(records)
+        per_seed = {f: {s: _tables(rows, f, scorer) for s, rows in sorted(_by_seed(records).items())}
+                    for f in agg.FIDELITIES}
         out: dict[str, Any] = {"errors": agg.errors(records)}
         for pick in ("average", "circular"):
             rows: dict[str, dict[str, Any]] = {}
@@ -122,6 +199,9 @@ class HRBench(ChoiceSuite):
     def score_file(cls, path: Path, fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
         """VLMEvalKit's HR-Bench prediction file: items by ``index``, the cycle average as
         ``overall`` / ``by_category`` / ``by_cycle``, and circular accuracy beside them."""
+        if str(options.get("scorer", SCORERS[0])) in JUDGED:
+            raise ValueError(f"score-file calls no model, and scorer {options['scorer']} judges rows with one: "
+                             "rescore with a run (fasteval rescore) or use scorer vlmevalkit")
         if str(options.get("judge", EXACT_MATCHING)) != EXACT_MATCHING:
             raise ValueError("score-file calls no model: use judge exact_matching")
         version: MatcherVersion = options.get("matcher", "upstream")

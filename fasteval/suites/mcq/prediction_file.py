@@ -4,6 +4,7 @@ VLMEvalKit writes the dataset rows (image dropped) plus ``prediction`` as xlsx (
 a JSON list of rows (§0.1). Its ``evaluate`` lower-cases every column name except single capital
 letters; an empty prediction cell of an xlsx / tsv reads back as NaN, which the MCQ scorers turn
 into the text ``'nan'`` (``was_empty`` marks those rows so each suite can apply its own rule).
+xlsx is read with the standard library (xlsx.py says why), so no extra is needed for it.
 """
 
 from __future__ import annotations
@@ -14,23 +15,11 @@ from typing import Any
 import orjson
 
 from fasteval.suites.mcq.tables import iter_rows
+from fasteval.suites.mcq.xlsx import xlsx_rows
 
 
 def _columns(row: dict[str, Any]) -> dict[str, Any]:
     return {(k if len(k) == 1 and k.isupper() else k.lower()): v for k, v in row.items()}
-
-
-def _xlsx_rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        import openpyxl
-    except ImportError:
-        raise ValueError(f"{path}: reading xlsx needs openpyxl (pip install openpyxl); or write the "
-                         "predictions as tsv or json (VLMEvalKit's PRED_FORMAT)") from None
-    wb = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    sheet = wb.active
-    rows = sheet.iter_rows(values_only=True)
-    header = [str(h) for h in next(rows)]
-    return [dict(zip(header, r, strict=False)) for r in rows]
 
 
 def read_predictions(path: Path) -> list[dict[str, Any]]:
@@ -39,7 +28,7 @@ def read_predictions(path: Path) -> list[dict[str, Any]]:
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix == ".xlsx":
-        raw = _xlsx_rows(path)
+        raw = xlsx_rows(path)
     elif suffix in (".tsv", ".json", ".jsonl"):
         raw = list(iter_rows(path))
     else:

@@ -18,7 +18,7 @@ from fasteval.suites.base import LoadError, ScoreContext, Setting, register_suit
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.suite import ChoiceSuite, Scored, common_options
 from fasteval.suites.mme_realworld.loader import VARIANTS, load_mme_realworld
-from fasteval.suites.mme_realworld.prompt import DATASET_NAMES, prompt_texts, reference_prompt
+from fasteval.suites.mme_realworld.prompt import prompt_texts, reference_prompt
 from fasteval.suites.mme_realworld.reference_file import score_reference_file
 from fasteval.suites.mme_realworld.scoring import SCORERS, reference_verdict
 from fasteval.suites.row_checks import ALLOW_OPTION, image_roots
@@ -57,8 +57,8 @@ class MMERealWorld(ChoiceSuite):
         self.variant = str(options.get("variant", "full"))
         if self.variant not in VARIANTS:
             raise ValueError(f"mme-realworld: variant must be one of {VARIANTS}, got {self.variant!r}")
-        self.prompt_book = (prompt_texts(options, self.fidelity)
-                            if self.fidelity == "reference" and self.variant in DATASET_NAMES else None)
+        self.prompt_book = (prompt_texts(options, self.fidelity, self.variant)
+                            if self.fidelity == "reference" else None)
 
     def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
         if self.prompt_book is not None and setting.fidelity == "reference":

@@ -5,6 +5,12 @@ high-resolution images, judged by an LLM, reported as Avg@k over the seeds (Mini
 Settings: ``direct`` and ``zoom`` (image_zoom_in_tool, 12 rounds as Mini-o3's
 ``val_max_generation_round``). Sampling at temperature 1.0 by default, as Mini-o3's validation
 rollouts.
+
+Mini-o3's own protocol: a setting with ``options: {protocol: mini-o3-grounding}`` (e.g.
+``{name: grounding, extends: zoom, tools: [], options: {protocol: mini-o3-grounding}}``) has the
+model write ``<grounding>`` calls on the original image or earlier observations, with Mini-o3's
+system prompt and turns read from the checkout (``reference_repo``), and the user turn the bare
+question, as Mini-o3 sends ``problem``.
 """
 
 from __future__ import annotations
@@ -23,8 +29,11 @@ from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite,
 from fasteval.suites.mcq import aggregate as agg
 from fasteval.suites.mcq.suite import CODE_TOOL, CODE_TOOL_OPTIONS, DEFAULT_MAX_TOKENS, ZOOM_TOOL
 from fasteval.suites.option_checks import FIDELITIES, fidelity_option, limit_option
+from fasteval.suites.protocol_texts import ProtocolBooks, protocol_option
+from fasteval.suites.visualprobe import judge as probe_judge
 from fasteval.suites.visualprobe.judge import fixed_answer, judge_answer, judge_texts, reference_answer
 from fasteval.suites.visualprobe.loader import LEVELS, load_visualprobe
+from fasteval.tools.text_protocols import MiniO3Protocol, TextProtocol
 
 ZOOM_ROUNDS = 12
 DIRECT_INSTRUCTION = "Give your final answer inside <answer></answer>."
@@ -56,11 +65,13 @@ class VisualProbe(Suite):
         "limit": Opt("int", "first N tasks"),
         "judge": Opt("str", "the judge role's name (default judge)"),
         "texts": Opt("str", "judge texts: reference (Mini-o3's) or own", choices=("reference", "own")),
-        "reference_repo": Opt("path", "checkout of Mini-o3 holding the judge texts", fetch="mini-o3-reference"),
+        "reference_repo": Opt("path", "checkout of Mini-o3 holding the judge and protocol texts",
+                              fetch="mini-o3-reference"),
         "image_root": Opt("path", "BASE_IMAGE_DIR the rows' image paths start from"),
         "max_tokens": Opt("int", f"output budget per round (default {DEFAULT_MAX_TOKENS})"),
         "temperature": Opt("float", "sampling temperature (default 1.0, Mini-o3's validation rollouts)"),
     }
+    setting_options = {"protocol": protocol_option((MiniO3Protocol.name,))}
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)
@@ -77,12 +88,24 @@ class VisualProbe(Suite):
         self.max_tokens = int(options.get("max_tokens", DEFAULT_MAX_TOKENS))
         self.temperature = float(options.get("temperature", 1.0))
         self.texts = judge_texts(options, self.fidelity)
+        repo = options.get("reference_repo") or probe_judge.DEFAULT_REFERENCE_REPO
+        self.protocols = ProtocolBooks("visualprobe", options, {MiniO3Protocol.name: str(repo)},
+                                       names=(MiniO3Protocol.name,))
 
     def text_manifest(self) -> dict[str, Any] | None:
-        return self.texts.manifest()
+        manifest = self.texts.manifest()
+        return {**manifest, "texts": list(manifest["texts"]) + self.protocols.manifest_texts()}
 
     def text_listing(self, setting: Setting) -> list[dict[str, Any]]:
-        return self.texts.listing()
+        return self.texts.listing() + self.protocols.listing(setting)
+
+    def applies_to(self, task: Task, setting: Setting) -> bool:
+        # The setting's protocol texts are read here, at planning, so a missing checkout stops the sweep early.
+        self.protocols.check(setting)
+        return True
+
+    def text_protocol(self, task: Task, setting: Setting) -> TextProtocol | None:
+        return self.protocols.protocol(setting)
 
     def load(self) -> Iterator[Task | LoadError]:
         root = self.options.get("image_root")
@@ -99,6 +122,9 @@ class VisualProbe(Suite):
         return {"max_tokens": self.max_tokens, "temperature": self.temperature}
 
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
+        if self.protocols.name_of(setting) is not None:  # Mini-o3 sends ``problem``: the image, then the question
+            return {"role": "user", "content": [{"type": "image", "image": ref} for ref in task.turns[0].images]
+                    + [{"type": "text", "text": task.turns[0].text}]}
         tools = self.tools(task, setting)
         instruction = ZOOM_INSTRUCTION if ZOOM_TOOL in tools else CODE_INSTRUCTION if tools else DIRECT_INSTRUCTION
         content: list[dict[str, Any]] = [{"type": "image", "image": ref} for ref in task.turns[0].images]

@@ -118,8 +118,9 @@ def _load_jsonl(path: Path, blobs: BlobStore) -> Iterator[Task | LoadError]:
             except OSError as e:
                 raise RowError(f"cannot read image {rel!r} ({e.strerror or e})") from None
             question = text[: text.index("(A)")].strip()
+            # ``lmms_text``: the row's own text, from which lmms-eval's prompt is built under reference
             yield _task(task_id, question, options, LETTERS.index(label), text_field(row, "category"),
-                        blobs.put(data), image_file=rel)
+                        blobs.put(data), image_file=rel, lmms_text=text)
         except RowError as e:
             yield LoadError(task_id, f"line {n + 1} (question_id {task_id}): {e}")
 

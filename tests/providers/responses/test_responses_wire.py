@@ -284,3 +284,24 @@ async def test_translation_of_a_trajectory() -> None:
     assert payload["tools"] == [{"type": "function", "name": "zoom", "parameters": TOOL["parameters"],
                                  "strict": False, "description": "Zoom."}]
     assert payload["max_output_tokens"] == 9 and payload["reasoning"] == {"summary": "auto"}
+
+
+async def test_an_unverified_organisation_runs_on_without_reasoning_summaries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """OpenAI refuses ``reasoning.summary`` (400, param reasoning.summary) for an organisation that is
+    not verified. Our default asks for summaries, so such a user's whole sweep would fail: the
+    request is sent again without one, the run goes on without them and says so once."""
+    monkeypatch.setenv("FE_TEST_OPENAI_KEY", KEY)
+    model = SimModel("o4-sim", policy="tools", options={"summaries": False})
+    async with native_sim([model], {"openai": KEY}) as sim:
+        status, raw = await _post(f"{root(sim)}/v1/responses", await _provider(root(sim)).build_payload(HI))
+        assert status == 400 and raw["error"]["param"] == "reasoning.summary"  # what the real one answers
+        with caplog.at_level("WARNING", logger="providers.openai_responses"):
+            res, records = await sweep(tmp_path, {
+                "models": [_model("o4", base_url=f"{root(sim)}/v1", reasoning_effort="high")],
+                "suites": [demo_suite(3)], "seeds": [0]})
+    assert res.ok == 3, [r["error"] for r in records]
+    natives = [m["native"] for r in records for m in r["trajectory"]["messages"] if m["role"] == "assistant"]
+    assert natives and all(n["summary"] is None for n in natives)
+    warnings = [r for r in caplog.records if "reasoning summaries" in r.getMessage()]
+    assert len(warnings) == 1 and "not verified" in warnings[0].getMessage()

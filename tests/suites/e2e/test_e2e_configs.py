@@ -40,6 +40,8 @@ DERIVED: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, Any]]] = {
     ("visualtoolbench", "with-tool-no-vision"): ("with-tool", {}, {"tools": [
         "python_interpreter", "web_search", "calculator", "browser_get_page_text", "historical_weather"]}),
     **{("vistahop", f"search_crop-n{n}"): ("search_crop", {}, {"max_rounds": n}) for n in (6, 8, 12, 16)},
+    ("vstar", "zoom-deepeyes"): ("zoom", {"protocol": "deepeyes-text"}, {"tools": []}),
+    ("visualprobe", "grounding"): ("zoom", {"protocol": "mini-o3-grounding"}, {"tools": []}),
 }
 
 

@@ -254,7 +254,9 @@ def test_reference_prompt_is_vlmevalkits_layout_read_from_the_checkout(tmp_path:
     own = make_suite("vstar", {"path": path, "fidelity": "reference", "texts": "own"}, blobs)
     assert shown_text(own, task, 0, setting(own, "reference")).startswith("Question: What is the color")
     lmms = make_suite("vstar", {"path": path, "fidelity": "reference", "scorer": "lmms-eval"}, blobs)
-    assert lmms.text_manifest() is None  # lmms-eval's layout is not VLMEvalKit's
+    lmms_manifest = lmms.text_manifest()  # lmms-eval's layout is not VLMEvalKit's: its task YAML's parts
+    assert lmms_manifest is not None and {t["file"] for t in lmms_manifest["texts"]} == {
+        "lmms_eval/tasks/vstar_bench/_default_template_yaml"}
 
 
 def test_treebench_reference_prompt_is_its_own_vlmevalkit_class(tmp_path: Path, blobs: BlobStore) -> None:
