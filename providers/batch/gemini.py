@@ -101,6 +101,8 @@ class GeminiBatchWire(HttpBatchWire):
         self.provider = provider
         self.base = provider.base_url
         self.root = f"{provider.base_url}/v1beta"
+        self._interrupted: set[str] = set()
+        """Local ids whose upload broke off after its start: a file may exist (a lost finalize answer)."""
 
     def classify(self, status: int, body: bytes) -> ProviderError:
         return classify_gemini_error(status, body, None)
@@ -131,6 +133,10 @@ class GeminiBatchWire(HttpBatchWire):
     async def create(self, local_id: str, lines: list[bytes], *, file_id: str | None, on_file: OnFile) -> str:
         data = None if file_id else self._inline_body(local_id, lines)
         if data is None:
+            if file_id is None and local_id in self._interrupted:  # retried: the broken upload may have landed
+                file_id = await self.find_file(local_id)
+                if file_id is not None:
+                    await on_file(file_id)
             if file_id is None or not await self._file_usable(file_id):
                 file_id = await self.upload(local_id, lines)
                 await on_file(file_id)
@@ -151,6 +157,7 @@ class GeminiBatchWire(HttpBatchWire):
         session_url = self._session_url(headers)
         granularity = _int(headers.get("X-Goog-Upload-Chunk-Granularity")) or _GRANULARITY
         chunk = max(granularity, self.upload_chunk_bytes // granularity * granularity)
+        self._interrupted.add(local_id)
         buf = bytearray()
         offset = 0
         for x in lines:
@@ -161,6 +168,7 @@ class GeminiBatchWire(HttpBatchWire):
                 offset += chunk
                 del buf[:chunk]
         raw, headers = await self._send(session_url, bytes(buf), offset, "upload, finalize")
+        self._interrupted.discard(local_id)
         if str(headers.get("X-Goog-Upload-Status", "final")).lower() != "final":
             raise ProviderError("bad_response", f"upload of {local_id}: not final after finalize")
         try:

@@ -85,6 +85,8 @@ class GeminiBatches:
         self.file_ttl_s = 48 * 3600.0
         self.uploaded = 0
         """Upload sessions finalized: the tests' "uploaded twice?" counter."""
+        self.drop_finalize = 0
+        """Fault: the next N finalize calls store the file and then drop the connection unanswered."""
         self.contents: list[str] = []
         """A digest of every request body submitted in a batch (a duplicate is one paid twice by content)."""
 
@@ -191,6 +193,10 @@ class GeminiBatches:
         del self.uploads[token]
         f = self._new_file(session.display_name, session.mime, bytes(session.data), "UPLOADED")
         self.uploaded += 1
+        if self.drop_finalize > 0 and request.transport is not None:
+            self.drop_finalize -= 1
+            request.transport.close()
+            return web.Response(status=500)
         return web.json_response({"file": self._file_view(f)}, headers={"X-Goog-Upload-Status": "final"})
 
     async def get_file(self, request: web.Request) -> web.StreamResponse:

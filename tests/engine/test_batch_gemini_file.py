@@ -238,6 +238,13 @@ async def test_crash_between_create_and_id_recorded_finds_the_file_batch(tmp_pat
     assert uploads(server) == []  # the ended batch's input file was deleted, giving its storage back
 
 
+async def test_a_lost_finalize_answer_reuses_the_file_it_made(tmp_path: Path, server: SimServer,
+                                                               file_only: None) -> None:
+    server.batch_apis.gemini.drop_finalize = 1  # the file is stored, the answer never comes
+    assert len(await rerun(tmp_path, server, 2)) == 2
+    assert server.batch_apis.gemini.uploaded == 1 and server.batch_apis.created == 1
+
+
 # -- the wire's own checks ----------------------------------------------------------------------------
 def test_an_upload_session_url_is_kept_on_our_origin() -> None:
     wire = GeminiBatchWire(GeminiProvider("m", base_url="http://127.0.0.1:9", api_key="k", api_key_env=None))
