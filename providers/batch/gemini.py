@@ -20,8 +20,9 @@ A batch may then be as large as one file: 2 GB (the Files API's per-file limit).
 
 Restarts: the batch's ``displayName`` and the input file's ``displayName`` are both the
 journal's local id, so ``find`` lists batches and ``find_file`` lists files by it; the uploaded
-file's name is journaled (``on_file``) before the batch is created, and a journaled file that is
-gone (expired after 48 h) is uploaded again. Once a file batch has ended and its responses are
+file's name is journaled (``on_file``) before the batch is created, a journaled file that is
+gone (expired after 48 h) is uploaded again, and a retry after an upload that broke off (a lost
+finalize answer) looks for the file it may have made before uploading another. Once a file batch has ended and its responses are
 downloaded, its input file is deleted (best effort) to give the storage back.
 """
 

@@ -6,7 +6,8 @@
   that URL with ``X-Goog-Upload-Command: upload`` (or ``upload, finalize`` for the last chunk, or
   ``query``) at ``X-Goog-Upload-Offset``; chunks before the last are multiples of the announced
   granularity. ``GET/DELETE /v1beta/files/{id}`` and ``GET /v1beta/files`` (paged) hold file
-  metadata; files are kept 48 h (``file_ttl_s`` here) and at most 2 GB each; only generated
+  metadata (``drop_finalize = N`` here: the next N finalize calls store the file and drop the
+  connection unanswered); files are kept 48 h (``file_ttl_s`` here) and at most 2 GB each; only generated
   files (a batch's responses) can be downloaded, at ``/download/v1beta/files/{id}:download?alt=media``
   (the REST docs' path) or ``/v1beta/files/{id}:download?alt=media`` (the SDK's).
 - Batches: ``models/{model}:batchGenerateContent`` takes ``inputConfig.requests.requests``
