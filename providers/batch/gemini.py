@@ -22,8 +22,9 @@ Restarts: the batch's ``displayName`` and the input file's ``displayName`` are b
 journal's local id, so ``find`` lists batches and ``find_file`` lists files by it; the uploaded
 file's name is journaled (``on_file``) before the batch is created, a journaled file that is
 gone (expired after 48 h) is uploaded again, and a retry after an upload that broke off (a lost
-finalize answer) looks for the file it may have made before uploading another. Once a file batch has ended and its responses are
-downloaded, its input file is deleted (best effort) to give the storage back.
+finalize answer) looks for the file it may have made before uploading another. Once a file batch
+has ended (and its responses are downloaded), its input file is deleted, best effort, to give the
+project's storage back.
 """
 
 from __future__ import annotations
@@ -232,22 +233,24 @@ class GeminiBatchWire(HttpBatchWire):
         return await self.retrieve(batch_id)
 
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
+        out = await self._outcomes(info, ids)
+        await self._drop_input(info)  # ended: a resubmission uploads its own file
+        return out
+
+    async def _outcomes(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
         if info.expired:
             return []  # nothing ran: every request counts as not succeeded
         output = orjson.loads(info.output_ref or "{}")
         responses = output.get("responsesFile")
         if responses:
-            responses = file_name(responses)
             try:
-                raw = await self._call("GET", f"{self.base}/download/v1beta/{responses}:download",
+                raw = await self._call("GET", f"{self.base}/download/v1beta/{file_name(responses)}:download",
                                        params={"alt": "media"})
             except ProviderError as e:
                 if e.status == 404:  # a responses file past its 48 h: its requests count as not succeeded
                     return []
                 raise
-            out = file_results(raw, ids)
-            await self._drop_input(info)
-            return out
+            return file_results(raw, ids)
         inlined = (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
         return [parse_inline(cid, item) for cid, item in zip(ids, inlined, strict=False)]  # by order, not by key
 

@@ -171,6 +171,28 @@ async def test_a_failed_file_batch_fails_its_requests_with_the_reason(tmp_path: 
     assert next(iter(BatchJournal(tmp_path / "run").batches.values())).ended == "BATCH_STATE_FAILED"
 
 
+async def test_a_cancelled_file_batch_is_collected_and_its_requests_resubmitted(
+        tmp_path: Path, server: SimServer, file_only: None) -> None:
+    server.models["m"].options["batch_api"] = {"turnaround_s": 0.5}
+    answers = asyncio.ensure_future(rerun(tmp_path, server, 2))
+    apis = server.batch_apis
+    for _ in range(200):
+        if apis.batches:
+            break
+        await asyncio.sleep(0.01)
+    (first,) = apis.batches.values()
+    wire = wire_of(server)
+    info = await wire.cancel(first.id)  # what ``fasteval batches cancel`` does
+    await wire.close()
+    assert info.state in ("running", "ended")
+    assert len(await answers) == 2
+    journal = BatchJournal(tmp_path)
+    ended = [jb.ended for jb in journal.batches.values()]
+    assert ended == ["BATCH_STATE_CANCELLED", "BATCH_STATE_SUCCEEDED"]
+    assert all(len(st.batches) == 2 for st in journal.requests.values())  # cancelled, so once more
+    assert apis.gemini.uploaded == 2 and uploads(server) == []  # both input files deleted once ended
+
+
 # -- crash windows ------------------------------------------------------------------------------------
 class Crash(Exception):
     """Stands for the process dying right after a provider call, before its journal write."""
