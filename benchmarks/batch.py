@@ -4,9 +4,10 @@
         [--reply-chars 2000] [--json]
 
 Against the sim's batch APIs (``python -m providers.sim``, its own process, so its CPU is not
-ours), for the OpenAI and the Anthropic wire in turn: ``--single`` single-turn trajectories (the
-sim's ``direct`` policy, answers of ``--reply-chars`` characters, a response body of about 2 KB
-as a real model's answer) and
+ours), for the OpenAI, the Anthropic and the Gemini wire in turn (Gemini twice: inline, and through
+an uploaded file with the inline ceiling lowered to nothing, as a batch over 20 MB goes):
+``--single`` single-turn trajectories (the sim's ``direct`` policy, answers of ``--reply-chars``
+characters, a response body of about 2 KB as a real model's answer) and
 ``--tool`` trajectories of ``--rounds`` rounds (the sim's ``tools`` policy calls the offered
 calculator until the last round, each round's request carrying the whole history), each kind
 through its own batch lane (gather, journal, create, poll, download, resolve) exactly as two
@@ -44,8 +45,10 @@ from fasteval.runfolder.batch_journal import BatchJournal  # noqa: E402
 from providers.anthropic import AnthropicProvider  # noqa: E402
 from providers.base import ChatRequest, Provider  # noqa: E402
 from providers.batch.base import BatchSettings  # noqa: E402
+from providers.batch.gemini import GeminiBatchWire  # noqa: E402
 from providers.batch.wires import wire_for  # noqa: E402
 from providers.client import ModelClient  # noqa: E402
+from providers.gemini import GeminiProvider  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider  # noqa: E402
 
 CALCULATOR = {"type": "function", "function": {"name": "calculator", "description": "evaluate arithmetic",
@@ -60,6 +63,8 @@ def vm_hwm_kb() -> int:
 def provider(dialect: str, port: int, model: str = "bm") -> Provider:
     if dialect == "openai":
         return OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", model)
+    if dialect.startswith("gemini"):
+        return GeminiProvider(model, base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
     return AnthropicProvider(model, base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
 
 
@@ -92,8 +97,13 @@ def journal_bytes(run_dir: Path) -> int:
 async def batched(dialect: str, port: int, a: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     journal = BatchJournal(run_dir)
     settings = BatchSettings(gather_s=a.gather_s, poll_s=0.05)
-    direct = BatchLane("bmd", wire_for(provider(dialect, port, "bmd")), journal, settings)
-    lane = BatchLane("bm", wire_for(provider(dialect, port)), journal, settings)
+    direct_wire, wire = wire_for(provider(dialect, port, "bmd")), wire_for(provider(dialect, port))
+    if dialect == "gemini-file":
+        for w in (direct_wire, wire):
+            if isinstance(w, GeminiBatchWire):
+                w.inline_max_bytes = 0  # every batch through the Files API, as one over 20 MB would go
+    direct = BatchLane("bmd", direct_wire, journal, settings)
+    lane = BatchLane("bm", wire, journal, settings)
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
         await asyncio.gather(*(single(direct, i) for i in range(a.single)))
@@ -164,7 +174,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out["interactive"] = uvloop.run(interactive(port, a.baseline))
             out["interactive"]["peak_rss_mb_after"] = round(vm_hwm_kb() / 1024, 1)
-            for dialect in ("openai", "anthropic"):
+            for dialect in ("openai", "anthropic", "gemini", "gemini-file"):
                 run_dir = Path(tmp) / dialect
                 run_dir.mkdir()
                 out["batched"].append(uvloop.run(batched(dialect, port, a, run_dir)))
@@ -180,13 +190,13 @@ def main() -> None:
           f"{base['requests_per_cpu_s']} requests per CPU-second, peak RSS so far {base['peak_rss_mb_after']} MB")
     for r in out["batched"]:
         ratio = r["cpu_us_per_request"] / base["cpu_us_per_request"]
-        print(f"batch {r['wire']:9s}: {r['requests']} requests ({a.single} single-turn + {r['tool_rounds']} tool "
+        print(f"batch {r['wire']:11s}: {r['requests']} requests ({a.single} single-turn + {r['tool_rounds']} tool "
               f"rounds) in {r['batches']} batches, {r['wall_s']} s wall, {r['cpu_us_per_request']} µs CPU each "
               f"({ratio:.2f}x interactive), {r['requests_per_cpu_s']} requests per CPU-second, "
               f"journal {r['journal_bytes_per_request']} B per request on disk, "
               f"{r['journal_heap_bytes_per_request']} B per request in memory once loaded ({r['journal_heap_mb']} MB), "
               f"peak RSS so far {r['peak_rss_mb_after']} MB")
-    print(f"peak RSS of our process: {out['peak_rss_mb']} MB (the baseline and both wires, one after another)")
+    print(f"peak RSS of our process: {out['peak_rss_mb']} MB (the baseline and every wire, one after another)")
 
 
 if __name__ == "__main__":

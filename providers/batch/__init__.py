@@ -1,4 +1,5 @@
-"""Provider batch APIs: OpenAI Files + ``/v1/batches`` and Anthropic Message Batches.
+"""Provider batch APIs: OpenAI Files + ``/v1/batches``, Anthropic Message Batches, Gemini batch mode
+(inline requests, or a JSONL file uploaded through the Files API).
 
 Each wire turns our requests into the provider's batch lines (with the body builders of the
 interactive providers), creates, retrieves, lists, cancels and downloads batches, and maps the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,9 +24,9 @@ class BatchSettings:
     """A model's or role's ``batch:`` entry (``true`` takes every default)."""
 
     max_requests: int | None = None
-    """At most the provider's documented limit (OpenAI 50,000, Anthropic 100,000)."""
+    """At most the provider's documented limit (OpenAI 50,000, Anthropic 100,000, Gemini 100,000)."""
     max_mb: float | None = None
-    """At most the provider's documented byte limit (OpenAI 200 MB, Anthropic 256 MB)."""
+    """At most the provider's documented byte limit (OpenAI 200 MB, Anthropic 256 MB, Gemini 2 GB per file)."""
     gather_s: float = 30.0
     poll_s: float = 30.0
     window: str = "24h"
@@ -162,12 +162,20 @@ class BatchWire(ABC):
 async def http(session: aiohttp.ClientSession, method: str, url: str, classify: Callable[[int, bytes], ProviderError],
                **kwargs: object) -> bytes:
     """One batch-API call; transport faults and HTTP errors become classified ProviderErrors."""
+    return (await http_with_headers(session, method, url, classify, **kwargs))[0]
+
+
+async def http_with_headers(session: aiohttp.ClientSession, method: str, url: str,
+                            classify: Callable[[int, bytes], ProviderError],
+                            **kwargs: object) -> tuple[bytes, Mapping[str, str]]:
+    """``http`` with the answer's headers (a resumable upload's session URL and status come in them;
+    lookups in them ignore case)."""
     try:
         async with session.request(method, url, **kwargs) as resp:  # type: ignore[arg-type]
             raw = await resp.read()
             if resp.status != 200:
                 raise classify(resp.status, raw)
-            return raw
+            return raw, resp.headers
     except TimeoutError:
         raise ProviderError("timeout", f"{method} {url}: no answer within the timeout") from None
     except aiohttp.ClientConnectionError as e:

@@ -1,6 +1,6 @@
 """The sim's batch APIs, written from the providers' public docs: OpenAI Files + ``/v1/batches``,
-Anthropic's ``/v1/messages/batches`` and Gemini's ``batchGenerateContent`` (inline requests; its
-responses come back in request order, without the requests' metadata).
+Anthropic's ``/v1/messages/batches`` and Gemini's ``batchGenerateContent`` (inline or file input,
+with the Files API it reads from: providers.sim.gemini_batch).
 
 Each request of a batch goes through the same core as an interactive one (``SimServer.answer``:
 the model's policy and fault schedule), so a per-request 400 or 500 comes back as that request's
@@ -13,46 +13,23 @@ with nothing done; the first ``fail`` are refused at validation).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from aiohttp import web
 
-from providers.sim import anthropic_api, gemini_api
+from providers.sim import anthropic_api
+from providers.sim.batch_state import SimBatch, iso, reply_of
+from providers.sim.batch_state import ids as _ids
+from providers.sim.gemini_batch import GeminiBatches
 from providers.sim.wire import Rejected
 
 if TYPE_CHECKING:
     from providers.sim.server import SimServer
 
-_ids = itertools.count(1)
-
-
 log = logging.getLogger(__name__)
-
-@dataclass(slots=True)
-class SimBatch:
-    id: str
-    dialect: str
-    requests: list[dict[str, Any]]
-    created_at: float
-    input_file_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    status: str = "in_progress"
-    results: list[bytes] = field(default_factory=list)
-    errors: list[bytes] = field(default_factory=list)
-    ended_at: float | None = None
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    failure: str | None = None
-    task: asyncio.Task[None] | None = None
-
-
-def _iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
 
 
 class BatchAPIs:
@@ -68,6 +45,8 @@ class BatchAPIs:
         self.submitted: list[str] = []
         """Every custom_id ever submitted, in order (a duplicate here is a paid-twice request)."""
         self._faults: dict[str, dict[str, int]] = {}
+        self.gemini = GeminiBatches(self)
+        """Gemini's batches and the Files API they read from (providers.sim.gemini_batch)."""
 
     def routes(self, app: web.Application) -> None:
         r = app.router
@@ -84,14 +63,13 @@ class BatchAPIs:
         r.add_get("/v1/messages/batches/{id}", self.anthropic_get)
         r.add_post("/v1/messages/batches/{id}/cancel", self.anthropic_cancel)
         r.add_get("/v1/messages/batches/{id}/results", self.anthropic_results)
-        r.add_get("/v1beta/batches", self.gemini_list)
-        r.add_get("/v1beta/batches/{name}", self.gemini_get)
-        r.add_post("/v1beta/batches/{name}", self.gemini_cancel)
+        self.gemini.routes(app)
         app.router.add_get("/sim/batches", self.stats)
 
     async def stats(self, request: web.Request) -> web.Response:
         return web.json_response({"created": self.created, "submitted": self.submitted,
-                                  "batches": {b.id: b.status for b in self.batches.values()}})
+                                  "batches": {b.id: b.status for b in self.batches.values()},
+                                  "gemini": self.gemini.stats()})
 
     # -- options and faults --------------------------------------------------------------------------
     def _opts(self, model: str) -> dict[str, Any]:
@@ -243,7 +221,7 @@ class BatchAPIs:
                 counts[orjson.loads(x)["result"]["type"]] += 1
         port = self.server.port
         return {"id": b.id, "type": "message_batch", "processing_status": b.status, "request_counts": counts,
-                "created_at": _iso(b.created_at), "ended_at": _iso(b.ended_at), "expires_at": _iso(b.created_at + 86400),
+                "created_at": iso(b.created_at), "ended_at": iso(b.ended_at), "expires_at": iso(b.created_at + 86400),
                 "cancel_initiated_at": None, "archived_at": None,
                 "results_url": f"http://127.0.0.1:{port}/v1/messages/batches/{b.id}/results" if b.status == "ended"
                 else None}
@@ -281,66 +259,6 @@ class BatchAPIs:
             return _anthropic_error(404, "results are not available")
         return web.Response(body=b"\n".join(b.results) + b"\n", content_type="application/binary")
 
-    # -- Gemini batches ------------------------------------------------------------------------------
-    async def gemini_create(self, request: web.Request, model: str) -> web.Response:
-        if not request.headers.get("x-goog-api-key"):
-            return _gemini_error(403, "Method doesn't allow unregistered callers. Please use an API key.")
-        if model not in self.server.models:
-            return _gemini_error(404, f"models/{model} is not found")
-        body = await request.json()
-        spec = body.get("batch") if isinstance(body, dict) else None
-        reqs = (((spec or {}).get("inputConfig") or {}).get("requests") or {}).get("requests")
-        if not isinstance(spec, dict) or not spec.get("displayName") or not isinstance(reqs, list) or not reqs:
-            return _gemini_error(400, "batch.displayName and batch.inputConfig.requests.requests are required")
-        if request.content_length and request.content_length > 20 * 1000 * 1000:
-            return _gemini_error(400, "inline requests exceed 20 MB: use a file input")
-        batch = SimBatch(id=f"batches/sim{next(_ids)}", dialect="gemini", requests=reqs, created_at=time.time(),
-                         metadata={"displayName": spec["displayName"], "model": model}, status="BATCH_STATE_PENDING")
-        self._register(batch, [str((r.get("metadata") or {}).get("key")) for r in reqs])
-        return web.json_response(self._gemini_view(batch))
-
-    def _gemini_view(self, b: SimBatch) -> dict[str, Any]:
-        done = b.status in ("BATCH_STATE_SUCCEEDED", "BATCH_STATE_FAILED", "BATCH_STATE_CANCELLED",
-                            "BATCH_STATE_EXPIRED")
-        ok = sum(1 for x in b.results if b"\"response\"" in x[:12])
-        out: dict[str, Any] = {"name": b.id, "done": done, "metadata": {
-            "@type": "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch",
-            "model": f"models/{b.metadata['model']}", "displayName": b.metadata["displayName"],
-            "createTime": _iso(b.created_at), "endTime": _iso(b.ended_at), "state": b.status,
-            "batchStats": {"requestCount": str(len(b.requests)), "successfulRequestCount": str(ok),
-                           "failedRequestCount": str(len(b.results) - ok),
-                           "pendingRequestCount": str(len(b.requests) - len(b.results))}}}
-        if b.status == "BATCH_STATE_SUCCEEDED":
-            out["response"] = {"@type": "type.googleapis.com/google.ai.generativelanguage.v1main."
-                               "GenerateContentBatchOutput",
-                               "inlinedResponses": {"inlinedResponses": [orjson.loads(x) for x in b.results]}}
-        return out
-
-    async def gemini_list(self, request: web.Request) -> web.Response:
-        mine = [b for b in self.batches.values() if b.dialect == "gemini"][::-1]
-        start = int(request.query.get("pageToken") or 0)
-        size = max(1, min(100, int(request.query.get("pageSize", 20))))
-        page = mine[start:start + size]
-        out: dict[str, Any] = {"operations": [self._gemini_view(b) for b in page]}
-        if start + size < len(mine):
-            out["nextPageToken"] = str(start + size)
-        return web.json_response(out)
-
-    async def gemini_get(self, request: web.Request) -> web.Response:
-        b = self.batches.get(f"batches/{request.match_info['name']}")
-        if b is None:
-            return _gemini_error(404, "batch not found")
-        return web.json_response(self._gemini_view(b))
-
-    async def gemini_cancel(self, request: web.Request) -> web.Response:
-        name, _, action = request.match_info["name"].partition(":")
-        b = self.batches.get(f"batches/{name}")
-        if b is None or action != "cancel":
-            return _gemini_error(404, "batch not found")
-        if b.status in ("BATCH_STATE_PENDING", "BATCH_STATE_RUNNING"):
-            b.cancel.set()
-        return web.json_response({})
-
     # -- processing ----------------------------------------------------------------------------------
     def _model_of(self, b: SimBatch) -> str:
         if b.dialect == "gemini":
@@ -372,7 +290,7 @@ class BatchAPIs:
         opts = self._opts(model)
         if b.failure:
             await asyncio.sleep(0.01)
-            b.status, b.ended_at = "failed", time.time()
+            b.status, b.ended_at = "BATCH_STATE_FAILED" if b.dialect == "gemini" else "failed", time.time()
             return
         b.status = "BATCH_STATE_RUNNING" if b.dialect == "gemini" else "in_progress"
         expire = self._take(model, "expire")
@@ -406,28 +324,9 @@ class BatchAPIs:
             b.results.append(orjson.dumps({"custom_id": cid, "result": {"type": "canceled" if why == "cancelled"
                                                                          else "expired"}}))
 
-    async def _answer_gemini(self, b: SimBatch, entry: dict[str, Any]) -> None:
-        body = entry.get("request")
-        model = str(b.metadata["model"])
-        try:
-            gemini_api.validate({"x-goog-api-key": "batch"}, body, None)
-        except Rejected as r:
-            b.results.append(orjson.dumps({"error": {"code": r.status, "message": r.message, "status": r.kind}}))
-            return
-        assert isinstance(body, dict)
-        resp = await self.server.answer(gemini_api.to_openai(model, body), None)
-        reply = _reply_of(resp)
-        if reply is None:
-            status = resp.status if resp.status != 200 else 500
-            b.results.append(orjson.dumps({"error": {"code": status, "message": f"sim fault {resp.status}",
-                                                     "status": "INVALID_ARGUMENT" if status == 400 else "INTERNAL"}}))
-            return
-        usage = self.server.gemini_wire.cache.usage(body)
-        b.results.append(orjson.dumps({"response": gemini_api.from_reply(body, reply, usage)}))
-
     async def _answer_one(self, b: SimBatch, entry: dict[str, Any]) -> None:
         if b.dialect == "gemini":
-            await self._answer_gemini(b, entry)
+            await self.gemini.answer(b, entry)
             return
         cid = entry.get("custom_id")
         if b.dialect == "openai":
@@ -449,7 +348,7 @@ class BatchAPIs:
             return
         assert isinstance(params, dict)
         resp = await self.server.answer(anthropic_api.to_openai(params), None)
-        reply = _reply_of(resp)
+        reply = reply_of(resp)
         if reply is None:
             etype = anthropic_api.error_kind(resp.status if resp.status != 200 else 500)
             b.results.append(orjson.dumps({"custom_id": cid, "result": {"type": "errored", "error": {
@@ -458,26 +357,6 @@ class BatchAPIs:
         usage = self.server.anthropic_wire.cache.usage(params)
         message = anthropic_api.from_reply(params, reply, usage)
         b.results.append(orjson.dumps({"custom_id": cid, "result": {"type": "succeeded", "message": message}}))
-
-
-def _reply_of(resp: web.StreamResponse) -> dict[str, Any] | None:
-    """The core's completion choice (the policy's message and how it ended), or None for a fault.
-
-    The dialects build their reply from the whole choice, so a batch answer ends (length,
-    content_filter, refusal) exactly as the interactive one does.
-    """
-    if resp.status != 200 or not isinstance(resp, web.Response) or not isinstance(resp.body, bytes):
-        return None
-    try:
-        choice: dict[str, Any] = orjson.loads(resp.body)["choices"][0]
-        choice["message"]  # noqa: B018  (a choice without its message is a fault)
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
-        return None
-    return choice
-
-
-def _gemini_error(status: int, message: str) -> web.Response:
-    return web.Response(status=status, body=gemini_api.error_body(status, message), content_type="application/json")
 
 
 def _page(items: list[SimBatch], query: Any, cursor: str, view: Any) -> dict[str, Any]:

@@ -184,7 +184,7 @@ class SimServer:
         try:
             model, _, action = request.match_info["model_action"].partition(":")
             if action == "batchGenerateContent":
-                return await self.batch_apis.gemini_create(request, model)
+                return await self.batch_apis.gemini.create(request, model)
             return await self.gemini_wire.handle(request)
         finally:
             self.in_flight -= 1

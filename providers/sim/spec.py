@@ -31,7 +31,8 @@ SIM_OPTIONS: dict[str, Opt] = {
         "turnaround_s": Opt("float", "seconds before a batch is processed (default 0.2)"),
         "cancel_s": Opt("float", "seconds a cancel takes"),
         "expire": Opt("int", "the first N batches expire with nothing done"),
-        "fail": Opt("int", "the first N batches fail validation")}),
+        "fail": Opt("int", "the first N batches fail validation"),
+        "reverse_responses": Opt("bool", "Gemini: a file batch's responses file lists its lines in reverse order")}),
     "reasoning": Opt("bool", "wire responses: a reasoning model (reasoning items, no temperature; default true)"),
     "call_ids": Opt("bool", "wire gemini: functionCall parts carry an id that must come back (default true)"),
 }
