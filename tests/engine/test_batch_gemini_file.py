@@ -156,8 +156,8 @@ async def test_per_line_errors_are_matched_by_key_and_classified(tmp_path: Path,
     first = next(iter(journal.batches.values()))
     # the file's lines came back reversed; by key, the second request is the 400 and the third the 500
     kinds = [journal.requests[c] for c in first.ids]
-    assert kinds[0].body is not None and kinds[1].kind == "fatal" and len(kinds[1].batches) == 1
-    assert kinds[2].body is not None and len(kinds[2].batches) == 2  # the 500: resubmitted once, then answered
+    assert kinds[0].ok and kinds[1].kind == "fatal" and len(kinds[1].batches) == 1
+    assert kinds[2].ok and len(kinds[2].batches) == 2  # the 500: resubmitted once, then answered
     bad = [r for r in records(tmp_path / "run").values() if r["status"] == "error"]
     assert bad[0]["error_kind"] == "fatal"
 
