@@ -319,6 +319,8 @@ class BatchLane:
         file_id = jb.file_id
         if file_id is None and not fresh:
             file_id = await self._retry(lambda: self.wire.find_file(jb.local))
+            if file_id is not None:  # uploaded before a crash: journaled now, so a later rerun skips the search
+                await self.journal.file(jb.local, file_id)
         if lines is None:
             lines = await asyncio.to_thread(self.journal.input_lines, jb.local)
 

@@ -7,7 +7,7 @@ events, appended and fsynced one write at a time:
 
 - ``begin``: a batch's local id, lane (model or role), time, and its requests' custom_id ->
   (job, request number) map, written only after the input file is fsynced, and before create;
-- ``file``: the uploaded input file's id (OpenAI), the moment it is known;
+- ``file``: the uploaded input file's id (OpenAI, Gemini), the moment it is known (or found again after a crash);
 - ``created``: the provider's batch id, the moment it is known;
 - ``results``: per-request outcomes as downloaded: for a success, where its body lies in
   ``<local>.out`` (``at``, the offset of the first, then each body's length in order), for a

@@ -213,6 +213,8 @@ async def test_crash_between_upload_and_journal_reuses_the_uploaded_file(tmp_pat
     assert server.batch_apis.gemini.uploaded == 1 and server.batch_apis.created == 1  # found by display name
     (b,) = server.batch_apis.batches.values()
     assert b.input_file_id == crashed.value.args[0]
+    (journaled,) = BatchJournal(tmp_path).batches.values()
+    assert journaled.file_id == crashed.value.args[0]  # the found file is journaled too
 
 
 async def test_crash_between_journaled_upload_and_create_creates_once_from_that_file(
