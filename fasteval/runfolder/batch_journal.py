@@ -224,7 +224,7 @@ class BatchJournal:
         """Write and fsync the batch's input, then journal it: from here on it may have been created."""
         local = f"fe{int(time.time())}{secrets.token_hex(6)}"
         path = self.dir / f"{local}.jsonl"
-        await asyncio.to_thread(_write_synced, path, b"\n".join(lines) + b"\n")
+        await asyncio.to_thread(_write_lines_synced, path, lines)
         await self._append([{"e": "begin", "local": local, "lane": lane, "at": time.time(),
                              "map": [list(x) for x in entries]}])
         return self.batches[local]
@@ -286,11 +286,13 @@ def _folder(path: Path) -> None:
     refuse_symlink(path.parent, "the batch journal's folder")
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def _write_lines_synced(path: Path, lines: list[bytes]) -> None:
+    """One line at a time: a batch of image rounds may be gigabytes, never joined into one more copy."""
     _folder(path)
     fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a batch input")
     try:
-        _write_all(fd, data)
+        for line in lines:
+            _write_all(fd, line + b"\n")
         os.fsync(fd)
     finally:
         os.close(fd)

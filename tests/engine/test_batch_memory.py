@@ -121,3 +121,18 @@ async def test_a_journal_with_bodies_inline_is_still_read(tmp_path: Path, server
     (folder / "journal.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
     assert await run_jobs(tmp_path, server, 3) == [f"old answer {i}" for i in range(3)]
     assert server.batch_apis.created == 0
+
+
+async def test_a_batch_input_is_written_line_by_line_not_joined(tmp_path: Path) -> None:
+    """A batch of image rounds may be gigabytes (Gemini's file limit is 2 GB): journaling its input
+    must not make one more copy of all of it."""
+    journal = BatchJournal(tmp_path)
+    lines = [bytes([65 + i]) * (2 << 20) for i in range(16)]  # 32 MB of input
+    tracemalloc.start()
+    try:
+        jb = await journal.begin("m", lines, [(f"c{i}", f"job{i}", 0) for i in range(16)])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"journaling 32 MB of input allocated {peak / 2**20:.0f} MB more"
+    assert journal.input_lines(jb.local) == lines
