@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig
-from fasteval.engine.sweep import RunOptions, check_setting_selectors, load_suite, plan
+from fasteval.engine.sweep import RunOptions, check_roles, check_setting_selectors, load_suite, plan
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS
@@ -45,6 +45,7 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
         blobs = BlobStore(Path(tmp))
         runs = [load_suite(entry, blobs) for entry in cfg.suites]
         check_setting_selectors(runs, opts.selectors)
+        check_roles(cfg, runs, opts.selectors)
         for job, _, _, _ in plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors):
             out.total += 1
             key = (job.model, job.suite, job.setting, job.seed)

@@ -352,6 +352,7 @@ class Sweep:
             await asyncio.to_thread(blobs.clean_temp)
             runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
             check_setting_selectors(runs, self.opts.selectors)
+            check_roles(self.cfg, runs, self.opts.selectors)
         except BaseException:
             # A start that fails before any job ran leaves the folder as it found it: unclaimed.
             unclaim_run_dir(self.opts.run_dir, existed=existed, claimed=claimed)
@@ -695,6 +696,26 @@ def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
     unknown = [s for s in selectors.settings if s not in known]
     if unknown:
         raise ValueError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
+
+
+def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) -> None:
+    """Every role a selected setting's scoring calls on is configured: otherwise each of its jobs
+    would pay for a trajectory and then end as a ``judge_error``; refused before anything runs."""
+    missing: list[str] = []
+    roles: set[str] = set()
+    for run in runs:
+        if selectors.suites and run.suite.name not in selectors.suites:
+            continue
+        for s in run.settings:
+            if selectors.settings and s.name not in selectors.settings:
+                continue
+            for role in sorted(run.suite.roles_needed(s) - set(cfg.roles)):
+                missing.append(f"suite {run.suite.name} (setting {s.name}) scores with the role {role!r}")
+                roles.add(role)
+    if missing:
+        example = ", ".join(f"{r}: {{provider: ..., model: ...}}" for r in sorted(roles))
+        raise ValueError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
+                         f"roles: {{{example}}} (docs/config.md, roles); nothing ran")
 
 
 def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:

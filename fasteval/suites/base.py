@@ -86,6 +86,12 @@ class Suite(ABC):
         """Whether a setting runs on a task (e.g. a diagnostic setting for one task type only)."""
         return True
 
+    def roles_needed(self, setting: Setting) -> frozenset[str]:
+        """Roles (``roles:`` in the config) this setting's scoring calls on: without one every job
+        would end as a ``judge_error`` after its trajectory was paid for, so the sweep refuses to
+        start instead (fasteval.engine.sweep.check_roles)."""
+        return frozenset()
+
     def tools(self, task: Task, setting: Setting) -> list[str]:
         return list(task.tools if setting.tools is None else setting.tools)
 

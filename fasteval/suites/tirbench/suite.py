@@ -179,6 +179,14 @@ class TIRBench(Suite):
         wanted = setting.options.get("task_types")
         return wanted is None or task.metadata.get("task_type") in wanted
 
+    def roles_needed(self, setting: Setting) -> frozenset[str]:
+        """The extractor reads the answer out of every reply but OCR's, unless ``extraction: raw``."""
+        wanted = setting.options.get("task_types")
+        only_ocr = wanted is not None and all(t == "ocr" for t in wanted)
+        if str(setting.options.get("extraction", self.extraction)) == "raw" or only_ocr:
+            return super().roles_needed(setting)
+        return frozenset({"extractor"})
+
     def user_message(self, task: Task, turn_index: int, setting: Setting, trajectory: Trajectory) -> Message:
         """Text first, then the images, as the reference harness sends them."""
         turn = task.turns[turn_index]

@@ -207,6 +207,9 @@ class VistaHopSuite(Suite):
         return settings
 
     # --- prompts -------------------------------------------------------------------------
+    def roles_needed(self, setting: Setting) -> frozenset[str]:
+        return frozenset({"judge"})  # every answer exact match misses goes to the judge
+
     def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
         """Direct mode: the dataset prompt alone (if any). Tool mode: base + blank line + '# Tools'."""
         if _direct(setting) or not tool_specs:

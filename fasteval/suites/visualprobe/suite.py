@@ -104,6 +104,9 @@ class VisualProbe(Suite):
         self.protocols.check(setting)
         return True
 
+    def roles_needed(self, setting: Setting) -> frozenset[str]:
+        return frozenset({self.judge_role})  # Mini-o3's judge grades every answer
+
     def text_protocol(self, task: Task, setting: Setting) -> TextProtocol | None:
         return self.protocols.protocol(setting)
 

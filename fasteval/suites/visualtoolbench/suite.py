@@ -180,6 +180,9 @@ class VisualToolBenchSuite(Suite):
                     options={**options, "prompt_level": "none"}),
         ]
 
+    def roles_needed(self, setting: Setting) -> frozenset[str]:
+        return frozenset({"judge"})  # the rubric judge grades every answer
+
     def system_prompt(self, task: Task, setting: Setting, tool_specs: list[dict[str, Any]]) -> str | None:
         if setting.tools == []:
             return None

@@ -103,8 +103,10 @@ def test_tirbench_runs_reports_resumes_and_rescores_from_the_cache(
     resume_and_rescore(capsys, config, run_dir, recs)
 
 
-def test_tirbench_without_an_extractor_is_a_judge_error_not_a_zero(
+def test_tirbench_without_an_extractor_is_refused_before_anything_runs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without the extractor every non-OCR job would pay for its trajectory and then end as a
+    judge_error: the run is refused at start (exit 2), and ``extraction: raw`` needs none."""
     config = _config(tmp_path)
     cfg = yaml.safe_load(config.read_text())
     del cfg["roles"]
@@ -112,9 +114,12 @@ def test_tirbench_without_an_extractor_is_a_judge_error_not_a_zero(
     config.write_text(yaml.safe_dump(cfg))
     run_dir = tmp_path / "run"
     code, _, err = cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
-    assert code == 1, err  # finished, some jobs (the bad rows) errored
-    by_task = {r["task_id"]: r for r in latest(run_dir)}
-    assert by_task["104"]["status"] == "ok" and by_task["104"]["score"] == 1.0  # ocr needs no extractor
-    for tid in ("101", "102", "103", "105"):
-        assert (by_task[tid]["status"], by_task[tid]["error_kind"], by_task[tid]["score"]) == (
-            "error", "judge_error", None)
+    assert code == 2 and "scores with the role 'extractor'" in err and "nothing ran" in err
+    assert not run_dir.exists()  # a refused start leaves no folder behind
+    code, out, err = cli(capsys, "run", str(config), "--dry-run")
+    assert code == 2 and "'extractor'" in err
+    cfg["suites"][0].setdefault("options", {})["extraction"] = "raw"
+    config.write_text(yaml.safe_dump(cfg))
+    code, _, err = cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    assert code in (0, 1), err
+    assert {r["error_kind"] for r in latest(run_dir)} <= {None, "load_error"}
