@@ -119,12 +119,6 @@ class HRBench(ChoiceSuite):
         books = super()._books()
         return [*books, *(b for b in (self.official_book, self.lmms_book) if b is not None and b not in books)]
 
-    def roles_needed(self, setting: Setting) -> frozenset[str]:
-        """The official scorer judges every row; lmms-eval's asks its judge whenever its matcher fails."""
-        if (self.official_book is not None or self.lmms_book is not None) and self.judge_role != EXACT_MATCHING:
-            return frozenset({self.judge_role})
-        return super().roles_needed(setting)
-
     def prompt_text(self, task: Task, options: dict[str, str], setting: Setting) -> str:
         if self.lmms_book is not None and setting.fidelity == "reference":
             return lmms_prompt(self.lmms_book, task.turns[0].text, options)

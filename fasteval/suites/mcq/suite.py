@@ -111,6 +111,11 @@ class ChoiceSuite(Suite):
     def _books(self) -> list[TextBook]:
         return [b for b in (self.prompt_book, self.judge_book) if b is not None]
 
+    def roles_needed(self, setting: Setting) -> frozenset[str]:
+        """The role option ``judge`` names (VLMEvalKit's fallback, HR-Bench's official and lmms-eval
+        judges, DeepEyes' V* judge); none with ``exact_matching``, the default."""
+        return frozenset() if self.judge_role == EXACT_MATCHING else frozenset({self.judge_role})
+
     def text_manifest(self) -> dict[str, Any] | None:
         books = self._books()
         if not books:

@@ -233,3 +233,18 @@ def test_data_fetch_pins_the_two_new_reference_checkouts(tmp_path: Path) -> None
     # the suites' defaults are where the fetch puts them
     assert str(hr.dest(Path("data"))) == official_judge.DEFAULT_REFERENCE_REPO
     assert str(lm.dest(Path("data"))) == lmms_judge.DEFAULT_REFERENCE_REPO
+
+
+@pytest.mark.parametrize("scorer", ["official", "lmms-eval"])
+def test_a_judged_scorer_without_its_judge_role_is_refused_before_anything_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], scorer: str) -> None:
+    repo = write_hrbench(tmp_path / "HR-Bench") if scorer == "official" else write_lmms_eval(tmp_path / "lmms")
+    options: dict[str, Any] = {"path": str(_hr_release(tmp_path)), "fidelity": "reference", "scorer": scorer,
+                               "reference_repo": str(repo)}
+    config = support.write_config(tmp_path, {
+        "name": "hr-nojudge", "seeds": 1, "models": [{"name": "m", "provider": "sim"}],
+        "suites": [{"name": "hrbench", "options": options, "settings": [{"name": "direct"}]}]})
+    run_dir = tmp_path / "run"
+    code, _, err = support.cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 2 and "suite hrbench (setting direct) scores with the role 'judge'" in err, err
+    assert not run_dir.exists()
