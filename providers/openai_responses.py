@@ -73,14 +73,17 @@ class OpenAIResponsesProvider(Provider):
         self.extra_body = dict(extra_body or {})
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/responses"
-        self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), max_connections)
+        self.timeouts = timeouts or Timeouts()
+        self._reasons = False
+        """Seen to reason although neither its id nor ``reasoning_effort`` said so (``_learn_reasoning``)."""
+        self._http = JsonEndpoint(self._headers, self.timeouts, max_connections)
         self._images = ImageParts(_build_image_part)
 
     def endpoint_id(self) -> str:
         return self._endpoint_name or f"{self.base_url}#responses#{self.model}"
 
     def default_capabilities(self) -> Capabilities:
-        reasoning = self.reasoning_effort is not None or bool(_REASONING_MODEL.match(self.model))
+        reasoning = self.reasoning_effort is not None or self._reasons or bool(_REASONING_MODEL.match(self.model))
         return Capabilities(tool_result_images=True, parallel_tool_calls=True, seed=False, thinking=reasoning,
                             sampling=not reasoning)
 
@@ -123,7 +126,7 @@ class OpenAIResponsesProvider(Provider):
             elif role == "assistant":
                 native = m.get("native")
                 if isinstance(native, dict) and native.get("provider") == NATIVE:
-                    items.extend(native["items"])  # reasoning items included: the chain of thought goes on
+                    items.extend(replayable(native["items"]))  # reasoning included: the chain of thought goes on
                     continue
                 text = _text(m.get("content"))
                 if text:  # a plain string: the API refuses input_text parts from the assistant
@@ -194,7 +197,23 @@ class OpenAIResponsesProvider(Provider):
             status, headers, raw = await self._http.post(self._url, orjson.dumps(payload))
         if status != 200:
             raise classify_responses_error(status, raw, headers)
-        return parse_responses_response(raw)
+        resp = parse_responses_response(raw)
+        self._learn_reasoning(resp)
+        return resp
+
+    def _learn_reasoning(self, resp: ChatResponse) -> None:
+        """A model whose id we do not know as a reasoning model may reason all the same: its reasoning
+        items then come without encrypted content (we did not ask), which ``store: false`` cannot send
+        back. From here on it is asked for the content (and sampling parameters are left out); the
+        rounds already answered go back without those items (``replayable``). Said once."""
+        if self._reasons or self.capabilities().thinking or resp.native is None:
+            return
+        if any(i.get("type") == "reasoning" for i in resp.native.get("items") or [] if isinstance(i, dict)):
+            self._reasons = True
+            self.__dict__.pop("_capabilities", None)
+            log.warning("model %s reasons but its id is not one we know as a reasoning model: asking for its "
+                        "encrypted reasoning from now on (set reasoning_effort on the entry to say so up front)",
+                        self._endpoint_name or self.model)
 
     def _drop_summaries(self) -> None:
         """An organisation not verified for reasoning summaries gets a 400 on every request that asks
@@ -207,6 +226,25 @@ class OpenAIResponsesProvider(Provider):
 
     async def close(self) -> None:
         await self._http.close()
+
+
+def replayable(output: list[Any]) -> list[Any]:
+    """A round's output items as the next request may send them with ``store: false``: a reasoning
+    item without its encrypted content cannot be resent (the API keeps nothing), so it is left out
+    and the items after it lose their ids (an id would name the reasoning item they follow)."""
+    if all(not isinstance(i, dict) or i.get("type") != "reasoning" or i.get("encrypted_content") is not None
+           for i in output):
+        return output
+    out: list[Any] = []
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "reasoning":
+            if item.get("encrypted_content") is not None:
+                out.append(item)
+            continue
+        out.append({k: v for k, v in item.items() if k != "id"})
+    return out
 
 
 def _text(content: Any) -> str:

@@ -338,10 +338,11 @@ def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Pro
     kind = providers().get(provider)
     wire = kind.wire_of(spec) if kind is not None else provider
     if provider not in BATCH_PROVIDERS or spec.get("serve") is not None:
-        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, anthropic, gemini, sim)")
+        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, openai-responses, anthropic, "
+                     "gemini, sim)")
     elif wire not in BATCH_WIRES:
-        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet (openai, anthropic and "
-                     "gemini are)")
+        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet (openai, openai-responses, "
+                     "anthropic and gemini are)")
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:

@@ -43,7 +43,7 @@ class Price:
 
 
 
-BATCH_FACTORS: dict[str, float] = {"openai": 0.5, "anthropic": 0.5, "gemini": 0.5}
+BATCH_FACTORS: dict[str, float] = {"openai": 0.5, "openai-responses": 0.5, "anthropic": 0.5, "gemini": 0.5}
 """What a provider's batch API charges of the interactive price (work done within 24 h)."""
 DEFAULT_BATCH_FACTOR = 0.5
 

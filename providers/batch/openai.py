@@ -29,16 +29,22 @@ class OpenAIBatchWire(HttpBatchWire):
     max_requests = 50_000
     max_bytes = 200 * 1024 * 1024
     name = "openai"
+    endpoint = _ENDPOINT
+    """Every line's ``url`` and the batch's ``endpoint`` (the two must agree)."""
 
     def __init__(self, provider: OpenAICompatProvider, *, timeout_s: float = 600.0) -> None:
-        super().__init__(self._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=provider.timeouts.connect_s),
-                         prefix=provider.base_url)
+        self._init(provider, provider.timeouts.connect_s, timeout_s)
         self.provider = provider
+
+    def _init(self, provider: Any, connect_s: float, timeout_s: float) -> None:
+        super().__init__(self._headers_of(provider), aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_s),
+                         prefix=provider.base_url)
         self.base = provider.base_url
 
-    def _headers(self) -> dict[str, str]:
+    @staticmethod
+    def _headers_of(provider: Any) -> Any:
         """The provider's headers less its Content-Type: uploads set their own (multipart)."""
-        return {k: v for k, v in self.provider._headers().items() if k != "Content-Type"}
+        return lambda: {k: v for k, v in provider._headers().items() if k.lower() != "content-type"}
 
     def classify(self, status: int, body: bytes) -> ProviderError:
         return classify_http_error(status, body, None)
@@ -47,7 +53,7 @@ class OpenAIBatchWire(HttpBatchWire):
         return b"".join(await self.provider.build_body(request))
 
     def line(self, custom_id: str, body: bytes) -> bytes:
-        return b'{"custom_id":' + orjson.dumps(custom_id) + b',"method":"POST","url":"' + _ENDPOINT.encode() \
+        return b'{"custom_id":' + orjson.dumps(custom_id) + b',"method":"POST","url":"' + self.endpoint.encode() \
             + b'","body":' + body + b"}"
 
     def entry(self, line: bytes) -> tuple[str, bytes]:
@@ -62,7 +68,7 @@ class OpenAIBatchWire(HttpBatchWire):
                            content_type="application/jsonl")
             file_id = str((await self._json("POST", "/files", data=form))["id"])
             await on_file(file_id)
-        body = {"input_file_id": file_id, "endpoint": _ENDPOINT, "completion_window": "24h",
+        body = {"input_file_id": file_id, "endpoint": self.endpoint, "completion_window": "24h",
                 "metadata": {META_KEY: local_id}}
         return str((await self._json("POST", "/batches", json=body))["id"])
 

@@ -26,6 +26,9 @@ from providers.sim.batch_state import ids as _ids
 from providers.sim.gemini_batch import GeminiBatches
 from providers.sim.wire import Rejected
 
+OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
+"""The two endpoints of OpenAI's Batch API that fasteval's wires send to."""
+
 if TYPE_CHECKING:
     from providers.sim.server import SimServer
 
@@ -121,14 +124,19 @@ class BatchAPIs:
         fid = body.get("input_file_id")
         if fid not in self.contents:
             return _openai_error(400, f"input_file_id {fid!r} not found")
-        if body.get("endpoint") != "/v1/chat/completions" or body.get("completion_window") != "24h":
-            return _openai_error(400, "endpoint must be /v1/chat/completions and completion_window 24h")
+        endpoint = body.get("endpoint")
+        if endpoint not in OPENAI_ENDPOINTS or body.get("completion_window") != "24h":
+            return _openai_error(400, f"endpoint must be one of {', '.join(OPENAI_ENDPOINTS)} and completion_window "
+                                 "24h")
         lines = [orjson.loads(x) for x in self.contents[fid].splitlines() if x.strip()]
         batch = SimBatch(id=f"batch_sim{next(_ids)}", dialect="openai", requests=lines, created_at=time.time(),
-                         input_file_id=fid, metadata=dict(body.get("metadata") or {}), status="validating")
+                         input_file_id=fid, metadata=dict(body.get("metadata") or {}), status="validating",
+                         endpoint=str(endpoint))
         models = {str((x.get("body") or {}).get("model")) for x in lines}
         ids = [str(x.get("custom_id")) for x in lines]
-        if len(models) != 1:
+        if any(x.get("url") != endpoint for x in lines):
+            batch.failure = f"every line's url must be the batch's endpoint {endpoint}"
+        elif len(models) != 1:
             batch.failure = "a batch input file may hold requests for one model only"
         elif len(set(ids)) != len(ids):
             batch.failure = "custom_id values must be unique within a batch"
@@ -147,7 +155,7 @@ class BatchAPIs:
         done = [orjson.loads(x) for x in b.results]
         failed = len(b.errors)
         out: dict[str, Any] = {
-            "id": b.id, "object": "batch", "endpoint": "/v1/chat/completions", "input_file_id": b.input_file_id,
+            "id": b.id, "object": "batch", "endpoint": b.endpoint, "input_file_id": b.input_file_id,
             "completion_window": "24h", "status": b.status, "created_at": int(b.created_at),
             "output_file_id": None, "error_file_id": None, "metadata": b.metadata,
             "errors": {"object": "list", "data": [{"code": "invalid_file", "message": b.failure}]} if b.failure
@@ -324,20 +332,28 @@ class BatchAPIs:
             b.results.append(orjson.dumps({"custom_id": cid, "result": {"type": "canceled" if why == "cancelled"
                                                                          else "expired"}}))
 
+    @staticmethod
+    def _openai_line(b: SimBatch, cid: Any, status: int, payload: Any) -> None:
+        line = orjson.dumps({"id": f"batch_req_{next(_ids)}", "custom_id": cid,
+                             "response": {"status_code": status, "request_id": f"req_{next(_ids)}",
+                                          "body": payload}, "error": None})
+        (b.results if status == 200 else b.errors).append(line)
+
     async def _answer_one(self, b: SimBatch, entry: dict[str, Any]) -> None:
         if b.dialect == "gemini":
             await self.gemini.answer(b, entry)
             return
         cid = entry.get("custom_id")
+        if b.dialect == "openai" and b.endpoint == "/v1/responses":
+            status, payload = await self.server.responses_wire.batch_answer(entry.get("body"))
+            self._openai_line(b, cid, status, payload)
+            return
         if b.dialect == "openai":
             resp = await self.server.answer(entry.get("body") or {}, None)
             status = resp.status
             payload = orjson.loads(resp.body) if isinstance(resp, web.Response) and isinstance(resp.body, bytes) \
                 and resp.body.startswith(b"{") and resp.body.endswith(b"}") else {"error": {"message": "malformed"}}
-            line = orjson.dumps({"id": f"batch_req_{next(_ids)}", "custom_id": cid,
-                                 "response": {"status_code": status, "request_id": f"req_{next(_ids)}",
-                                              "body": payload}, "error": None})
-            (b.results if status == 200 else b.errors).append(line)
+            self._openai_line(b, cid, status, payload)
             return
         params = entry.get("params")
         try:

@@ -32,6 +32,8 @@ class SimBatch:
     task: asyncio.Task[None] | None = None
     succeeded: int = 0
     """Requests answered with a response (Gemini's batchStats count them)."""
+    endpoint: str = "/v1/chat/completions"
+    """OpenAI's: the endpoint every line of the batch goes to (``/v1/responses`` too)."""
 
 
 def iso(t: float | None) -> str | None:

@@ -16,6 +16,8 @@ from providers.sim import responses_api
 from providers.sim.wire import (
     Rejected,
     SimCore,
+    core_choice,
+    core_error,
     json_response,
     lower_headers,
     read_json,
@@ -38,6 +40,21 @@ class ResponsesWire:
         """``summaries: false``: an organisation not verified for reasoning summaries (OpenAI refuses them)."""
         sim_model = self.core.models.get(str(model))
         return bool(sim_model.options.get("summaries", True)) if sim_model is not None else True
+
+    async def batch_answer(self, body: Any) -> tuple[int, Any]:
+        """One ``/v1/responses`` line of a Batch API input: (status, the body the interactive API
+        would answer), validated as the interactive endpoint validates (the batch carries no key)."""
+        try:
+            reasoning = self._reasoning(body.get("model") if isinstance(body, dict) else None)
+            responses_api.validate({"authorization": "Bearer batch"}, body, None, reasoning_model=reasoning)
+        except Rejected as r:
+            return r.status, orjson.loads(responses_api.rejection_body(r))
+        resp = await self.core.answer(responses_api.to_openai(body), None)
+        choice = core_choice(resp)
+        if choice is None:
+            status, message = core_error(resp) if resp.status != 200 else (500, "the sim dropped the answer")
+            return status, orjson.loads(responses_api.core_error_body(status, message))
+        return 200, responses_api.from_reply(body, choice, self.cache.usage(body), reasoning_model=reasoning)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         try:

@@ -36,8 +36,9 @@ class SimCore(Protocol):
     api_keys: dict[str, str]
     """Per dialect: the only key accepted; any non-empty key when a dialect has none."""
 
-    async def answer(self, body: dict[str, Any], request: web.Request) -> web.StreamResponse:
-        """Faults, latency and the policy's reply (a chat completion) for an OpenAI-form body."""
+    async def answer(self, body: dict[str, Any], request: web.Request | None) -> web.StreamResponse:
+        """Faults, latency and the policy's reply (a chat completion) for an OpenAI-form body (no
+        request for a batch line)."""
         ...
 
 

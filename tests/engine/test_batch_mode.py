@@ -55,7 +55,7 @@ async def sweep(cfg_path: Path, run_dir: Path, **opts: Any) -> tuple[Any, Sweep]
     return await s.run(), s
 
 
-@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize("wire", ["openai", "openai-responses", "anthropic", "gemini"])
 async def test_tool_loop_with_images_through_batches_matches_an_interactive_run(tmp_path: Path, wire: str) -> None:
     inter = await run_sweep(load_config(write_config(tmp_path, sim_model(wire), name="i")),
                             RunOptions(run_dir=tmp_path / "inter", progress=False))

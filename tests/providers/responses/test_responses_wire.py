@@ -305,3 +305,20 @@ async def test_an_unverified_organisation_runs_on_without_reasoning_summaries(
     assert natives and all(n["summary"] is None for n in natives)
     warnings = [r for r in caplog.records if "reasoning summaries" in r.getMessage()]
     assert len(warnings) == 1 and "not verified" in warnings[0].getMessage()
+
+
+async def test_a_model_that_reasons_under_an_unknown_id_is_learned_not_fatal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Neither the id (``house-model``) nor ``reasoning_effort`` says it reasons, so the first rounds
+    do not ask for encrypted reasoning, and ``store: false`` cannot send those items back (the API
+    answers 404). They go back without them, and the model is asked for them from then on."""
+    monkeypatch.setenv("FE_TEST_OPENAI_KEY", KEY)
+    async with native_sim([SimModel("house-model", policy="tools")], {"openai": KEY}) as sim:
+        with caplog.at_level("WARNING", logger="providers.openai_responses"):
+            res, records = await sweep(tmp_path, {
+                "models": [{**_model("m", base_url=f"{root(sim)}/v1"), "model": "house-model"}],
+                "suites": [demo_suite(3)], "seeds": [0]})
+    assert res.ok == 3, [r["error"] for r in records]
+    assert len([r for r in caplog.records if "reasons but its id" in r.getMessage()]) == 1
+    natives = [m["native"] for r in records for m in r["trajectory"]["messages"] if m["role"] == "assistant"]
+    assert any(i.get("encrypted_content") for n in natives for i in n["items"] if i["type"] == "reasoning")
