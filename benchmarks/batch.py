@@ -4,7 +4,7 @@
         [--reply-chars 2000] [--json]
 
 Against the sim's batch APIs (``python -m providers.sim``, its own process, so its CPU is not
-ours), for the OpenAI, the Anthropic and the Gemini wire in turn (Gemini twice: inline, and through
+ours), for the OpenAI (Chat Completions and Responses), the Anthropic and the Gemini wire in turn (Gemini twice: inline, and through
 an uploaded file with the inline ceiling lowered to nothing, as a batch over 20 MB goes):
 ``--single`` single-turn trajectories (the sim's ``direct`` policy, answers of ``--reply-chars``
 characters, a response body of about 2 KB as a real model's answer) and
@@ -50,6 +50,7 @@ from providers.batch.wires import wire_for  # noqa: E402
 from providers.client import ModelClient  # noqa: E402
 from providers.gemini import GeminiProvider  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider  # noqa: E402
+from providers.openai_responses import OpenAIResponsesProvider  # noqa: E402
 
 CALCULATOR = {"type": "function", "function": {"name": "calculator", "description": "evaluate arithmetic",
                                                "parameters": {"type": "object", "properties": {
@@ -63,6 +64,9 @@ def vm_hwm_kb() -> int:
 def provider(dialect: str, port: int, model: str = "bm") -> Provider:
     if dialect == "openai":
         return OpenAICompatProvider(f"http://127.0.0.1:{port}/v1", model)
+    if dialect == "openai-responses":  # the sim's models reason on this wire: say so, as a user would
+        return OpenAIResponsesProvider(model, base_url=f"http://127.0.0.1:{port}/v1", api_key="sim", api_key_env=None,
+                                       reasoning_effort="low")
     if dialect.startswith("gemini"):
         return GeminiProvider(model, base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
     return AnthropicProvider(model, base_url=f"http://127.0.0.1:{port}", api_key="sim", api_key_env=None)
@@ -174,7 +178,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out["interactive"] = uvloop.run(interactive(port, a.baseline))
             out["interactive"]["peak_rss_mb_after"] = round(vm_hwm_kb() / 1024, 1)
-            for dialect in ("openai", "anthropic", "gemini", "gemini-file"):
+            for dialect in ("openai", "openai-responses", "anthropic", "gemini", "gemini-file"):
                 run_dir = Path(tmp) / dialect
                 run_dir.mkdir()
                 out["batched"].append(uvloop.run(batched(dialect, port, a, run_dir)))
@@ -190,7 +194,7 @@ def main() -> None:
           f"{base['requests_per_cpu_s']} requests per CPU-second, peak RSS so far {base['peak_rss_mb_after']} MB")
     for r in out["batched"]:
         ratio = r["cpu_us_per_request"] / base["cpu_us_per_request"]
-        print(f"batch {r['wire']:11s}: {r['requests']} requests ({a.single} single-turn + {r['tool_rounds']} tool "
+        print(f"batch {r['wire']:16s}: {r['requests']} requests ({a.single} single-turn + {r['tool_rounds']} tool "
               f"rounds) in {r['batches']} batches, {r['wall_s']} s wall, {r['cpu_us_per_request']} µs CPU each "
               f"({ratio:.2f}x interactive), {r['requests_per_cpu_s']} requests per CPU-second, "
               f"journal {r['journal_bytes_per_request']} B per request on disk, "
