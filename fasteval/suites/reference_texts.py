@@ -413,6 +413,15 @@ class TextBook:
             raise TypeError(f"text {name!r} is data, not a string")
         return v
 
+    def check_fields(self, allowed: Mapping[str, set[str]]) -> None:
+        """Each named template uses only the fields the code that fills it has (``allowed``): a
+        checkout at another commit whose template names others is refused at load, not mid-run."""
+        for name, fields in allowed.items():
+            value = self.values.get(name)
+            if isinstance(value, Template) and not set(value.fields) <= fields:
+                raise ReferenceTextError(f"{self.suite}: {name} in {self.repo} uses fields {value.fields}, "
+                                         f"expected some of {sorted(fields)}; the checkout may be at another commit")
+
     def manifest(self) -> dict[str, Any]:
         """What the run manifest records: the mode, the reference commit, each text's origin."""
         return {

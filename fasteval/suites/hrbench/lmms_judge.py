@@ -74,11 +74,7 @@ def lmms_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
         raise ReferenceTextError(f"hrbench-lmms-eval: HRBenchEval.build_prompt.tmpl in {JUDGE_FILE} of {book.repo} "
                                  "is not a format string with three positional fields (question, options, "
                                  "prediction); the checkout may be at another commit")
-    for name, fields in FIELDS.items():
-        value = book.get(name)
-        if isinstance(value, Template) and not set(value.fields) <= fields:
-            raise ReferenceTextError(f"hrbench-lmms-eval: {name} in {book.repo} uses fields {value.fields}, "
-                                     f"expected some of {sorted(fields)}; the checkout may be at another commit")
+    book.check_fields(FIELDS)
     return book
 
 

@@ -79,11 +79,7 @@ def official_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
     if not isinstance(preamble, Template) or len(preamble.fields) != 1 or preamble.fields[0] not in ("", "0"):
         raise ReferenceTextError(f"hrbench-official: pipeline_eval.inp in {JUDGE_FILE} of {book.repo} is not a "
                                  "format string with one positional field; the checkout may be at another commit")
-    for name, fields in FIELDS.items():
-        value = book.get(name)
-        if isinstance(value, Template) and not set(value.fields) <= fields:
-            raise ReferenceTextError(f"hrbench-official: {name} in {book.repo} uses fields {value.fields}, "
-                                     f"expected some of {sorted(fields)}; the checkout may be at another commit")
+    book.check_fields(FIELDS)
     return book
 
 
