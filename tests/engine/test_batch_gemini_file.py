@@ -16,7 +16,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -37,10 +36,10 @@ from providers.batch.base import BatchSettings
 from providers.batch.gemini import INLINE_MAX_BYTES, GeminiBatchWire, file_name, split_line
 from providers.gemini import GeminiProvider
 from providers.sim import SimModel, SimServer
+from tests.engine.batch_kill import FASTEVAL, kill_loop, records_once
 from tests.engine.test_batch_mode import FAST, records, same_results, sim_model, sweep, write_config
 
 SETTINGS = BatchSettings(gather_s=0.02, poll_s=0.02)
-FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
 
 @pytest.fixture
@@ -329,15 +328,6 @@ def _config(tmp: Path, port: int, *, batch: bool, name: str) -> Path:
     return p
 
 
-def _records(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in (run_dir / "records.jsonl").read_bytes().splitlines():
-        r = orjson.loads(line)
-        assert (r["task_id"], r["seed"]) not in out, "a job recorded twice"
-        out[(r["task_id"], r["seed"])] = r
-    return out
-
-
 def _get(port: int, path: str) -> Any:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as resp:
         return orjson.loads(resp.read())
@@ -355,20 +345,7 @@ def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(
         argv = [*FASTEVAL, "run", str(_config(tmp_path, port, batch=True, name="batched")), "--run-dir",
                 str(run_dir), "--no-progress"]
         journal = run_dir / "batches" / "journal.jsonl"
-        kills = 0
-        for _ in range(4):
-            seen = journal.stat().st_size if journal.exists() else 0
-            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and proc.poll() is None and \
-                    (journal.stat().st_size if journal.exists() else 0) <= seen:
-                time.sleep(0.01)  # until this process has journaled something of its own
-            time.sleep(rng.uniform(0.0, 0.6))  # then somewhere in gather/upload/create/poll/download
-            if proc.poll() is not None:
-                break
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
+        kills = kill_loop(argv, journal, env, rng)
         assert kills >= 3
         done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -385,7 +362,7 @@ def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(
         assert plain.returncode == 0, plain.stderr[-2000:]
         interactive = sum((Counter(_get(port, "/sim/stats")["by_outcome"]) - before).values())
         assert len(sent) == interactive  # every request the interactive run made, paid for once
-        a, b = _records(tmp_path / "inter"), _records(run_dir)
+        a, b = records_once(tmp_path / "inter"), records_once(run_dir)
         assert a.keys() == b.keys() and len(b) == 4
         for k in a:
             assert (a[k]["answer"], a[k]["score"], a[k]["rounds"]) == (b[k]["answer"], b[k]["score"], b[k]["rounds"])

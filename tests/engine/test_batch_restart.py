@@ -12,7 +12,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,8 @@ from providers.batch.openai import OpenAIBatchWire
 from providers.gemini import GeminiProvider
 from providers.openai_compat import OpenAICompatProvider
 from providers.sim import SimModel, SimServer
+from tests.engine.batch_kill import FASTEVAL, kill_loop, records_once
 
-FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 SETTINGS = BatchSettings(gather_s=0.02, poll_s=0.02)
 
 
@@ -199,15 +198,6 @@ def _config(tmp: Path, port: int, dialect: str, *, batch: bool, name: str) -> Pa
     return p
 
 
-def _records(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
-    out: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in (run_dir / "records.jsonl").read_bytes().splitlines():
-        r = orjson.loads(line)
-        assert (r["task_id"], r["seed"]) not in out, "a job recorded twice"
-        out[(r["task_id"], r["seed"])] = r
-    return out
-
-
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(tmp_path: Path,
                                                                                dialect: str) -> None:
@@ -219,20 +209,7 @@ def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(
         run_dir = tmp_path / "run"
         argv = [*FASTEVAL, "run", str(batched), "--run-dir", str(run_dir), "--no-progress"]
         journal = run_dir / "batches" / "journal.jsonl"
-        kills = 0
-        for _ in range(4):
-            seen = journal.stat().st_size if journal.exists() else 0
-            proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and proc.poll() is None and \
-                    (journal.stat().st_size if journal.exists() else 0) <= seen:
-                time.sleep(0.01)  # until this process has journaled something of its own
-            time.sleep(rng.uniform(0.0, 0.6))  # then somewhere in gather/create/poll/download
-            if proc.poll() is not None:
-                break
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            kills += 1
+        kills = kill_loop(argv, journal, env, rng)
         assert kills >= 3
         done = subprocess.run(argv, capture_output=True, text=True, timeout=180, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -244,7 +221,7 @@ def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(
         plain = subprocess.run([*FASTEVAL, "run", str(inter), "--run-dir", str(tmp_path / "inter"), "--no-progress"],
                                capture_output=True, text=True, timeout=180, env=env)
         assert plain.returncode == 0, plain.stderr[-2000:]
-        a, b = _records(tmp_path / "inter"), _records(run_dir)
+        a, b = records_once(tmp_path / "inter"), records_once(run_dir)
         assert a.keys() == b.keys() and len(b) == 12
         for k in a:
             assert (a[k]["answer"], a[k]["score"], a[k]["rounds"]) == (b[k]["answer"], b[k]["score"], b[k]["rounds"])
