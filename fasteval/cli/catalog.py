@@ -7,6 +7,7 @@ config validator uses, so the list can never disagree with what a run accepts.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -19,13 +20,21 @@ def _first_line(doc: str | None) -> str:
     return (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
 
 
+def _first_sentence(doc: str | None) -> str:
+    """The first sentence of a docstring's first paragraph: a docstring may wrap its opening
+    sentence over several lines, and its first line alone would be cut mid-phrase."""
+    paragraph = (doc or "").strip().split("\n\n")[0]
+    text = " ".join(line.strip() for line in paragraph.splitlines())
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z`])", text, maxsplit=1)[0] if text else ""
+
+
 def catalog(kind: str) -> dict[str, str]:
     """Name -> one-line description for one kind of component."""
 
     if kind == "suites":
         from fasteval.suites.base import SUITES
 
-        return {n: _first_line(c.__doc__) for n, c in sorted(SUITES.items())}
+        return {n: _first_sentence(c.__doc__) for n, c in sorted(SUITES.items())}
     if kind == "tools":
         from fasteval.tools.base import TOOLS
 

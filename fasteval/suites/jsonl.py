@@ -70,6 +70,8 @@ def _turn(obj: Any, image_ref: Callable[[str], str], where: str) -> Turn:
 
 @register_suite
 class JsonlSuite(Suite):
+    """Your own tasks from a .jsonl file (prompt or turns, images, answer), scored by exact or contains match."""
+
     name = "jsonl"
     options_schema = {"path": Opt("path", "the .jsonl file: one task per line", required=True, exists=True),
                       "max_rounds": Opt("int", "rounds of the default setting")}

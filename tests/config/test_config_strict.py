@@ -201,6 +201,10 @@ def test_config_schema_is_json_schema_built_from_the_declarations(capsys: pytest
 def test_list_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = cli(capsys, "list", "suites")
     assert code == 0 and any(line.startswith("tirbench ") and "TIR-Bench" in line for line in out.splitlines())
+    # every suite has a description, whole sentences (a docstring wrapped over lines is not cut mid-phrase)
+    described = {line.split()[0]: line.split(None, 1)[1] for line in out.splitlines() if len(line.split()) > 1}
+    assert {line.split()[0] for line in out.splitlines()} == set(described)
+    assert all(d.endswith((".", ")")) for d in described.values()), described
     code, out, _ = cli(capsys, "list", "tools", "--format", "json")
     assert code == 0 and "calculator" in orjson.loads(out)
     code, out, _ = cli(capsys, "list", "policies")

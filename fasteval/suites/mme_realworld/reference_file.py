@@ -35,7 +35,9 @@ def _tables(rows: list[tuple[str, float, str, str, str, str | None]]) -> dict[st
     by_task: dict[str, list[float]] = defaultdict(list)
     by_sub: dict[str, list[float]] = defaultdict(list)
     by_fine: dict[str, list[float]] = defaultdict(list)
-    e_count: dict[str, int] = defaultdict(int)
+    # The official script prints an "E choice" count for every task and every task/subtask of its
+    # fixed lists, 0 included (even for a subtask with no items): so do we.
+    e_count: dict[str, int] = defaultdict(int, {k: 0 for t in TASKS for k in (t, *(f"{t}/{s}" for s in SUBTASKS))})
     for _, hit, task, sub, fine, letter in rows:
         by_task[task].append(hit)
         by_sub[f"{task}/{sub}"].append(hit)

@@ -94,8 +94,9 @@ def rotation_settings(fidelity: str, stateful: bool = True) -> list[Setting]:
 
 @register_suite
 class TIRBench(Suite):
-    """TIR-Bench (1,215 items, 13 task types). Options: ``path`` (release folder or
-    TIR-Bench.json), ``fidelity`` ("reference" | "fixed", default "fixed"), ``limit``,
+    """TIR-Bench (1,215 items, 13 task types): image-operation tasks, answers extracted then scored exactly or by IoU.
+
+    Options: ``path`` (release folder or TIR-Bench.json), ``fidelity`` ("reference" | "fixed", default "fixed"), ``limit``,
     ``task_types`` (subset) and ``extraction`` ("model": the extractor role, the reference's
     way; "raw": score the final answer text as if it were the extraction).
     """

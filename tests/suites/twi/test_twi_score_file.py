@@ -82,6 +82,9 @@ def test_mme_official_and_vlmevalkit_files(tmp_path: Path, capsys: pytest.Captur
     assert list(out["items"].values()) == [0.0, 1.0, 1.0]  # "Best" gives B; empty output is A (gold A)
     assert out["by_task"] == {"Perception": 0.5, "Reasoning": 1.0}
     assert out["by_subcategory"]["Perception/Monitoring/vehicle/attribute"] == 1.0
+    # the official script prints an E count for every task and task/subtask of its lists, 0 included
+    subtasks = ("Monitoring", "Autonomous_Driving", "OCR with Complex Context", "Diagram and Table", "Remote Sensing")
+    assert out["e_choices"] == {k: 0 for t in ("Perception", "Reasoning") for k in (t, *(f"{t}/{s}" for s in subtasks))}
     code, fixed, _ = score_file(capsys, "mme-realworld", path, "fixed")
     assert list(fixed["items"].values()) == [1.0, 0.0, 1.0]
     odd = tmp_path / "odd.json"
