@@ -142,6 +142,10 @@ def _run(a: argparse.Namespace) -> int:
                       max_concurrency=a.max_concurrency, force=a.force,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors,
                       no_wait=a.no_wait)
+    if a.estimate or a.estimate_from or a.pilot is not None:
+        from fasteval.cli.estimate import print_estimate
+
+        return print_estimate(cfg, opts, a)
     if a.dry_run:
         return _print_preview(cfg, opts)
     if not a.no_preflight:
@@ -235,6 +239,14 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
+    r.add_argument("--estimate", action="store_true",
+                   help="with --dry-run: requests, tokens, cost and wall time per model × suite (docs/overnight.md)")
+    r.add_argument("--estimate-from", action="append", metavar="RUN",
+                   help="measure rounds, completion tokens and seconds per job in this earlier run folder (repeatable)")
+    r.add_argument("--pilot", type=int, metavar="N",
+                   help="estimate from N real jobs per model × suite × setting (one seed); asks first")
+    r.add_argument("--yes", action="store_true", help="--pilot: run it without asking")
+    r.add_argument("--estimate-json", action="store_true", help="the estimate as JSON")
     r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
     r.add_argument("--no-wait", action="store_true",
                    help="batched models: submit their batches and exit 3; a rerun collects the results")
