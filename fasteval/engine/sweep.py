@@ -34,6 +34,7 @@ from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
+from fasteval.engine.notify import Health, Notifier, watching
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
 from fasteval.engine.serving import Serving, checkpoint_identities
@@ -418,6 +419,10 @@ class Sweep:
             display = self._display()
             display.start()
             stack.push_async_callback(display.stop)
+            if self.cfg.notify is not None:  # endpoint down, error rate, disk: told while it runs
+                await stack.enter_async_context(watching(Notifier(
+                    self.cfg.notify, str(self.cfg.raw.get("name") or self.cfg.path.stem), self.opts.run_dir,
+                    frozenset(secret_env_names(self.cfg.raw) | secret_like_env_names())), self._health))
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)
         if self._fatal is not None:
@@ -433,6 +438,12 @@ class Sweep:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
         return result
+
+    def _health(self) -> Health:
+        now = time.monotonic()
+        down = {name: now - c.breaker.down_since for name, c in (self.clients | self.roles).items()
+                if c.breaker is not None and c.breaker.down_since is not None}
+        return Health(done=self.counters.done, errors=self.counters.errors, down_s=down)
 
     def _display(self) -> ProgressDisplay:
         # services with synchronous stats() (the sandbox pool); the cache's stats are async I/O
