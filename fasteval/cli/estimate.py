@@ -55,7 +55,8 @@ def pilot_dir(run_dir: Path) -> Path:
 
 def _pilot_options(cfg: SweepConfig, opts: RunOptions, n: int) -> RunOptions:
     seeds = opts.selectors.seeds or cfg.seeds
-    sel = replace(opts.selectors, limit=min(n, opts.selectors.limit or n), seeds=[seeds[0]])
+    sel = replace(opts.selectors, limit=min(n, opts.selectors.limit or n), seeds=[seeds[0]],
+                  spread=opts.selectors.limit is None)
     return replace(opts, run_dir=pilot_dir(opts.run_dir), selectors=sel, progress=False, no_wait=False)
 
 
@@ -82,7 +83,7 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
     bound = estimate(cfg, popts).totals()
     cost = (f"at most {dollars(bound['cost_usd'])} at list price (every round used, every request at "
             "max_tokens)" if bound["cost_usd"] is not None else "no model with a known price")
-    print(f"pilot: {bound['jobs']} real jobs ({n} tasks of every model × suite × setting, seed "
+    print(f"pilot: {bound['jobs']} real jobs ({n} tasks spread over every model × suite × setting, seed "
           f"{popts.selectors.seeds[0]}) into {popts.run_dir}; {cost}", file=sys.stderr)
     answer = _ask("run the pilot now? [y/N] ", yes)
     if answer is None:

@@ -67,6 +67,9 @@ class Selectors:
     seeds: list[int] = field(default_factory=list)
     limit: int | None = None
     """First N tasks of each suite."""
+    spread: bool = False
+    """``limit`` takes N tasks spread evenly over each suite, not the first N (a pilot: suites are
+    often ordered by task type)."""
 
     def __bool__(self) -> bool:
         return bool(self.models or self.suites or self.settings or self.seeds or self.limit is not None)
@@ -242,7 +245,7 @@ def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun
     for run in runs:
         if sel.suites and run.suite.name not in sel.suites:
             continue
-        items = run.items if sel.limit is None else run.items[:sel.limit]
+        items = run.items if sel.limit is None else spread(run.items, sel.limit) if sel.spread else run.items[:sel.limit]
         for setting in run.settings:
             if sel.settings and setting.name not in sel.settings:
                 continue
@@ -250,6 +253,13 @@ def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun
                 if isinstance(item, Task) and not run.suite.applies_to(item, setting):
                     continue
                 yield run, setting, item, item.task_id if isinstance(item, LoadError) else item.id
+
+
+def spread(items: list[Any], n: int) -> list[Any]:
+    """``n`` items at even steps through ``items``, in order (all of them when there are no more)."""
+    if n >= len(items):
+        return items
+    return [items[i * len(items) // n] for i in range(n)]
 
 
 def _versions() -> dict[str, str]:

@@ -8,6 +8,7 @@ lays them, rounds and growth read from evidence, and the bound really bounding.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import yaml
 from fasteval.cli.main import main
 from fasteval.config.load import load_config
 from fasteval.engine.estimate import estimate
-from fasteval.engine.sweep import RunOptions, Selectors
+from fasteval.engine.sweep import RunOptions, Selectors, load_suite, plan, spread
+from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 
 SIM = [{"name": "sim-tools", "provider": "sim", "policy": "tools", "latency_ms": 1, "misread_rate": 0.2},
@@ -144,9 +146,24 @@ def test_pilot_with_yes_runs_n_tasks_of_each_group_and_estimates_from_them(
     assert "pilot: 8 real jobs" in err
     with open_index(tmp_path / "run-pilot") as index:
         assert index.count() == 8  # 2 tasks x 2 settings x 2 models, seed 0
+        tasks = sorted({r.task_id for r in index.rows()})
+    cfg = load_config(config)
+    all_tasks = [j.task_id for j in _plan_of(cfg) if j.model == "sim-tools" and j.setting == "direct" and j.seed == 0]
+    assert tasks == sorted([all_tasks[0], all_tasks[6]])  # spread over the suite, not its first two
     groups = json.loads(out)["groups"]
     assert groups and all(g["basis"] == f"run {tmp_path / 'run-pilot'} (2 jobs)" for g in groups)
     assert not run_dir.exists()  # the sweep itself did not start
+
+
+def _plan_of(cfg: Any) -> list[Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = [load_suite(e, BlobStore(Path(tmp))) for e in cfg.suites]
+        return [job for job, _, _, _ in plan(cfg, runs, None)]
+
+
+def test_spread_takes_even_steps_through_the_items() -> None:
+    assert spread(list(range(10)), 3) == [0, 3, 6]
+    assert spread(list(range(3)), 5) == [0, 1, 2]
 
 
 def test_estimate_from_a_folder_that_is_not_a_run_is_a_usage_error(
