@@ -167,6 +167,9 @@ def _table(cfg: SweepConfig, opts: RunOptions, est: Estimate) -> None:
     wall = duration(est.wall_s)
     console().print(plain(f"wall time: {wall} under run.max_concurrency {est.global_cap}"
                           + ("" if est.wall_s is not None else " (no evidence: --estimate-from RUN or --pilot N)")))
+    if est.unloaded:
+        console().print(plain(f"{est.unloaded} jobs have a task that did not load: they become error records and "
+                              "send nothing (`--dry-run` without --estimate lists the plan)"))
     if total["upper_bound"]:
         console().print(plain("≤: an upper bound (no evidence for that row: every round used, every request "
                               "at max_tokens); --estimate-from RUN or --pilot N measures it"))

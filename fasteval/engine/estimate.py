@@ -128,6 +128,8 @@ class Estimate:
     walls: dict[str, ModelWall]
     wall_s: float | None
     global_cap: int
+    unloaded: int = 0
+    """Jobs whose task did not load: error records, no request (``--dry-run`` names them)."""
 
     def totals(self) -> dict[str, Any]:
         def total(name: str) -> float | None:
@@ -138,7 +140,8 @@ class Estimate:
         return {"jobs": sum(g.jobs for g in self.groups), "requests": total("requests"),
                 "prompt_tokens": total("prompt_tokens"), "completion_tokens": total("completion_tokens"),
                 "cost_usd": total("cost_usd"), "batch_cost_usd": total("batch_cost_usd"),
-                "upper_bound": any(g.upper_bound for g in self.groups), "wall_s": self.wall_s}
+                "upper_bound": any(g.upper_bound for g in self.groups), "wall_s": self.wall_s,
+                "unloaded_jobs": self.unloaded}
 
     def to_dict(self) -> dict[str, Any]:
         return {"groups": [asdict(g) for g in self.groups], "models": [asdict(w) for w in self.walls.values()],
@@ -184,8 +187,9 @@ def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan]) -> dict[Key, Ev
     return out
 
 
-def collect_plan(cfg: SweepConfig, opts: RunOptions) -> dict[Key, _Plan]:
-    """Every job resume would still run, grouped, with each task's fixed prompt under its model's rule."""
+def collect_plan(cfg: SweepConfig, opts: RunOptions) -> tuple[dict[Key, _Plan], int]:
+    """Every job resume would still run, grouped, with each task's fixed prompt under its model's rule;
+    and how many jobs have a task that did not load (they become error records and send nothing)."""
     finished: set[str] = set()
     if (opts.run_dir / RECORDS).exists():
         with open_index(opts.run_dir) as index:
@@ -193,6 +197,7 @@ def collect_plan(cfg: SweepConfig, opts: RunOptions) -> dict[Key, _Plan]:
     rules = {m["name"]: model_token_rule(m) for m in cfg.models}
     params = {m["name"]: dict(m.get("params") or {}) for m in cfg.models}
     plans: dict[Key, _Plan] = {}
+    unloaded = 0
     with tempfile.TemporaryDirectory(prefix="fasteval-estimate-") as tmp:
         blobs = BlobStore(Path(tmp))
         runs: list[SuiteRun] = [load_suite(entry, blobs) for entry in cfg.suites]
@@ -201,7 +206,8 @@ def collect_plan(cfg: SweepConfig, opts: RunOptions) -> dict[Key, _Plan]:
         prompts: dict[tuple[int, str, str, str], TaskPrompt] = {}
         for job, run, setting, item in plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors, done=finished):
             if not isinstance(item, Task):
-                continue  # a row that did not load becomes an error record: no request, no cost
+                unloaded += 1  # a row that did not load becomes an error record: no request, no cost
+                continue
             key = (job.model, job.suite, job.setting)
             group = plans.get(key)
             if group is None:
@@ -214,7 +220,7 @@ def collect_plan(cfg: SweepConfig, opts: RunOptions) -> dict[Key, _Plan]:
                 prompts[pkey] = counter.count(run.suite, setting, item, rule)
             tp, n = group.tasks.get(item.id, (prompts[pkey], 0))
             group.tasks[item.id] = (tp, n + 1)
-    return plans
+    return plans, unloaded
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -287,7 +293,7 @@ def _wall(cfg: SweepConfig, model: str, groups: list[GroupEstimate], cap: int) -
 
 def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | None = None) -> Estimate:
     """The estimate of the jobs ``fasteval run`` would run now with these options."""
-    plans = collect_plan(cfg, opts)
+    plans, unloaded = collect_plan(cfg, opts)
     evidence = read_evidence(list(evidence_from or []), plans)
     prices = model_prices(cfg.raw, free=is_embedded)
     groups = [_group(key, planned, evidence.get(key)) for key, planned in plans.items()]
@@ -300,4 +306,4 @@ def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | Non
     known = [w.seconds for w in walls.values() if w.seconds is not None]
     seconds = [g.job_seconds for g in groups if g.job_seconds is not None]
     wall = max([*known, sum(seconds) / cap]) if known else None
-    return Estimate(groups=groups, walls=walls, wall_s=wall, global_cap=cap)
+    return Estimate(groups=groups, walls=walls, wall_s=wall, global_cap=cap, unloaded=unloaded)
