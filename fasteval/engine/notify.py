@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -93,8 +94,8 @@ class Notifier:
         try:
             await asyncio.wait_for(proc.communicate(body), self.spec.timeout_s)
         except (TimeoutError, OSError) as e:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: whatever it started goes too
             await proc.wait()
             why = f"took longer than {self.spec.timeout_s:g} s" if isinstance(e, TimeoutError) else str(e)
             log.warning("notify: %s %s; abandoned", self.spec.command[0], why)

@@ -138,6 +138,7 @@ def test_a_filling_disk_is_told_during_the_run(tmp_path: Path, receiver: Receive
 
 @pytest.mark.parametrize("command", [
     [sys.executable, "-c", "import time; time.sleep(60)"],   # hangs: abandoned after timeout_s
+    ["sh", "-c", "sleep 60 & wait"],                         # hangs in a child of its own
     [sys.executable, "-c", "raise SystemExit(3)"],           # fails
     ["/nonexistent/notifier"],                               # missing
 ])
