@@ -177,12 +177,20 @@ async def watching(notifier: Notifier, health: Callable[[], Health]) -> AsyncIte
                 await task
 
 
-def finished_event(notifier: Notifier, exit_code: int, result: Any, started: float) -> dict[str, Any]:
-    """``sweep_finished`` from a SweepResult: counts and error kinds, no error text."""
+def _endpoint_name(label: str, names: list[str]) -> str:
+    """A breaker's label (``name (base_url)``) as the model or role name alone: no address in an event."""
+    return next((n for n in sorted(names, key=len, reverse=True) if label == n or label.startswith(n + " (")),
+                "an endpoint")
+
+
+def finished_event(notifier: Notifier, exit_code: int, result: Any, started: float,
+                   names: list[str] | None = None) -> dict[str, Any]:
+    """``sweep_finished`` from a SweepResult: counts and error kinds, no error text, no address."""
     summary: dict[str, Any] = {"wall_s": round(time.monotonic() - started, 1)}
     if result is not None:
+        down = sorted({_endpoint_name(label, names or []) for label in result.down})
         summary.update(ok=result.ok, errors=result.errors, already_done=result.skipped, not_run=result.not_run,
-                       interrupted=result.interrupted, down=sorted(result.down),
+                       interrupted=result.interrupted, down=down,
                        errors_by_kind={m: {k: v[0] for k, v in kinds.items()} for m, kinds in result.errors_by.items()})
     return notifier.event("sweep_finished", exit_code=exit_code, summary=summary)
 
@@ -195,6 +203,7 @@ def tell_finished(cfg: SweepConfig, run_dir: Path, exit_code: int, result: Any, 
     notifier = Notifier(spec, str(cfg.raw.get("name") or cfg.path.stem), run_dir,
                         frozenset(secret_env_names(cfg.raw) | secret_like_env_names()))
     try:
-        asyncio.run(notifier.send("finished", finished_event(notifier, exit_code, result, started)))
+        names = [m["name"] for m in cfg.models] + list(cfg.roles)
+        asyncio.run(notifier.send("finished", finished_event(notifier, exit_code, result, started, names)))
     except Exception as e:  # the run's outcome is decided; a notifier cannot change it
         log.warning("notify: %s", e)

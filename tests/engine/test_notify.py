@@ -163,6 +163,24 @@ def test_a_sweep_that_cannot_start_is_told_too(tmp_path: Path, receiver: Receive
     assert [(e["event"], e["exit_code"]) for e in receiver.events] == [("sweep_finished", 2)]
 
 
+def test_an_endpoint_that_stays_down_is_told_during_the_run_then_the_incomplete_end(
+        tmp_path: Path, receiver: Receiver) -> None:
+    config = write_config(tmp_path, {"url": receiver.url, "endpoint_down_min": 0.005, "check_s": 0.05})
+    raw = yaml.safe_load(config.read_text())
+    raw["models"] = [{"name": "gone", "provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                      "retry": {"max_attempts": 1}}]
+    raw["run"]["breaker"] = {"failures": 1, "outage_budget_s": 1.5, "probe_initial_s": 0.1, "probe_max_s": 0.2}
+    config.write_text(yaml.safe_dump(raw))
+    code = main(["run", str(config), "--run-dir", str(tmp_path / "run"), "--no-progress", "--no-preflight"])
+    assert code == 3  # incomplete: the endpoint was given up on
+    kinds = [e["event"] for e in receiver.events]
+    assert kinds == ["endpoint_down", "sweep_finished"]
+    down, finished = receiver.events
+    assert down["endpoint"] == "gone"
+    assert finished["exit_code"] == 3 and finished["summary"]["down"] == ["gone"]
+    assert "127.0.0.1:9" not in json.dumps(receiver.events)  # names, not addresses
+
+
 def test_an_endpoint_down_is_told_once_per_endpoint(tmp_path: Path, receiver: Receiver) -> None:
     notifier = Notifier(NotifySpec(url=receiver.url, endpoint_down_min=10), "s", tmp_path)
 
