@@ -11,6 +11,7 @@ its provider's published formula (``providers.token_rules``), or for a served op
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,21 @@ def processor_rule(resize: ProcessorResize) -> TokenRule:
 
 
 def model_token_rule(entry: dict[str, Any]) -> TokenRule:
-    """The rule for a model entry: its ``image_resize`` processor, a known served processor, else its provider's."""
+    """The rule for a model entry, on images as they are sent (``max_image_pixels`` shrinks them first)."""
+    rule = _entry_rule(entry)
+    cap = entry.get("max_image_pixels")
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
+        return rule
+
+    def shrunk(width: int, height: int) -> int:
+        scale = min(1.0, math.sqrt(cap / max(width * height, 1)))
+        return rule.image(max(1, int(width * scale)), max(1, int(height * scale)))
+
+    return TokenRule(rule.name, shrunk, rule.tool_specs_billed)
+
+
+def _entry_rule(entry: dict[str, Any]) -> TokenRule:
+    """Its ``image_resize`` processor, a known served processor, else its provider's."""
     if entry.get("image_resize"):
         resize = processor_resize(entry["image_resize"])
         if resize is not None:

@@ -57,3 +57,9 @@ def test_a_model_entry_picks_its_rule(entry: dict[str, object], name: str) -> No
 
 def test_the_sim_bills_images_by_the_rule_the_estimate_uses() -> None:
     assert sim_image_tokens(10, 10) == sim_image_tokens(5000, 5000) == 256
+
+
+def test_max_image_pixels_shrinks_the_image_before_it_is_counted() -> None:
+    entry = {"provider": "anthropic", "max_image_pixels": 250_000}
+    assert model_token_rule(entry).image(2000, 2000) == anthropic_image_tokens(500, 500)
+    assert model_token_rule(entry).image(100, 100) == anthropic_image_tokens(100, 100)
