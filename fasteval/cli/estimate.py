@@ -165,6 +165,8 @@ def _table(cfg: SweepConfig, opts: RunOptions, est: Estimate) -> None:
                  if w.batched else "")
         console().print(plain(f"{w.model}: {bound}{duration(w.seconds)} ({w.limited_by}){batch}"))
     wall = duration(est.wall_s)
+    if est.wall_s is not None and not all(w.complete for w in est.walls.values()):
+        wall = f"at least {wall}"  # some rows had no seconds per request to go on
     console().print(plain(f"wall time: {wall} under run.max_concurrency {est.global_cap}"
                           + ("" if est.wall_s is not None else " (no evidence: --estimate-from RUN or --pilot N)")))
     if est.unloaded:

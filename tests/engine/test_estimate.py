@@ -125,6 +125,7 @@ def test_api_models_are_priced_at_list_and_batch_price_without_a_key(
     code, out, err = cli(capsys, "run", str(config), "--dry-run", "--estimate", "--run-dir", str(tmp_path / "run"))
     assert code == 0, err
     assert "gpt-4o" in out and "≤ $" in out and "batched" in out
+    assert "wall time: at least" in out  # the RPM floor alone: no seconds per request without evidence
 
 
 def test_pilot_asks_first_and_refuses_without_a_terminal(
