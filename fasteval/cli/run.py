@@ -7,6 +7,7 @@ import gc
 import logging
 import shutil
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -100,13 +101,28 @@ class _TerminalFilter(logging.Filter):
         return record.levelno >= logging.ERROR
 
 
+class _Started:
+    """What ``notify:`` needs to tell how a run that got past its config ended."""
+
+    cfg: SweepConfig | None = None
+    run_dir: Path = Path()
+    started: float = 0.0
+    result: SweepResult | None = None
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
     with private_run_files(a.shared_run_dir):
-        return _run(a)
+        seen = _Started()
+        code = _run(a, seen)
+        if seen.cfg is not None and seen.cfg.notify is not None:
+            from fasteval.engine.notify import tell_finished
+
+            tell_finished(seen.cfg, seen.run_dir, code, seen.result, seen.started)
+        return code
 
 
-def _run(a: argparse.Namespace) -> int:
+def _run(a: argparse.Namespace, seen: _Started) -> int:
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.clients import ModelConfigError
@@ -142,8 +158,13 @@ def _run(a: argparse.Namespace) -> int:
                       max_concurrency=a.max_concurrency, force=a.force,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors,
                       no_wait=a.no_wait)
+    if a.estimate or a.estimate_from or a.pilot is not None:
+        from fasteval.cli.estimate import print_estimate
+
+        return print_estimate(cfg, opts, a)
     if a.dry_run:
         return _print_preview(cfg, opts)
+    seen.cfg, seen.run_dir, seen.started = cfg, run_dir, time.monotonic()
     if not a.no_preflight:
         from fasteval.engine.preflight import preflight
 
@@ -183,7 +204,7 @@ def _run(a: argparse.Namespace) -> int:
     try:
         result = uvloop.run(run_sweep(cfg, opts))
     except SweepIncomplete as e:
-        r = e.result
+        r = seen.result = e.result
         print(f"{run_dir}: {r.ok} ok, {r.errors} error, {r.skipped} already done, {r.not_run} not run "
               f"in {r.wall_s:.1f} s", file=sys.stderr)
         _print_error_summary(r)
@@ -208,6 +229,7 @@ def _run(a: argparse.Namespace) -> int:
         ours.setLevel(old_level)
         root.removeHandler(handler)
         handler.close()
+    seen.result = result
     print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
@@ -235,6 +257,14 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
     r.add_argument("--dry-run", action="store_true", help="print the plan (and what resume would skip), run nothing")
+    r.add_argument("--estimate", action="store_true",
+                   help="with --dry-run: requests, tokens, cost and wall time per model × suite (docs/overnight.md)")
+    r.add_argument("--estimate-from", action="append", metavar="RUN",
+                   help="measure rounds, completion tokens and seconds per job in this earlier run folder (repeatable)")
+    r.add_argument("--pilot", type=int, metavar="N",
+                   help="estimate from N real jobs per model × suite × setting (one seed); asks first")
+    r.add_argument("--yes", action="store_true", help="--pilot: run it without asking")
+    r.add_argument("--estimate-json", action="store_true", help="the estimate as JSON")
     r.add_argument("--no-preflight", action="store_true", help="skip the check that every endpoint answers")
     r.add_argument("--no-wait", action="store_true",
                    help="batched models: submit their batches and exit 3; a rerun collects the results")

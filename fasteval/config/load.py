@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from fasteval.config.endpoint import EndpointSpec
+from fasteval.config.notify import NotifySpec, notify_problems, notify_spec
 from fasteval.config.schema import (
     KNOWN_ROLES,
     TOP_LEVEL,
@@ -46,6 +47,8 @@ class SweepConfig:
     seeds: list[int]
     run: dict[str, Any] = field(default_factory=dict)
     typed: dict[str, EndpointSpec] = field(default_factory=dict, repr=False)
+    notify: NotifySpec | None = None
+    """Who is told when the sweep ends or goes wrong (``notify:``)."""
     """Each model's and role's entry typed once (``EndpointSpec``), by model or role name."""
 
     def hash(self) -> str:
@@ -168,8 +171,10 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
             if _refuse_secrets(spec, ("roles", role), src, problems):
                 continue
             check_endpoint(spec, ("roles", role), src, problems, role=True)
-    for key in ("run", "suites"):
+    for key in ("run", "suites", "notify"):
         _refuse_secrets(raw.get(key), (key,), src, problems)
+    for key, message in notify_problems(raw.get("notify")):
+        problems.add(src, ("notify", key) if key else ("notify",), message)
     _check_sandbox_limits(raw.get("run"), src, problems)
     suites: list[dict[str, Any]] = []
     entries = raw.get("suites")
@@ -186,7 +191,7 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
     run = dict(top.get("run") or {})
     cfg = SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
-                      suites=suites, seeds=seeds, run=run)
+                      suites=suites, seeds=seeds, run=run, notify=notify_spec(top.get("notify")))
     for name in [m["name"] for m in models] + list(cfg.roles):
         cfg.endpoint(name)  # typed once, here
     return cfg
@@ -211,7 +216,7 @@ OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restar
 
 
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
-    ident = dict(raw)
+    ident = {k: v for k, v in raw.items() if k != "notify"}  # how a run is watched, not what it computes
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
     ident["run"] = run
     if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):

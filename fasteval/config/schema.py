@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from fasteval.config.notify import NOTIFY_OPTIONS
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
 from fasteval.core.yaml_bounds import node_lines
 from providers.registry import providers
@@ -119,6 +120,8 @@ TOP_LEVEL: dict[str, Opt] = {
     "roles": Opt("dict", "model roles: judge, extractor, summarizer..."),
     "suites": Opt("list", "suites with options and settings", required=True),
     "run": Opt("dict", "run options", fields=RUN_OPTIONS),
+    "notify": Opt("dict", "a command and/or URL told when the sweep ends or goes wrong (docs/config.md)",
+                  fields=NOTIFY_OPTIONS),
     "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
                   "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }

@@ -34,6 +34,7 @@ from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
+from fasteval.engine.notify import Health, Notifier, watching
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
 from fasteval.engine.serving import Serving, checkpoint_identities
@@ -66,6 +67,9 @@ class Selectors:
     seeds: list[int] = field(default_factory=list)
     limit: int | None = None
     """First N tasks of each suite."""
+    spread: bool = False
+    """``limit`` takes N tasks spread evenly over each suite, not the first N (a pilot: suites are
+    often ordered by task type)."""
 
     def __bool__(self) -> bool:
         return bool(self.models or self.suites or self.settings or self.seeds or self.limit is not None)
@@ -241,7 +245,7 @@ def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun
     for run in runs:
         if sel.suites and run.suite.name not in sel.suites:
             continue
-        items = run.items if sel.limit is None else run.items[:sel.limit]
+        items = run.items if sel.limit is None else spread(run.items, sel.limit) if sel.spread else run.items[:sel.limit]
         for setting in run.settings:
             if sel.settings and setting.name not in sel.settings:
                 continue
@@ -249,6 +253,13 @@ def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun
                 if isinstance(item, Task) and not run.suite.applies_to(item, setting):
                     continue
                 yield run, setting, item, item.task_id if isinstance(item, LoadError) else item.id
+
+
+def spread(items: list[Any], n: int) -> list[Any]:
+    """``n`` items at even steps through ``items``, in order (all of them when there are no more)."""
+    if n >= len(items):
+        return items
+    return [items[i * len(items) // n] for i in range(n)]
 
 
 def _versions() -> dict[str, str]:
@@ -418,6 +429,10 @@ class Sweep:
             display = self._display()
             display.start()
             stack.push_async_callback(display.stop)
+            if self.cfg.notify is not None:  # endpoint down, error rate, disk: told while it runs
+                await stack.enter_async_context(watching(Notifier(
+                    self.cfg.notify, str(self.cfg.raw.get("name") or self.cfg.path.stem), self.opts.run_dir,
+                    frozenset(secret_env_names(self.cfg.raw) | secret_like_env_names())), self._health))
             self._install_signals()
             await self._launch(runs, finished, writer, blobs, result)
         if self._fatal is not None:
@@ -433,6 +448,12 @@ class Sweep:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
         return result
+
+    def _health(self) -> Health:
+        now = time.monotonic()
+        down = {name: now - c.breaker.down_since for name, c in (self.clients | self.roles).items()
+                if c.breaker is not None and c.breaker.down_since is not None}
+        return Health(done=self.counters.done, errors=self.counters.errors, down_s=down)
 
     def _display(self) -> ProgressDisplay:
         # services with synchronous stats() (the sandbox pool); the cache's stats are async I/O

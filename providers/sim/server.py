@@ -25,6 +25,7 @@ from providers.sim.policies import POLICIES
 from providers.sim.prefix_cache import PrefixCache, PrefixCacheModel
 from providers.sim.responses_wire import ResponsesWire
 from providers.sim.spec import SimModel
+from providers.token_rules import SIM_IMAGE_CHARS
 
 
 class SimServer:
@@ -270,7 +271,7 @@ def _completion(name: str, body: dict[str, Any], reply: dict[str, Any]) -> dict[
     for m in body.get("messages") or []:
         content = m.get("content")
         if isinstance(content, list):  # an image costs a fixed 256 tokens, like a tiled vision encoder
-            prompt_chars += sum(1024 if p.get("type") == "image_url" else len(p.get("text", "")) for p in content)
+            prompt_chars += sum(SIM_IMAGE_CHARS if p.get("type") == "image_url" else len(p.get("text", "")) for p in content)
         else:
             prompt_chars += len(content or "")
     out_chars = len(reply.get("content") or "") + len(orjson.dumps(reply.get("tool_calls") or []))

@@ -42,6 +42,8 @@ DERIVED: dict[tuple[str, str], tuple[str, dict[str, Any], dict[str, Any]]] = {
     **{("vistahop", f"search_crop-n{n}"): ("search_crop", {}, {"max_rounds": n}) for n in (6, 8, 12, 16)},
     ("vstar", "zoom-deepeyes"): ("zoom", {"protocol": "deepeyes-text"}, {"tools": []}),
     ("visualprobe", "grounding"): ("zoom", {"protocol": "mini-o3-grounding"}, {"tools": []}),
+    ("hrbench", "direct-8k"): ("direct", {}, {}),  # full.yaml: 8K beside 4K under its own names
+    ("hrbench", "zoom-8k"): ("zoom", {}, {}),
 }
 
 
@@ -117,6 +119,25 @@ def test_config_loads_and_every_name_it_uses_exists(path: Path, tmp_path: Path) 
     needs_judge = {"visualtoolbench", "vistahop"} & {e["name"] for e in cfg.suites}
     if needs_judge:
         assert "judge" in cfg.roles, f"{path.name}: {needs_judge} need a judge role"
+
+
+def test_batched_model_list_is_the_api_list_with_batch_on() -> None:
+    plain = yaml.safe_load((CONFIGS / "models" / "api.yaml").read_text())
+    batched = yaml.safe_load((CONFIGS / "models" / "api-batch.yaml").read_text())
+    assert all(m.get("batch") is True for m in batched)
+    assert [{k: v for k, v in m.items() if k != "batch"} for m in batched] == plain
+
+
+def test_full_config_covers_the_eight_suites_with_batched_api_models() -> None:
+    cfg = load_config(CONFIGS / "full.yaml", check_paths=False)
+    assert {e["name"] for e in cfg.suites} == {"tirbench", "visualtoolbench", "vistahop", "vstar", "hrbench",
+                                               "mme-realworld", "treebench", "visualprobe"}
+    assert {e["options"]["version"] for e in cfg.suites if e["name"] == "hrbench"} == {"4k", "8k"}
+    assert cfg.seeds == [0, 1, 2, 3, 4]
+    hosted = [m for m in cfg.models if not str(m.get("base_url", "http://127.0.0.1")).startswith("http://127.0.0.1")
+              and not m.get("serve")]
+    assert hosted and all(m.get("batch") for m in hosted)
+    assert any(m.get("serve") for m in cfg.models)
 
 
 def test_round_sweep_and_prompt_levels_cover_the_papers_values(tmp_path: Path) -> None:
