@@ -21,6 +21,13 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not (run_dir / "manifest.json").exists():
         print(f"error: {clean(run_dir)} is not a run folder (no manifest.json)", file=sys.stderr)
         return EXIT_USAGE
+    if a.leaderboard:
+        from fasteval.cli.leaderboard import print_leaderboard
+
+        return print_leaderboard(run_dir, a.format, a.sort)
+    if a.format in ("csv", "markdown"):
+        print("error: --format csv and markdown are for --leaderboard", file=sys.stderr)
+        return EXIT_USAGE
     if a.html:
         from fasteval.view.html_report import write_report
 
@@ -130,7 +137,12 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
     p.add_argument("run_dir")
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
+                   help="csv and markdown with --leaderboard")
+    p.add_argument("--leaderboard", action="store_true",
+                   help="one row per model, one column per suite, published numbers beside ours")
+    p.add_argument("--sort", default="average", metavar="KEY",
+                   help="with --leaderboard: average (default), model, or a column (suite or suite/setting)")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report (tables, plots)")
     p.add_argument("--examples", type=int, default=0, metavar="N", help="with --html: N trajectories per model")
     p.set_defaults(func=cmd_report)

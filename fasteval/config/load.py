@@ -23,6 +23,7 @@ from fasteval.config.schema import (
     Source,
     check_endpoint,
     check_mapping,
+    check_published,
     check_suite,
     did_you_mean,
 )
@@ -178,6 +179,7 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
             problems.add(src, ("suites",), "'suites' is empty")
         for i, entry in enumerate(entries):
             suites.append(check_suite(entry, ("suites", i), src, problems, base))
+    check_published(raw.get("published"), src, problems)
     if problems:
         n = len(problems.items)
         raise ConfigError(f"{p}: {n} problem{'s' if n > 1 else ''}:\n  " + "\n  ".join(problems.items),

@@ -28,6 +28,7 @@ from fasteval.runfolder.blobs import open_blob
 from fasteval.runfolder.index import JobRow, RunIndex, open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
 from fasteval.runfolder.safe_open import open_nofollow
+from fasteval.view.leaderboard import leaderboard
 from fasteval.view.report import report
 from fasteval.view.shape import viewable
 
@@ -192,7 +193,8 @@ class RunSet:
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
                 "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
-                "cost_usd": rep.get("cost_usd"), "stats": stats}
+                "cost_usd": rep.get("cost_usd"), "stats": stats,
+                "leaderboard": leaderboard(rep, manifest.get("config") or {})}
 
     # ---- jobs (/jobs and /api/jobs) --------------------------------------------------------
 
