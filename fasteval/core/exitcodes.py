@@ -9,6 +9,8 @@ from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_JOB_ERRORS = 1
+EXIT_REGRESSION = 1
+"""``fasteval compare --gate``: some suite × setting is worse than the baseline."""
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 EXIT_INTERRUPTED = 130

@@ -24,31 +24,31 @@ def _board(run_dir: Path, *extra: str) -> dict[str, Any]:
 
 def test_leaderboard_rows_columns_and_the_configs_published_number(series_run: Path) -> None:
     board = _board(series_run)
-    assert [c["key"] for c in board["columns"]] == ["tir-synth/no-tool", "tir-synth/tool"]
+    assert [c["key"] for c in board["columns"]] == ["demo/no-tools", "demo/tools"]
     models = [r["model"] for r in board["rows"]]
-    assert models[-1] == "ck@100" and set(models) == {"ck@100", "ck@200", "ck@300"}  # best average first
+    assert models == ["ck@200", "ck@300", "ck@100"]  # best average first, ties by name
     rows = {r["model"]: r for r in board["rows"]}
     rep = {(r["model"], r["setting"]): r for r in report(series_run)["rows"]}
     for model, row in rows.items():
-        for setting in ("tool", "no-tool"):
-            cell = row["cells"][f"tir-synth/{setting}"]
+        for setting in ("tools", "no-tools"):
+            cell = row["cells"][f"demo/{setting}"]
             assert cell["mean"] == rep[model, setting]["mean"] and cell["std"] == rep[model, setting]["std"]
-        assert row["average"] == (row["cells"]["tir-synth/tool"]["mean"] + row["cells"]["tir-synth/no-tool"]["mean"]) / 2
+        assert row["average"] == (row["cells"]["demo/tools"]["mean"] + row["cells"]["demo/no-tools"]["mean"]) / 2
         assert row["complete"]
-    [pub] = rows["ck@300"]["cells"]["tir-synth/tool"]["published"]
+    [pub] = rows["ck@300"]["cells"]["demo/tools"]["published"]
     assert pub == {"model": "CK-300 [bold]x[/]", "value": 0.875, "paper": "Our report: <b>v2</b>", "table": "Table 1",
                    "metric": None, "note": "greedy", "origin": "config"}
-    assert rows["ck@200"]["cells"]["tir-synth/tool"]["published"] == []
-    assert rows["ck@300"]["cells"]["tir-synth/no-tool"]["published"] == []
+    assert rows["ck@200"]["cells"]["demo/tools"]["published"] == []
+    assert rows["ck@300"]["cells"]["demo/no-tools"]["published"] == []
 
 
 def test_leaderboard_sorts_by_model_or_a_column_and_refuses_an_unknown_key(series_run: Path) -> None:
     assert [r["model"] for r in _board(series_run, "--sort", "model")["rows"]] == ["ck@100", "ck@200", "ck@300"]
-    by_tool = _board(series_run, "--sort", "tir-synth/tool")["rows"]
+    by_tool = _board(series_run, "--sort", "demo/tools")["rows"]
     assert by_tool[-1]["model"] == "ck@100"
     proc = run_cli("report", str(series_run), "--leaderboard", "--sort", "accuracy")
     assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "accuracy" in proc.stderr and "tir-synth/tool" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "accuracy" in proc.stderr and "demo/tools" in proc.stderr
 
 
 def test_leaderboard_csv_markdown_and_table(series_run: Path) -> None:
@@ -57,10 +57,10 @@ def test_leaderboard_csv_markdown_and_table(series_run: Path) -> None:
     lines = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [r["model"] for r in lines][-1] == "ck@100"
     ck300 = next(r for r in lines if r["model"] == "ck@300")
-    assert ck300["tir-synth/tool published"] == "87.5"
-    assert ck300["tir-synth/tool published source"] == "Our report: <b>v2</b>, Table 1"
+    assert ck300["demo/tools published"] == "87.5"
+    assert ck300["demo/tools published source"] == "Our report: <b>v2</b>, Table 1"
     md = run_cli("report", str(series_run), "--leaderboard", "--format", "markdown")
-    assert md.returncode == 0 and md.stdout.startswith("| model | tir-synth/no-tool | tir-synth/tool | average |")
+    assert md.returncode == 0 and md.stdout.startswith("| model | demo/no-tools | demo/tools | average |")
     assert "paper 87.5 (Our report Table 1, as CK-300 [bold]x[/])" in md.stdout
     table = run_cli("report", str(series_run), "--leaderboard")
     assert table.returncode == 0 and "[bold]x[/]" in table.stdout  # printed literally, not as Rich markup
