@@ -8,21 +8,42 @@ from pathlib import Path
 from rich.table import Table
 
 from fasteval.cli.common import console, print_json
+from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.records import read_manifest
+from fasteval.suites.published import PublishedScore, all_scores, published_score
 from fasteval.view.leaderboard import cell_lines, csv_text, leaderboard, markdown, pct, sort_choices
 from fasteval.view.report import report
 
 
-def print_leaderboard(run_dir: Path, fmt: str, sort: str) -> int:
+def published_file(path: Path) -> list[PublishedScore]:
+    """Numbers from a YAML list (the fields of a config's ``published:``), read with the config's bounds.
+
+    For numbers added after a run started: putting them into the run's config would change its hash.
+    """
+    from fasteval.config.yaml_read import read_yaml
+
+    data, _ = read_yaml(path)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of published numbers (suite, setting, model, match, value, "
+                         "paper, table)")
+    out = []
+    for entry in data:
+        if not isinstance(entry, dict):
+            raise ValueError(f"{path}: expected a mapping per published number, got {entry!r}")
+        out.append(published_score(entry, "file"))
+    return out
+
+
+def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = None) -> int:
     """Print the leaderboard of ``run_dir`` as a table, JSON, CSV or Markdown."""
     config = (read_manifest(run_dir) or {}).get("config") or {}
-    rep = report(run_dir)
     try:
-        board = leaderboard(rep, config, sort=sort)
-    except ValueError as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        published = [*(published_file(extra) if extra else []), *all_scores(config)]
+        board = leaderboard(report(run_dir), config, sort=sort, published=published)
+    except (ValueError, ConfigError) as e:
+        print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
         return EXIT_USAGE
     if fmt == "json":
         print_json(board)

@@ -24,7 +24,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     if a.leaderboard:
         from fasteval.cli.leaderboard import print_leaderboard
 
-        return print_leaderboard(run_dir, a.format, a.sort)
+        return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
     if a.format in ("csv", "markdown"):
         print("error: --format csv and markdown are for --leaderboard", file=sys.stderr)
         return EXIT_USAGE
@@ -143,6 +143,8 @@ def add_parser(sub: Any) -> None:
                    help="one row per model, one column per suite, published numbers beside ours")
     p.add_argument("--sort", default="average", metavar="KEY",
                    help="with --leaderboard: average (default), model, or a column (suite or suite/setting)")
+    p.add_argument("--published", metavar="FILE.yaml",
+                   help="with --leaderboard: more published numbers (a list, the fields of a config's published:)")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report (tables, plots)")
     p.add_argument("--examples", type=int, default=0, metavar="N", help="with --html: N trajectories per model")
     p.set_defaults(func=cmd_report)

@@ -21,8 +21,6 @@ from typing import Any
 from fasteval.runfolder.index import open_index
 from fasteval.view.paired_stats import N_RESAMPLES, mcnemar_exact, paired_bootstrap_ci, verdict
 
-JobKey = tuple[str, str, str, int]
-"""suite, setting, task_id, seed."""
 _STEP = re.compile(r"^(?P<series>.+)@(?P<step>\d+)$")
 MAX_FLIPPED = 50
 """Task ids listed per direction and group (the counts are always complete)."""
@@ -55,34 +53,44 @@ def checkpoint_series(models: Iterable[str]) -> dict[str, list[str]]:
     return {s: [m for _, m in sorted(v)] for s, v in sorted(steps.items()) if len(v) > 1}
 
 
-def job_scores(side: Side) -> dict[JobKey, float | None]:
-    """Each job's score (None for an error or an unscored record), from the index alone."""
+def job_scores(side: Side, suite: str, setting: str) -> dict[tuple[str, int], float | None]:
+    """Each job's score in one suite × setting by (task, seed); None for an error or an unscored
+    record. From the index alone, one group at a time, so memory follows the largest group."""
     with open_index(side.run_dir) as idx:
-        return {(suite, setting, task_id, int(seed)): (float(score) if status == "ok" and score is not None else None)
-                for status, score, suite, setting, task_id, seed in idx.select(
-                    ("status", "score", "suite", "setting", "task_id", "seed"), model=side.model)}
+        return {(task_id, int(seed)): (float(score) if status == "ok" and score is not None else None)
+                for status, score, task_id, seed in idx.select(
+                    ("status", "score", "task_id", "seed"), model=side.model, suite=suite, setting=setting)}
+
+
+def _groups_of(side: Side) -> dict[tuple[str, str], int]:
+    with open_index(side.run_dir) as idx:
+        return {(suite, setting): n for (model, suite, setting), n in idx.group_sizes().items() if model == side.model}
 
 
 def compare(a: Side, b: Side, *, alpha: float = 0.05, n_resamples: int = N_RESAMPLES) -> dict[str, Any]:
     """Per suite × setting: means, B - A with its CI, McNemar where it applies, flips, verdict."""
-    scores_a = job_scores(a)
-    scores_b = job_scores(b)
-    shared = scores_a.keys() & scores_b.keys()
-    items: dict[tuple[str, str], dict[str, list[tuple[float, float]]]] = defaultdict(lambda: defaultdict(list))
-    excluded: dict[tuple[str, str], int] = defaultdict(int)
-    for key in sorted(shared):
-        sa, sb = scores_a[key], scores_b[key]
-        if sa is None or sb is None:
-            excluded[key[:2]] += 1  # an error on either side: no score to pair
-            continue
-        items[key[:2]][key[2]].append((sa, sb))
-    groups = [_group(suite, setting, per_task, excluded.get((suite, setting), 0), alpha, n_resamples)
-              for (suite, setting), per_task in sorted(items.items())]
-    groups += [{"suite": s, "setting": st, "n_items": 0, "n_jobs": 0, "n_excluded": n, "verdict": "no paired jobs"}
-               for (s, st), n in sorted(excluded.items()) if (s, st) not in items]
+    sizes_a, sizes_b = _groups_of(a), _groups_of(b)
+    groups: list[dict[str, Any]] = []
+    n_shared = 0
+    for suite, setting in sorted(sizes_a.keys() & sizes_b.keys()):
+        scores_a, scores_b = job_scores(a, suite, setting), job_scores(b, suite, setting)
+        per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
+        excluded = 0
+        for key in sorted(scores_a.keys() & scores_b.keys()):
+            n_shared += 1
+            sa, sb = scores_a[key], scores_b[key]
+            if sa is None or sb is None:
+                excluded += 1  # an error on either side: no score to pair
+            else:
+                per_task[key[0]].append((sa, sb))
+        if per_task:
+            groups.append(_group(suite, setting, per_task, excluded, alpha, n_resamples))
+        elif excluded:
+            groups.append({"suite": suite, "setting": setting, "n_items": 0, "n_jobs": 0, "n_excluded": excluded,
+                           "verdict": "no paired jobs"})
     return {"a": {"run_dir": str(a.run_dir), "model": a.model}, "b": {"run_dir": str(b.run_dir), "model": b.model},
-            "alpha": alpha, "n_shared_jobs": len(shared), "only_a": len(scores_a) - len(shared),
-            "only_b": len(scores_b) - len(shared), "groups": groups,
+            "alpha": alpha, "n_shared_jobs": n_shared, "only_a": sum(sizes_a.values()) - n_shared,
+            "only_b": sum(sizes_b.values()) - n_shared, "groups": groups,
             "worse": sum(1 for g in groups if g["verdict"] == "worse"),
             "better": sum(1 for g in groups if g["verdict"] == "better")}
 

@@ -119,3 +119,16 @@ def test_every_shipped_number_names_its_paper_and_table() -> None:
         assert s.paper and s.table.startswith("Table") and s.match and 0 < s.value < 100
     keys = [(s.suite, s.setting, s.model) for s in scores]
     assert len(keys) == len(set(keys))
+
+
+def test_numbers_from_a_file_join_a_finished_run_without_touching_its_config(series_run: Path, tmp_path: Path) -> None:
+    extra = tmp_path / "more.yaml"
+    extra.write_text("- {suite: demo, setting: no-tools, model: CK-100, match: [ck@100], value: 12.5,\n"
+                     "   paper: Workshop note, table: Table 4}\n")
+    board = _board(series_run, "--published", str(extra))
+    row = next(r for r in board["rows"] if r["model"] == "ck@100")
+    assert [(p["origin"], p["value"], p["table"]) for p in row["cells"]["demo/no-tools"]["published"]] == [
+        ("file", 0.125, "Table 4")]
+    extra.write_text("- {suite: demo, setting: no-tools, model: CK-100, match: [ck@100], value: 12.5}\n")
+    proc = run_cli("report", str(series_run), "--leaderboard", "--published", str(extra))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "missing paper, table" in proc.stderr
