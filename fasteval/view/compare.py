@@ -108,7 +108,7 @@ def _group(suite: str, setting: str, per_task: dict[str, list[tuple[float, float
     lost = [t for t, va, vb in zip(tasks, xa, xb, strict=True) if va >= 0.5 > vb]
     gained = [t for t, va, vb in zip(tasks, xa, xb, strict=True) if vb >= 0.5 > va]
     p = mcnemar_exact(len(lost), len(gained)) if binary else None
-    v = verdict(diff, ci, p, alpha)
+    v = verdict(diff, ci, p, alpha, len(tasks))
     return {"suite": suite, "setting": setting, "n_items": len(tasks), "n_jobs": sum(map(len, per_task.values())),
             "n_excluded": n_excluded, "mean_a": mean_a, "mean_b": mean_b, "diff": diff, "ci": list(ci),
             "binary": binary, "mcnemar_p": p, "n_lost": len(lost), "n_gained": len(gained),

@@ -65,10 +65,20 @@ class Verdict:
     """``mcnemar`` (every item scored 0 or 1 on both sides) or ``bootstrap`` (the CI excludes 0)."""
 
 
-def verdict(diff: float, ci: tuple[float, float], p_mcnemar: float | None, alpha: float) -> Verdict:
-    """McNemar decides where it applies (0/1 items), else whether the bootstrap CI excludes 0."""
+MIN_BOOTSTRAP_ITEMS = 10
+"""Below this many items a percentile bootstrap CI is too narrow to decide on (one item: zero width)."""
+
+
+def verdict(diff: float, ci: tuple[float, float], p_mcnemar: float | None, alpha: float, n_items: int) -> Verdict:
+    """McNemar decides where it applies (0/1 items), else whether the bootstrap CI excludes 0.
+
+    The exact test is valid for any number of items; the bootstrap is not, so with fewer than
+    MIN_BOOTSTRAP_ITEMS non-binary items there is no verdict but "no detectable difference".
+    """
     if p_mcnemar is not None:
         test, significant = "mcnemar", p_mcnemar < alpha
+    elif n_items < MIN_BOOTSTRAP_ITEMS:
+        test, significant = f"bootstrap (fewer than {MIN_BOOTSTRAP_ITEMS} items: no verdict)", False
     else:
         test, significant = "bootstrap", ci[0] > 0 or ci[1] < 0
     if not significant or diff == 0:

@@ -72,7 +72,7 @@ def test_fractional_items_use_the_bootstrap_and_errors_are_left_out(demo_run: Pa
     # tir-synth on two seeds: seed means of IoU-style scores are not 0/1, so McNemar does not apply.
     result = compare(Side(demo_run, "sim-guess"), Side(demo_run, "sim-oracle"), n_resamples=2000)
     for g in result["groups"]:
-        assert g["test"] == ("mcnemar" if g["binary"] else "bootstrap")
+        assert g["test"].startswith("mcnemar" if g["binary"] else "bootstrap")
         assert (g["mcnemar_p"] is None) == (not g["binary"])
     tool = next(g for g in result["groups"] if g["setting"] == "tool")
     # Recomputed from the index: per task, the mean over seeds of each side, then B - A.
@@ -85,7 +85,9 @@ def test_fractional_items_use_the_bootstrap_and_errors_are_left_out(demo_run: Pa
     a = [float(np.mean(per[t]["sim-guess"])) for t in tasks]
     b = [float(np.mean(per[t]["sim-oracle"])) for t in tasks]
     assert tool["n_items"] == len(tasks)
-    assert not tool["binary"] and tool["verdict"] == "better"
+    # 8 tasks: too few for the bootstrap to decide, however clear the gap looks.
+    assert not tool["binary"] and tool["diff"] > 0.9 and tool["verdict"] == "no detectable difference"
+    assert "fewer than 10 items" in tool["test"]
     assert abs(tool["diff"] - (np.mean(b) - np.mean(a))) < 1e-12
     assert tool["ci"] == list(paired_bootstrap_ci(a, b, n_resamples=2000))
     flaky = compare(Side(demo_run, "sim-oracle"), Side(demo_run, "sim-flaky"), n_resamples=200)

@@ -75,8 +75,16 @@ def test_paired_bootstrap_ci_refuses_unpaired_input() -> None:
 
 
 def test_verdict_uses_mcnemar_where_it_applies_else_the_ci() -> None:
-    assert verdict(0.1, (-0.01, 0.2), 0.01, 0.05).verdict == "better"  # McNemar decides, not the CI
-    assert verdict(-0.1, (-0.2, -0.01), 0.2, 0.05).verdict == "no detectable difference"
-    assert verdict(-0.1, (-0.2, -0.01), None, 0.05).verdict == "worse"
-    assert verdict(-0.1, (-0.2, -0.01), None, 0.05).test == "bootstrap"
-    assert verdict(0.05, (-0.01, 0.1), None, 0.05).verdict == "no detectable difference"
+    assert verdict(0.1, (-0.01, 0.2), 0.01, 0.05, 40).verdict == "better"  # McNemar decides, not the CI
+    assert verdict(-0.1, (-0.2, -0.01), 0.2, 0.05, 40).verdict == "no detectable difference"
+    assert verdict(-0.1, (-0.2, -0.01), None, 0.05, 40).verdict == "worse"
+    assert verdict(-0.1, (-0.2, -0.01), None, 0.05, 40).test == "bootstrap"
+    assert verdict(0.05, (-0.01, 0.1), None, 0.05, 40).verdict == "no detectable difference"
+
+
+def test_too_few_fractional_items_get_no_verdict_but_mcnemar_is_exact_at_any_size() -> None:
+    # Three items all 0.5 better: the bootstrap CI is [0.5, 0.5], which says nothing about the population.
+    few = verdict(0.5, (0.5, 0.5), None, 0.05, 3)
+    assert few.verdict == "no detectable difference" and "fewer than" in few.test
+    assert verdict(1.0, (1.0, 1.0), mcnemar_exact(0, 6), 0.05, 6).verdict == "better"  # p = 2/64
+    assert verdict(1.0, (1.0, 1.0), mcnemar_exact(0, 5), 0.05, 5).verdict == "no detectable difference"  # p = 2/32
