@@ -43,16 +43,19 @@ def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p-value from the discordant counts (b: only A solved, c: only B).
 
     Under the null each discordant item is equally likely to go either way, so min(b, c) is
-    Binomial(b + c, 1/2): p = min(1, 2 P(X <= min(b, c))), the binomial tail summed exactly in
-    integers (no float underflow until the final division).
+    Binomial(b + c, 1/2): p = min(1, 2 P(X <= min(b, c))). The tail is summed in log space
+    (lgamma, log-sum-exp): exact integer sums cost seconds at 8,000 discordant items.
     """
     if b < 0 or c < 0:
         raise ValueError("discordant counts must be non-negative")
     n = b + c
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(b, c) + 1))
-    return min(1.0, 2 * tail / (1 << n))
+    top = math.lgamma(n + 1)
+    logs = [top - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in range(min(b, c) + 1)]
+    peak = max(logs)
+    log_tail = peak + math.log(math.fsum(math.exp(x - peak) for x in logs)) - n * math.log(2)
+    return min(1.0, 2 * math.exp(log_tail))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ contingency = pytest.importorskip("statsmodels.stats.contingency_tables")
 
 
 @pytest.mark.parametrize(("b", "c"), [(0, 0), (0, 1), (1, 0), (3, 9), (9, 3), (10, 10), (0, 25), (40, 61),
-                                      (250, 300), (1200, 1100)])
+                                      (250, 300), (1200, 1100), (4000, 4030), (5000, 5400)])
 def test_mcnemar_exact_matches_statsmodels(b: int, c: int) -> None:
     # The concordant cells do not enter the exact test; statsmodels must agree whatever they are.
     table = np.array([[17, b], [c, 5]])
