@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fasteval.runfolder.index import open_index
+from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.view.paired_stats import N_RESAMPLES, mcnemar_exact, paired_bootstrap_ci, verdict
 
 _STEP = re.compile(r"^(?P<series>.+)@(?P<step>\d+)$")
@@ -53,41 +53,38 @@ def checkpoint_series(models: Iterable[str]) -> dict[str, list[str]]:
     return {s: [m for _, m in sorted(v)] for s, v in sorted(steps.items()) if len(v) > 1}
 
 
-def job_scores(side: Side, suite: str, setting: str) -> dict[tuple[str, int], float | None]:
+def job_scores(idx: RunIndex, model: str, suite: str, setting: str) -> dict[tuple[str, int], float | None]:
     """Each job's score in one suite × setting by (task, seed); None for an error or an unscored
     record. From the index alone, one group at a time, so memory follows the largest group."""
-    with open_index(side.run_dir) as idx:
-        return {(task_id, int(seed)): (float(score) if status == "ok" and score is not None else None)
-                for status, score, task_id, seed in idx.select(
-                    ("status", "score", "task_id", "seed"), model=side.model, suite=suite, setting=setting)}
-
-
-def _groups_of(side: Side) -> dict[tuple[str, str], int]:
-    with open_index(side.run_dir) as idx:
-        return {(suite, setting): n for (model, suite, setting), n in idx.group_sizes().items() if model == side.model}
+    return {(task_id, int(seed)): (float(score) if status == "ok" and score is not None else None)
+            for status, score, task_id, seed in idx.select(
+                ("status", "score", "task_id", "seed"), model=model, suite=suite, setting=setting)}
 
 
 def compare(a: Side, b: Side, *, alpha: float = 0.05, n_resamples: int = N_RESAMPLES) -> dict[str, Any]:
     """Per suite × setting: means, B - A with its CI, McNemar where it applies, flips, verdict."""
-    sizes_a, sizes_b = _groups_of(a), _groups_of(b)
     groups: list[dict[str, Any]] = []
     n_shared = 0
-    for suite, setting in sorted(sizes_a.keys() & sizes_b.keys()):
-        scores_a, scores_b = job_scores(a, suite, setting), job_scores(b, suite, setting)
-        per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
-        excluded = 0
-        for key in sorted(scores_a.keys() & scores_b.keys()):
-            n_shared += 1
-            sa, sb = scores_a[key], scores_b[key]
-            if sa is None or sb is None:
-                excluded += 1  # an error on either side: no score to pair
-            else:
-                per_task[key[0]].append((sa, sb))
-        if per_task:
-            groups.append(_group(suite, setting, per_task, excluded, alpha, n_resamples))
-        elif excluded:
-            groups.append({"suite": suite, "setting": setting, "n_items": 0, "n_jobs": 0, "n_excluded": excluded,
-                           "verdict": "no paired jobs"})
+    with open_index(a.run_dir) as idx_a, open_index(b.run_dir) as idx_b:
+        sizes_a = {(s, st): n for (m, s, st), n in idx_a.group_sizes().items() if m == a.model}
+        sizes_b = {(s, st): n for (m, s, st), n in idx_b.group_sizes().items() if m == b.model}
+        for suite, setting in sorted(sizes_a.keys() & sizes_b.keys()):
+            scores_a = job_scores(idx_a, a.model, suite, setting)
+            scores_b = job_scores(idx_b, b.model, suite, setting)
+            per_task: dict[str, list[tuple[float, float]]] = defaultdict(list)
+            excluded = 0
+            for key in sorted(scores_a.keys() & scores_b.keys()):
+                n_shared += 1
+                sa, sb = scores_a[key], scores_b[key]
+                if sa is None or sb is None:
+                    excluded += 1  # an error on either side: no score to pair
+                else:
+                    per_task[key[0]].append((sa, sb))
+            if per_task:
+                groups.append(_group(suite, setting, per_task, excluded, alpha, n_resamples))
+            elif excluded:
+                groups.append({"suite": suite, "setting": setting, "n_items": 0, "n_jobs": 0,
+                               "n_excluded": excluded, "verdict": "no paired jobs"})
     return {"a": {"run_dir": str(a.run_dir), "model": a.model}, "b": {"run_dir": str(b.run_dir), "model": b.model},
             "alpha": alpha, "n_shared_jobs": n_shared, "only_a": sum(sizes_a.values()) - n_shared,
             "only_b": sum(sizes_b.values()) - n_shared, "groups": groups,
@@ -98,8 +95,8 @@ def compare(a: Side, b: Side, *, alpha: float = 0.05, n_resamples: int = N_RESAM
 def _group(suite: str, setting: str, per_task: dict[str, list[tuple[float, float]]], n_excluded: int,
            alpha: float, n_resamples: int) -> dict[str, Any]:
     tasks = sorted(per_task)  # id order: the CI must not depend on the order records were written
-    xa = [statistics.fmean(p[0] for p in per_task[t]) for t in tasks]
-    xb = [statistics.fmean(p[1] for p in per_task[t]) for t in tasks]
+    xa = [sum(p[0] for p in per_task[t]) / len(per_task[t]) for t in tasks]
+    xb = [sum(p[1] for p in per_task[t]) / len(per_task[t]) for t in tasks]
     mean_a, mean_b = statistics.fmean(xa), statistics.fmean(xb)
     diff = mean_b - mean_a
     ci = paired_bootstrap_ci(xa, xb, alpha=alpha, n_resamples=n_resamples)

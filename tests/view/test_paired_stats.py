@@ -33,15 +33,18 @@ def test_mcnemar_refuses_negative_counts() -> None:
         mcnemar_exact(-1, 3)
 
 
-@pytest.mark.parametrize(("n", "kind"), [(60, "binary"), (300, "binary"), (200, "fractional")])
+@pytest.mark.parametrize(("n", "kind"), [(60, "binary"), (300, "binary"), (200, "fractional"), (150, "continuous")])
 def test_paired_bootstrap_ci_matches_scipy(n: int, kind: str) -> None:
     rng = np.random.default_rng(n)
     if kind == "binary":
         a = (rng.random(n) < 0.4).astype(float)
         b = np.where(rng.random(n) < 0.8, a, 1 - a)  # correlated pairs, as two runs of one model are
-    else:  # seed means of 5 seeds
+    elif kind == "fractional":  # seed means of 5 seeds: few distinct differences, resampled by counts
         a = rng.integers(0, 6, size=n) / 5
         b = np.clip(a + rng.integers(-1, 3, size=n) / 5, 0, 1)
+    else:  # IoU-like scores: every difference distinct, items resampled one by one
+        a = rng.random(n)
+        b = np.clip(a + rng.normal(0.03, 0.1, size=n), 0, 1)
     lo, hi = paired_bootstrap_ci(list(a), list(b), alpha=0.05, n_resamples=20_000, seed=1)
     ref = scipy_stats.bootstrap((a, b), lambda x, y, axis: np.mean(y - x, axis=axis), paired=True,
                                 vectorized=True, n_resamples=20_000, method="percentile", confidence_level=0.95,
