@@ -28,7 +28,6 @@ from fasteval.runfolder.blobs import open_blob
 from fasteval.runfolder.index import JobRow, RunIndex, open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
 from fasteval.runfolder.safe_open import open_nofollow
-from fasteval.view.leaderboard import leaderboard
 from fasteval.view.report import report
 from fasteval.view.shape import viewable
 
@@ -184,6 +183,8 @@ class RunSet:
         return {"runs": [self.run_summary(r) for r in self.runs.values()]}
 
     def run_summary(self, run: Run) -> dict[str, Any]:
+        from fasteval.view.leaderboard import leaderboard  # loads the suites' published numbers
+
         manifest = read_manifest(run.path) or {}
         rep = run.cached("report", lambda: report(run.path))
         stats = run.cached("stats", lambda: _trajectory_stats(run))

@@ -17,10 +17,12 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasteval.core.terminal import clean
-from fasteval.suites.published import PublishedScore, all_scores
+
+if TYPE_CHECKING:  # the suites package loads only when a leaderboard is built (status and report stay light)
+    from fasteval.suites.published import PublishedScore
 
 SORTS = ("average", "model")
 """``--sort`` takes one of these or a column (``suite`` or ``suite/setting``)."""
@@ -29,6 +31,8 @@ SORTS = ("average", "model")
 def leaderboard(rep: Mapping[str, Any], config: Mapping[str, Any], *, sort: str = "average",
                 published: Sequence[PublishedScore] | None = None) -> dict[str, Any]:
     """The leaderboard of one report (``report(run_dir)``) and the run's config (from its manifest)."""
+    from fasteval.suites.published import all_scores
+
     rows: Sequence[Mapping[str, Any]] = rep.get("rows") or []
     known = all_scores(config) if published is None else list(published)
     ids = {str(m["name"]): str(m.get("model") or m["name"]) for m in config.get("models") or []
