@@ -3,6 +3,7 @@
 0: everything finished ok; 1: finished, some jobs ended in error; 2: a config, usage or preflight
 error (nothing ran, no run folder claimed); 3: incomplete (an endpoint stayed down, or a fatal
 local fault such as a full disk stopped the sweep; rerun to continue); 130: interrupted.
+``fasteval compare --gate`` exits 1 when a comparison finds a regression.
 """
 
 from __future__ import annotations
