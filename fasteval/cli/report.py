@@ -21,19 +21,19 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not (run_dir / "manifest.json").exists():
         print(f"error: {clean(run_dir)} is not a run folder (no manifest.json)", file=sys.stderr)
         return EXIT_USAGE
-    if a.leaderboard:
-        from fasteval.cli.leaderboard import print_leaderboard
-
-        return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
-    if a.format in ("csv", "markdown"):
-        print("error: --format csv and markdown are for --leaderboard", file=sys.stderr)
-        return EXIT_USAGE
     if a.html:
         from fasteval.view.html_report import write_report
 
         size = write_report(run_dir, Path(a.html), examples=a.examples)
         print(f"{clean(a.html)}: {size // 1000} KB", file=sys.stderr)
         return EXIT_OK
+    if a.leaderboard:  # after --html: the HTML report opens with the leaderboard anyway
+        from fasteval.cli.leaderboard import print_leaderboard
+
+        return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
+    if a.format in ("csv", "markdown"):
+        print("error: --format csv and markdown are for --leaderboard", file=sys.stderr)
+        return EXIT_USAGE
     rep = report(run_dir)
     if a.format == "json":
         print_json(rep)

@@ -41,6 +41,7 @@ def test_a_checkpoint_series_compares_each_step_with_the_one_before(series_run: 
     assert _groups(first)["demo/no-tools"]["verdict"] == "no detectable difference"
     assert all(g["verdict"] == "no detectable difference" and g["diff"] == 0 for g in second["groups"])
     assert out["gate"] == "pass"
+    assert _compare(str(series_run))["comparisons"] == out["comparisons"]  # one run, no --series: every series
 
 
 def test_gate_fails_on_a_regression_and_names_the_items_that_flipped(series_run: Path) -> None:
