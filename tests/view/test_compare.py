@@ -96,8 +96,8 @@ def test_fractional_items_use_the_bootstrap_and_errors_are_left_out(demo_run: Pa
     assert sum(g["n_excluded"] for g in flaky["groups"]) > 0  # sim-flaky's error records have no score to pair
 
 
-def test_sides_that_name_nothing_are_one_line_usage_errors(series_run: Path, tmp_path: Path) -> None:
-    for args, said in [((str(tmp_path / "nope"), str(series_run)), "not a run folder"),
+def test_sides_that_name_nothing_are_one_line_usage_errors(series_run: Path, demo_run: Path, tmp_path: Path) -> None:
+    for args, said in [((f"{demo_run}:sim-oracle", f"{series_run}:ck@200"), "share no job"),((str(tmp_path / "nope"), str(series_run)), "not a run folder"),
                        ((f"{series_run}:ck@999", str(series_run)), "no model 'ck@999'"),
                        ((str(series_run), "--series", "run7"), "no checkpoint series 'run7'"),
                        ((str(series_run), f"{series_run}:ck@100", "--alpha", "2"), "--alpha")]:
