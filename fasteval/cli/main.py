@@ -15,12 +15,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from fasteval.cli import data, merge, report, rescore, run, score_file, status, tool
+from fasteval.cli import compare, data, merge, report, rescore, run, score_file, status, tool
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from fasteval.core.redact import RedactingFilter
 
-BUILTIN_COMMANDS = (run, status, report, merge, tool, rescore, score_file, data)
+BUILTIN_COMMANDS = (run, status, report, compare, merge, tool, rescore, score_file, data)
 
 
 class _VersionAction(argparse.Action):

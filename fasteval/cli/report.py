@@ -27,6 +27,13 @@ def cmd_report(a: argparse.Namespace) -> int:
         size = write_report(run_dir, Path(a.html), examples=a.examples)
         print(f"{clean(a.html)}: {size // 1000} KB", file=sys.stderr)
         return EXIT_OK
+    if a.leaderboard:  # after --html: the HTML report opens with the leaderboard anyway
+        from fasteval.cli.leaderboard import print_leaderboard
+
+        return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
+    if a.format in ("csv", "markdown"):
+        print("error: --format csv and markdown are for --leaderboard", file=sys.stderr)
+        return EXIT_USAGE
     rep = report(run_dir)
     if a.format == "json":
         print_json(rep)
@@ -130,7 +137,14 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
     p.add_argument("run_dir")
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
+                   help="csv and markdown with --leaderboard")
+    p.add_argument("--leaderboard", action="store_true",
+                   help="one row per model, one column per suite, published numbers beside ours")
+    p.add_argument("--sort", default="average", metavar="KEY",
+                   help="with --leaderboard: average (default), model, or a column (suite or suite/setting)")
+    p.add_argument("--published", metavar="FILE.yaml",
+                   help="with --leaderboard: more published numbers (a list, the fields of a config's published:)")
     p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML report (tables, plots)")
     p.add_argument("--examples", type=int, default=0, metavar="N", help="with --html: N trajectories per model")
     p.set_defaults(func=cmd_report)

@@ -24,6 +24,7 @@ from fasteval.config.schema import (
     Source,
     check_endpoint,
     check_mapping,
+    check_published,
     check_suite,
     did_you_mean,
 )
@@ -183,6 +184,7 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
             problems.add(src, ("suites",), "'suites' is empty")
         for i, entry in enumerate(entries):
             suites.append(check_suite(entry, ("suites", i), src, problems, base))
+    check_published(raw.get("published"), src, problems)
     if problems:
         n = len(problems.items)
         raise ConfigError(f"{p}: {n} problem{'s' if n > 1 else ''}:\n  " + "\n  ".join(problems.items),
@@ -216,7 +218,8 @@ OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restar
 
 
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
-    ident = {k: v for k, v in raw.items() if k != "notify"}  # how a run is watched, not what it computes
+    # how a run is watched (notify) and what is shown beside it (published): not what it computes
+    ident = {k: v for k, v in raw.items() if k not in ("notify", "published")}
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
     ident["run"] = run
     if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):

@@ -122,6 +122,8 @@ TOP_LEVEL: dict[str, Opt] = {
     "run": Opt("dict", "run options", fields=RUN_OPTIONS),
     "notify": Opt("dict", "a command and/or URL told when the sweep ends or goes wrong (docs/config.md)",
                   fields=NOTIFY_OPTIONS),
+    "published": Opt("list", "papers' numbers to show beside ours in the leaderboard: {suite, setting, model, match, "
+                      "value (percent), paper, table, metric?, note?} (fasteval/suites/published.yaml has ours)"),
     "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
                   "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }
@@ -431,3 +433,24 @@ def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: So
             problems.add(src, (*path, "command", i), f"{str(e).removeprefix(f'model {name}: ')} in {part!r}: "
                          "placeholders are {model} {port} {host} {served_model_name} {tensor_parallel_size} "
                          "{replica} {python}; write {{ and }} for a literal brace (e.g. '{{\"temperature\": 0}}')")
+
+
+def check_published(entries: Any, src: Source, problems: Problems) -> None:
+    """A config's own published numbers: the fields of ``PUBLISHED_FIELDS``, a known suite, a percentage."""
+    from fasteval.suites import SUITES
+    from fasteval.suites.published import PUBLISHED_FIELDS
+
+    if not isinstance(entries, list):
+        return  # not a list: the top-level check said so
+    for i, entry in enumerate(entries):
+        where: KeyPath = ("published", i)
+        if not isinstance(entry, dict):
+            problems.add(src, where, f"expected a mapping of {', '.join(PUBLISHED_FIELDS)}, got {entry!r}")
+            continue
+        check_mapping(entry, PUBLISHED_FIELDS, where, src, problems)
+        suite = entry.get("suite")
+        if isinstance(suite, str) and suite not in SUITES:
+            problems.add(src, (*where, "suite"), f"unknown suite {suite!r}{did_you_mean(suite, SUITES.names())}")
+        value = entry.get("value")
+        if isinstance(value, int | float) and not isinstance(value, bool) and not 0 <= value <= 100:
+            problems.add(src, (*where, "value"), f"{value!r} is not a percentage (0..100, as the paper prints it)")

@@ -3,12 +3,15 @@
 0: everything finished ok; 1: finished, some jobs ended in error; 2: a config, usage or preflight
 error (nothing ran, no run folder claimed); 3: incomplete (an endpoint stayed down, or a fatal
 local fault such as a full disk stopped the sweep; rerun to continue); 130: interrupted.
+``fasteval compare --gate`` exits 1 when a comparison finds a regression.
 """
 
 from __future__ import annotations
 
 EXIT_OK = 0
 EXIT_JOB_ERRORS = 1
+EXIT_REGRESSION = 1
+"""``fasteval compare --gate``: some suite × setting is worse than the baseline."""
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
 EXIT_INTERRUPTED = 130

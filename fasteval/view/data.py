@@ -183,6 +183,8 @@ class RunSet:
         return {"runs": [self.run_summary(r) for r in self.runs.values()]}
 
     def run_summary(self, run: Run) -> dict[str, Any]:
+        from fasteval.view.leaderboard import leaderboard  # loads the suites' published numbers
+
         manifest = read_manifest(run.path) or {}
         rep = run.cached("report", lambda: report(run.path))
         stats = run.cached("stats", lambda: _trajectory_stats(run))
@@ -192,7 +194,8 @@ class RunSet:
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
                 "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
-                "cost_usd": rep.get("cost_usd"), "stats": stats}
+                "cost_usd": rep.get("cost_usd"), "stats": stats,
+                "leaderboard": leaderboard(rep, manifest.get("config") or {})}
 
     # ---- jobs (/jobs and /api/jobs) --------------------------------------------------------
 

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
-from fasteval.view import plots
+from fasteval.view import leaderboard, plots
 from fasteval.view.data import FACETS, JobQuery
 
 
@@ -181,7 +181,8 @@ def summary_body(summary: dict[str, Any], *, live: bool = True) -> str:
             f'({escape(str(run.get("config_hash")))}) · created {escape(str(run.get("created")))} · '
             f'{sum(st.values())} of {run.get("planned") or "?"} jobs recorded '
             f'({st.get("ok", 0)} ok, {sum(v for k, v in st.items() if k != "ok")} error){jobs_link}</p>'
-            f"<h2>Score (%) mean ± std over seeds</h2>{summary_table(run)}")
+            + (f"<h2>Leaderboard</h2>{leaderboard.html(run['leaderboard'])}" if run.get("leaderboard") else "")
+            + f"<h2>Score (%) mean ± std over seeds</h2>{summary_table(run)}")
         for r in run["rows"]:
             if r.get("suite_metrics"):
                 parts.append(_metrics_html(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"]))

@@ -1,0 +1,135 @@
+"""``fasteval compare RUN_A[:MODEL] RUN_B[:MODEL]``: B against A per suite × setting, with a verdict.
+
+Also between two models of one run (``RUN:a RUN:b``) and along a checkpoint series
+(``fasteval compare RUN --series run7``: each step against the one before). ``--gate`` makes a
+"worse" anywhere exit 1, for a regression check in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from fasteval.cli.common import console, fmt, print_json
+from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
+from fasteval.core.terminal import clean, plain
+
+
+class UsageError(ValueError):
+    """A side that names no run folder or no model: one line, exit 2."""
+
+
+def parse_side(arg: str) -> tuple[Path, str | None]:
+    """``RUN`` or ``RUN:MODEL``; the run folder is the shortest prefix that is one (a path may hold ':')."""
+    if (Path(arg) / "manifest.json").exists():
+        return Path(arg), None
+    for i, ch in enumerate(arg):
+        if ch == ":" and (Path(arg[:i]) / "manifest.json").exists():
+            return Path(arg[:i]), arg[i + 1:] or None
+    raise UsageError(f"{arg}: not a run folder (no manifest.json), nor RUN:MODEL of one")
+
+
+def _pick(run: Path, wanted: str | None, hint: str | None, models: list[str]) -> str:
+    if wanted is not None:
+        if wanted not in models:
+            raise UsageError(f"{run}: no model {wanted!r} (has {', '.join(models) or 'no records'})")
+        return wanted
+    if hint is not None and hint in models:
+        return hint
+    if len(models) == 1:
+        return models[0]
+    raise UsageError(f"{run} has several models ({', '.join(models)}): name one as {run}:MODEL")
+
+
+def pairs(args: argparse.Namespace) -> list[tuple[Any, Any]]:
+    """The (A, B) sides the arguments ask for."""
+    from fasteval.view.compare import Side, checkpoint_series, models_of
+
+    if len(args.sides) > 2:
+        raise UsageError("compare takes one run with --series, or two sides RUN_A[:MODEL] RUN_B[:MODEL]")
+    parsed = [parse_side(s) for s in args.sides]
+    if len(parsed) == 1 or args.series:
+        if len(parsed) != 1 or parsed[0][1] is not None:
+            raise UsageError("--series compares the steps of one run: fasteval compare RUN --series NAME")
+        run = parsed[0][0]
+        series = checkpoint_series(models_of(run))
+        chosen = {args.series: series[args.series]} if args.series in series else series if not args.series else {}
+        if not chosen:
+            raise UsageError(f"{run}: no checkpoint series{f' {args.series!r}' if args.series else ''} "
+                             f"(models named NAME@STEP, two steps or more; found: {', '.join(series) or 'none'})")
+        return [(Side(run, x), Side(run, y)) for steps in chosen.values() for x, y in pairwise(steps)]
+    (run_a, ma), (run_b, mb) = parsed
+    models_a, models_b = models_of(run_a), models_of(run_b)
+    if ma is None and mb is None:
+        common = [m for m in models_a if m in models_b]
+        if common and not (len(models_a) == len(models_b) == 1):
+            return [(Side(run_a, m), Side(run_b, m)) for m in common]
+    a = _pick(run_a, ma, mb, models_a)
+    return [(Side(run_a, a), Side(run_b, _pick(run_b, mb, a, models_b)))]
+
+
+def cmd_compare(a: argparse.Namespace) -> int:
+    from fasteval.view.compare import compare
+
+    if not 0 < a.alpha < 1:
+        print("error: --alpha must be between 0 and 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        todo = pairs(a)
+    except UsageError as e:
+        print(f"error: {clean(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    results = [compare(x, y, alpha=a.alpha, n_resamples=a.resamples) for x, y in todo]
+    if all(r["n_shared_jobs"] == 0 for r in results):
+        print("error: the two sides share no job (same suite, setting, task and seed)", file=sys.stderr)
+        return EXIT_USAGE
+    worse = sum(r["worse"] for r in results)
+    if a.format == "json":
+        print_json({"comparisons": results, "gate": "fail" if worse else "pass"})
+    else:
+        for r in results:
+            _print(r)
+        if a.gate:
+            console().print(f"gate: {'FAIL' if worse else 'pass'} ({worse} worse at alpha={a.alpha:g})")
+    return EXIT_REGRESSION if a.gate and worse else EXIT_OK
+
+
+def _print(r: dict[str, Any]) -> None:
+    a, b = r["a"], r["b"]
+    t = Table(title=plain(f"B = {b['run_dir']}:{b['model']}  vs  A = {a['run_dir']}:{a['model']}"),
+              caption=plain(f"{r['n_shared_jobs']} paired jobs; only in A: {r['only_a']}, only in B: {r['only_b']}; "
+                            f"CI {100 * (1 - r['alpha']):g}% paired bootstrap over items (seeds averaged within an "
+                            "item); McNemar exact where items are 0/1"))
+    for col in ("suite", "setting", "items", "A %", "B %", "B-A pts", "CI", "McNemar p", "lost/gained", "verdict"):
+        t.add_column(col)
+    for g in r["groups"]:
+        if not g["n_items"]:
+            t.add_row(plain(g["suite"]), plain(g["setting"]), "0", *(["-"] * 6), plain(g["verdict"]))
+            continue
+        p = g["mcnemar_p"]
+        t.add_row(plain(g["suite"]), plain(g["setting"]), str(g["n_items"]), fmt(g["mean_a"]), fmt(g["mean_b"]),
+                  f"{100 * g['diff']:+.1f}", f"[{100 * g['ci'][0]:+.1f}, {100 * g['ci'][1]:+.1f}]",
+                  "-" if p is None else f"{p:.3g}", f"{g['n_lost']}/{g['n_gained']}", plain(g["verdict"]))
+    console().print(t)
+    for g in r["groups"]:
+        for name in ("lost", "gained"):
+            if g.get(name):
+                more = g[f"n_{name}"] - len(g[name])
+                console().print(plain(f"{g['suite']}/{g['setting']} {name} ({'A solved, B not' if name == 'lost' else 'B solved, A not'}): "
+                                      + ", ".join(g[name]) + (f" and {more} more" if more else "")))
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("compare", help="B against A on the jobs both ran: difference, CI, McNemar, verdict")
+    p.add_argument("sides", nargs="+", metavar="RUN[:MODEL]", help="A then B; or one run with --series")
+    p.add_argument("--series", metavar="NAME", help="compare neighbouring steps of models NAME@STEP in one run")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.add_argument("--gate", action="store_true", help="exit 1 when any suite × setting is worse")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default 10000)")
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(func=cmd_compare)
