@@ -1,0 +1,184 @@
+"""A hostile or flaky batch provider never makes us pay twice (issue 30, items 1-3 and the rule).
+
+Each test plays one misbehaviour with the sim's real batch APIs (providers.sim.hostile) against
+the real lane, journal and wires, and counts what the provider was paid for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from fasteval.engine.batch_admin import cancel_batches
+from fasteval.engine.batching import custom_id
+from fasteval.runfolder.batch_journal import BatchJournal
+from providers.base import ProviderError
+from providers.batch.base import BatchSettings
+from providers.sim import SimModel, SimServer
+from providers.sim.hostile import Hostile
+from tests.engine.hostile_lane import WIRES, ask, request, wire_of
+
+
+@pytest.fixture
+async def server() -> Any:
+    s = SimServer([SimModel("m", policy="direct", options={"batch_api": {"turnaround_s": 0.05}})])
+    await s.start()
+    yield s
+    await s.stop()
+
+
+def paid(server: SimServer) -> Counter[str]:
+    return Counter(server.batch_apis.submitted)
+
+
+@pytest.mark.parametrize("fault", ["html", "unknown", "junk"])
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini-file"])
+async def test_results_with_none_of_our_ids_end_the_jobs_and_never_make_a_new_batch(
+        tmp_path: Path, server: SimServer, wire: str, fault: str) -> None:
+    server.hostile = Hostile(results=fault)
+    out = await ask(tmp_path, server, wire, 3)
+    assert all(isinstance(x, ProviderError) and "none of its 3 requests' ids" in str(x) for x in out), out
+    assert server.batch_apis.created == 1 and max(paid(server).values()) == 1
+    journal = BatchJournal(tmp_path)
+    (jb,) = journal.batches.values()
+    assert jb.ended is None and jb.batch_id  # still ours, still open: a rerun collects it, `batches cancel` stops it
+    server.hostile = None  # the provider mends: the rerun collects the very same batch
+    again = await ask(tmp_path, server, wire, 3)
+    assert all(isinstance(x, str) for x in again), again
+    assert server.batch_apis.created == 1
+
+
+@pytest.mark.parametrize("wire", [w for w in WIRES if w != "gemini"])  # inline answers are matched by place
+async def test_one_bad_download_is_retried_and_the_batch_collected(tmp_path: Path, server: SimServer,
+                                                                  wire: str) -> None:
+    server.hostile = Hostile(results="html", results_times=1, duplicate=True, reorder=True)
+    out = await ask(tmp_path, server, wire, 3)
+    assert all(isinstance(x, str) for x in out), out
+    assert server.batch_apis.created == 1
+
+
+@pytest.mark.parametrize("fault", ["outage", "unknown_state"])
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
+async def test_a_batch_that_cannot_be_polled_is_polled_on_never_paid_again(
+        tmp_path: Path, server: SimServer, wire: str, fault: str, caplog: pytest.LogCaptureFixture) -> None:
+    server.hostile = Hostile(**{fault: 9})  # four rounds of two tries: far past the retry budget
+    with caplog.at_level(logging.WARNING, "fasteval"):
+        out = await ask(tmp_path, server, wire, 4)
+    assert all(isinstance(x, str) for x in out), out
+    assert server.batch_apis.created == 1 and max(paid(server).values()) == 1
+    assert any("cannot poll it" in r.getMessage() for r in caplog.records)  # one line in run.log
+    assert all(b.ended and b.ended != "unreachable" for b in BatchJournal(tmp_path).batches.values())
+
+
+@pytest.mark.parametrize("wire", WIRES)
+async def test_a_request_is_resubmitted_at_most_max_resubmissions_times(tmp_path: Path, wire: str) -> None:
+    server = SimServer([SimModel("m", policy="direct", options={"batch_api": {"turnaround_s": 0.02,
+                                                                              "expire": 100}})])
+    await server.start()
+    try:
+        settings = BatchSettings(gather_s=0.02, poll_s=0.02, max_resubmissions=2)
+        out = await ask(tmp_path, server, wire, 2, settings=settings)
+        assert all(isinstance(x, ProviderError) and "batch.max_resubmissions (2)" in str(x) for x in out), out
+        assert server.batch_apis.created == 3 and set(paid(server).values()) == {3}
+        again = await ask(tmp_path, server, wire, 2, settings=settings)  # a rerun: the ceiling is journaled
+        assert all(isinstance(x, ProviderError) for x in again) and server.batch_apis.created == 3
+    finally:
+        await server.stop()
+
+
+async def _stranded(tmp_path: Path, server: SimServer, wire_name: str, n: int) -> str:
+    """A batch journaled (begin) whose create never ran: a crash between the two. Its local id."""
+    wire = wire_of(server, wire_name)
+    lines, entries = [], []
+    for i in range(n):
+        body = await wire.body(request(i))
+        cid = custom_id("m", f"j{i}", 0, body)
+        lines.append(wire.line(cid, body))
+        entries.append((cid, f"j{i}", 0))
+    jb = await BatchJournal(tmp_path).begin("m", lines, entries)
+    await wire.close()
+    return jb.local
+
+
+async def _colleague(server: SimServer, wire_name: str, n: int) -> str:
+    """Someone else's batch of ``n`` requests on the same key; its id."""
+    wire = wire_of(server, wire_name)
+    lines = [wire.line(f"colleague{i}", await wire.body(request(100 + i))) for i in range(n)]
+
+    async def noop(fid: str) -> None:
+        return None
+
+    try:
+        return await wire.create("not-ours", lines, file_id=None, on_file=noop)
+    finally:
+        await wire.close()
+
+
+async def test_anthropic_a_colleagues_batch_of_the_same_size_is_never_adopted(tmp_path: Path,
+                                                                             server: SimServer) -> None:
+    local = await _stranded(tmp_path, server, "anthropic", 4)
+    theirs = await _colleague(server, "anthropic", 4)  # after our begin, same count: the guess matches it
+    server.hostile = Hostile(foreign={theirs})
+    out = await ask(tmp_path, server, "anthropic", 4)
+    assert all(isinstance(x, str) for x in out), out
+    journal = BatchJournal(tmp_path)
+    assert journal.batches[local].forgotten == [theirs] and journal.batches[local].batch_id != theirs
+    assert "cancel " + theirs not in server.hostile.touched
+    assert server.batch_apis.created == 2  # theirs, and ours once
+
+
+def _manifest(run_dir: Path, server: SimServer, provider: str) -> None:
+    root = server.base_url.removesuffix("/v1")
+    spec = {"name": "m", "provider": provider, "model": "m", "batch": True,
+            "base_url": server.base_url if provider == "openai" else root, "api_key_env": "FE_HOSTILE_KEY"}
+    (run_dir / "manifest.json").write_bytes(orjson.dumps({"config": {"models": [spec]}}))
+
+
+async def test_batches_cancel_never_cancels_a_guess_nor_submits(tmp_path: Path, server: SimServer,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FE_HOSTILE_KEY", "k")
+    server.models["m"].options["batch_api"] = {"turnaround_s": 5.0}
+    local = await _stranded(tmp_path, server, "anthropic", 4)
+    theirs = await _colleague(server, "anthropic", 4)
+    server.hostile = Hostile(foreign={theirs})
+    _manifest(tmp_path, server, "anthropic")
+    said: list[str] = []
+    cancelled, kept = await cancel_batches(tmp_path, poll_s=0.02, say=said.append)
+    assert (cancelled, kept) == (0, 0) and server.hostile.touched == []
+    assert server.batch_apis.created == 1  # theirs only: nothing of ours submitted
+    assert any("not looked for or cancelled" in x for x in said)
+    assert BatchJournal(tmp_path).batches[local].ended is None  # a rerun still confirms it
+
+
+async def test_batches_cancel_does_not_wait_for_a_batch_whose_cancel_failed(
+        tmp_path: Path, server: SimServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FE_HOSTILE_KEY", "k")
+    server.models["m"].options["batch_api"] = {"turnaround_s": 30.0}
+    with pytest.raises(TimeoutError):  # a run stopped while its batch runs
+        await ask(tmp_path, server, "openai", 2, wait_s=1.0)
+    (bid,) = server.batch_apis.batches
+    server.hostile = Hostile(foreign={bid})  # every cancel of it is counted...
+    server.batch_apis.batches[bid].dialect = "gone"  # ...and answered 404
+    _manifest(tmp_path, server, "openai")
+    said: list[str] = []
+    cancelled, _ = await cancel_batches(tmp_path, poll_s=0.02, say=said.append)
+    assert cancelled == 0 and any("cancelling " + bid + " failed" in x for x in said)
+    assert server.hostile.touched == ["cancel " + bid]
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
+async def test_a_batch_list_that_never_ends_is_bounded_and_creates_nothing(tmp_path: Path, server: SimServer,
+                                                                           wire: str) -> None:
+    await _colleague(server, wire.split("-")[0], 2)  # a list with something in it, never ours
+    await _stranded(tmp_path, server, wire, 2)
+    server.hostile = Hostile(endless_list=True)
+    before = server.batch_apis.created
+    out = await ask(tmp_path, server, wire, 2)
+    assert all(isinstance(x, ProviderError) and "list does not end" in str(x) for x in out), out
+    assert server.batch_apis.created == before  # not knowing whether ours exists, none was made
+    assert server.hostile.calls["list"] <= 8
