@@ -10,7 +10,8 @@ What a flaky or hostile endpoint does to a batch client, played by a real loopba
 - ``duplicate``: every result line twice; ``reorder``: result lines in reverse order;
 - ``outage``: the next N polls of a batch answer 500; ``unknown_state``: the next N answer a
   status word no API documents;
-- ``endless_list``: the batch lists never end (always another page, the same cursor).
+- ``endless_list``: the batch lists never end (always another page, the same cursor);
+- ``refuse_cancel``: every cancel answers 500.
 
 ``touched`` counts what a client did to batches it did not create (``foreign``): cancels and
 result downloads; the batch APIs count every request submitted (``BatchAPIs.submitted``).
@@ -41,6 +42,8 @@ class Hostile:
     outage: int = 0
     unknown_state: int = 0
     endless_list: bool = False
+    refuse_cancel: bool = False
+    """Every cancel answers 500 (and cancels nothing)."""
     foreign: set[str] = field(default_factory=set)
     """Batch ids of someone else on the same key (the test creates them)."""
     touched: list[str] = field(default_factory=list)
@@ -125,6 +128,8 @@ def middleware(get: Callable[[], Hostile | None]) -> Any:
             h.calls[what] += 1
         if what in ("cancel", "results") and bid in h.foreign:
             h.touched.append(f"{what} {bid}")
+        if what == "cancel" and h.refuse_cancel:
+            return web.json_response({"error": {"message": "cancel failed", "code": 500}}, status=500)
         if what == "poll" and (fault := h.poll_fault()) is not None:
             if fault == "outage":
                 return web.json_response({"error": {"message": "upstream unavailable", "code": 500}}, status=500)
