@@ -87,12 +87,16 @@ class BatchWatch:
             return f"its results could not be downloaded ({e})"
         return lines
 
-    async def download(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
-        """An ended batch's result lines that name one of ``ids`` (the first of a duplicate), or none when
-        the provider holds none (expired, or past its retention). BatchUnknown after COLLECT_TRIES
-        downloads that failed or held none of ours: a fault of the batch, never "not ours"."""
+    async def download(self, info: BatchInfo, ids: list[str]) -> tuple[list[ResultLine], bool]:
+        """An ended batch's result lines that name one of ``ids`` (the first of a duplicate), and whether
+        that is all the batch will say: none when the provider holds none (expired, or past its
+        retention). Results with lines that are not ours (unreadable, someone else's ids) and ids of
+        ours missing are downloaded again; after COLLECT_TRIES the missing ones may have run, so
+        False. BatchUnknown when no download worked or none held one of ours: a fault of the batch,
+        never "not ours"."""
         wanted = set(ids)
         why = ""
+        best: list[ResultLine] | None = None
         for n in range(COLLECT_TRIES):
             lines = await self._lines(info, ids, n)
             if isinstance(lines, str):
@@ -102,12 +106,17 @@ class BatchWatch:
             for r in lines:
                 if r.custom_id in wanted:
                     mine.setdefault(r.custom_id, r)
-            if mine or not lines:
-                if len(mine) < len(lines):
-                    log.warning("model %s: batch %s: %d result line(s) that are not its requests' (or repeat one) ignored",
-                                self.name, info.id, len(lines) - len(mine))
-                return list(mine.values())
-            why = _none_of_ours(lines, len(wanted))
+            strangers = sum(1 for r in lines if r.custom_id not in wanted)
+            if strangers:
+                log.warning("model %s: batch %s: %d result line(s) that are not its requests' ignored", self.name,
+                            info.id, strangers)
+            if not lines or (mine and (not strangers or len(mine) == len(wanted))):
+                return list(mine.values()), True
+            if mine:
+                best = list(mine.values())
+            why = _none_of_ours(lines, len(wanted)) if not mine else why
+        if best is not None:
+            return best, False
         raise BatchUnknown(f"batch {info.id}: {why}, {COLLECT_TRIES} downloads; its requests may have run and been "
                            "paid for, so they are not submitted again: rerun later to collect them")
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.core.pricing import BATCH_TOKENS
-from fasteval.engine.batch_watch import BatchUnknown, BatchWatch
+from fasteval.engine.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
@@ -300,9 +300,14 @@ class BatchLane:
             created.set()
             assert jb.batch_id is not None
             info = await self.watch.poll(jb.batch_id, jb.local, jb.at)
-            outcomes = await self._collect(jb, info)
-            await self.journal.results(jb.local, outcomes, ended=info.status)
+            outcomes, whole = await self._collect(jb, info)
+            await self.journal.results(jb.local, outcomes, ended=info.status if whole else None)
             got = {c: b for c, b, _, _ in outcomes if b is not None}
+            if not whole:  # the rest may have run: never sent again, the batch stays open for a rerun
+                self._given_up[jb.local] = ProviderError("transient", f"batch {info.id}: no readable result for this "
+                                                         f"request after {COLLECT_TRIES} downloads of results that "
+                                                         "hold lines not ours; it may have run and been paid for, so "
+                                                         "it is not submitted again: rerun later to collect it")
         except BatchUnknown as e:  # never "ended": the batch may still run, so nothing of it is sent again
             log.warning("model %s: %s", self.name, e)
             err = ProviderError("transient", str(e))
@@ -376,10 +381,12 @@ class BatchLane:
             log.info("model %s: batch %s (found by request count and time) is not ours", self.name, bid)
             await self.journal.forget(jb.local, bid)
 
-    async def _collect(self, jb: JournalBatch, info: BatchInfo) -> list[Outcome]:
+    async def _collect(self, jb: JournalBatch, info: BatchInfo) -> tuple[list[Outcome], bool]:
+        """The batch's outcomes, and whether they are all it will give (else the rest stay unknown)."""
         if info.failed is not None:
-            return [(c, None, "fatal", f"batch {info.id} failed: {info.failed}") for c in jb.ids]
-        return [(r.custom_id, r.body, r.kind, r.message) for r in await self.watch.download(info, jb.ids)]
+            return [(c, None, "fatal", f"batch {info.id} failed: {info.failed}") for c in jb.ids], True
+        lines, whole = await self.watch.download(info, jb.ids)
+        return [(r.custom_id, r.body, r.kind, r.message) for r in lines], whole
 
     async def _retry(self, call: Any) -> Any:
         return await self.watch.retry(call)
@@ -394,6 +401,9 @@ class BatchLane:
             st = self.journal.requests[cid]
             if st.batches[-1] != jb.local:
                 continue  # resubmitted since: a later batch resolves it
+            if not st.resolved and (stuck := self._given_up.get(jb.local)) is not None:
+                self._fail(cid, stuck)
+                continue
             if st.ok:
                 body = got.get(cid)
                 if body is None:  # journaled by an earlier event of this batch: read it back
@@ -463,7 +473,8 @@ class BatchLane:
             info = self.live.get(jb.local)
             counts = " ".join(f"{k}={v}" for k, v in (info.counts if info else {}).items())
             out[f"batch {jb.batch_id or 'submitting'} ({self.name})"] = {
-                "in_flight": len(jb.ids), "limit": info.status if info else "submitting",
+                "in_flight": len(jb.ids), "limit": info.status if info else "unknown" if jb.local in self._given_up
+                else "submitting",
                 "waiting": f"{batch_age(info, jb.at) / 60:.0f}m", "requests": counts}
         if self._queue:
             out[f"batch gathering ({self.name})"] = {"in_flight": len(self._queue), "limit": "-", "waiting": "-",

@@ -5,8 +5,8 @@ What a flaky or hostile endpoint does to a batch client, played by a real loopba
 
 - ``results``: every results download (OpenAI's output and error files, Anthropic's
   ``results_url``, Gemini's responses file and inline responses) is ``html`` (a maintenance page
-  served with 200), ``unknown`` (someone else's custom ids), or ``junk`` (one line that is not
-  JSON); ``results_times`` of them (0: every one);
+  served with 200), ``unknown`` (someone else's custom ids), ``junk`` (one line that is not
+  JSON), or ``partial`` (every other line, and a junk one); ``results_times`` of them (0: every one);
 - ``duplicate``: every result line twice; ``reorder``: result lines in reverse order;
 - ``outage``: the next N polls of a batch answer 500; ``unknown_state``: the next N answer a
   status word no API documents;
@@ -28,7 +28,7 @@ import orjson
 from aiohttp import web
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-RESULT_FAULTS = ("html", "unknown", "junk")
+RESULT_FAULTS = ("html", "unknown", "junk", "partial")
 _HTML = b"<!DOCTYPE html><html><body><h1>Scheduled maintenance</h1><p>Back soon.</p></body></html>\n"
 
 
@@ -66,7 +66,10 @@ class Hostile:
                 return _HTML
             if self.results == "junk":
                 return b"\x00this is not a result line\n"
-            lines = [_stranger(x, i) for i, x in enumerate(lines)]
+            if self.results == "partial":
+                lines = [*lines[::2], b"\x00this is not a result line"]
+            else:
+                lines = [_stranger(x, i) for i, x in enumerate(lines)]
         if self.reorder:
             lines.reverse()
         if self.duplicate:

@@ -54,6 +54,20 @@ async def test_results_with_none_of_our_ids_end_the_jobs_and_never_make_a_new_ba
     assert server.batch_apis.created == 1
 
 
+@pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini-file"])
+async def test_results_missing_some_of_ours_beside_junk_never_resubmit_the_missing(tmp_path: Path, server: SimServer,
+                                                                                   wire: str) -> None:
+    server.hostile = Hostile(results="partial")
+    out = await ask(tmp_path, server, wire, 4)
+    ok = [x for x in out if isinstance(x, str)]
+    lost = [x for x in out if isinstance(x, ProviderError)]
+    assert len(ok) == 2 and len(lost) == 2 and all("may have run" in str(x) for x in lost), out
+    assert server.batch_apis.created == 1 and max(paid(server).values()) == 1
+    server.hostile = None
+    assert all(isinstance(x, str) for x in await ask(tmp_path, server, wire, 4))  # the rerun collects the rest
+    assert server.batch_apis.created == 1
+
+
 @pytest.mark.parametrize("wire", [w for w in WIRES if w != "gemini"])  # inline answers are matched by place
 async def test_one_bad_download_is_retried_and_the_batch_collected(tmp_path: Path, server: SimServer,
                                                                   wire: str) -> None:
