@@ -211,3 +211,10 @@ async def test_stopped_before_a_batch_was_created_says_none_is_left_running(
     assert lane.in_flight() == 0  # what `run` reports as "left running at the provider"
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "left running" not in said and "1 batch(es) were being submitted" in said
+
+
+@pytest.mark.parametrize("value", [-1, True, "3", 1.5])
+def test_max_resubmissions_takes_a_whole_number(value: Any) -> None:
+    with pytest.raises(ValueError, match="batch.max_resubmissions"):
+        BatchSettings.from_config({"max_resubmissions": value})
+    assert BatchSettings.from_config(True) == BatchSettings(max_resubmissions=3)
