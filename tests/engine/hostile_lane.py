@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from fasteval.engine.batching import BatchLane, batch_job
+from fasteval.engine.batching import BatchLane, batch_job, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest
@@ -60,3 +60,31 @@ async def ask(run_dir: Path, server: SimServer, wire: str, n: int, *, settings: 
                                            wait_s))
     finally:
         await lane.close()
+
+
+async def stranded(tmp_path: Path, server: SimServer, wire_name: str, n: int) -> str:
+    """A batch journaled (begin) whose create never ran: a crash between the two. Its local id."""
+    wire = wire_of(server, wire_name)
+    lines, entries = [], []
+    for i in range(n):
+        body = await wire.body(request(i))
+        cid = custom_id("m", f"j{i}", 0, body)
+        lines.append(wire.line(cid, body))
+        entries.append((cid, f"j{i}", 0))
+    jb = await BatchJournal(tmp_path).begin("m", lines, entries)
+    await wire.close()
+    return jb.local
+
+
+async def colleague(server: SimServer, wire_name: str, n: int) -> str:
+    """Someone else's batch of ``n`` requests on the same key; its id."""
+    wire = wire_of(server, wire_name)
+    lines = [wire.line(f"colleague{i}", await wire.body(request(100 + i))) for i in range(n)]
+
+    async def noop(fid: str) -> None:
+        return None
+
+    try:
+        return await wire.create("not-ours", lines, file_id=None, on_file=noop)
+    finally:
+        await wire.close()

@@ -16,13 +16,13 @@ import orjson
 import pytest
 
 from fasteval.engine.batch_admin import cancel_batches
-from fasteval.engine.batching import BatchLane, custom_id
+from fasteval.engine.batching import BatchLane
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
 from providers.sim import SimModel, SimServer
 from providers.sim.hostile import Hostile
-from tests.engine.hostile_lane import FAST, WIRES, ask, request, wire_of
+from tests.engine.hostile_lane import FAST, WIRES, ask, colleague, stranded, wire_of
 
 
 @pytest.fixture
@@ -106,38 +106,10 @@ async def test_a_request_is_resubmitted_at_most_max_resubmissions_times(tmp_path
         await server.stop()
 
 
-async def _stranded(tmp_path: Path, server: SimServer, wire_name: str, n: int) -> str:
-    """A batch journaled (begin) whose create never ran: a crash between the two. Its local id."""
-    wire = wire_of(server, wire_name)
-    lines, entries = [], []
-    for i in range(n):
-        body = await wire.body(request(i))
-        cid = custom_id("m", f"j{i}", 0, body)
-        lines.append(wire.line(cid, body))
-        entries.append((cid, f"j{i}", 0))
-    jb = await BatchJournal(tmp_path).begin("m", lines, entries)
-    await wire.close()
-    return jb.local
-
-
-async def _colleague(server: SimServer, wire_name: str, n: int) -> str:
-    """Someone else's batch of ``n`` requests on the same key; its id."""
-    wire = wire_of(server, wire_name)
-    lines = [wire.line(f"colleague{i}", await wire.body(request(100 + i))) for i in range(n)]
-
-    async def noop(fid: str) -> None:
-        return None
-
-    try:
-        return await wire.create("not-ours", lines, file_id=None, on_file=noop)
-    finally:
-        await wire.close()
-
-
 async def test_anthropic_a_colleagues_batch_of_the_same_size_is_never_adopted(tmp_path: Path,
                                                                              server: SimServer) -> None:
-    local = await _stranded(tmp_path, server, "anthropic", 4)
-    theirs = await _colleague(server, "anthropic", 4)  # after our begin, same count: the guess matches it
+    local = await stranded(tmp_path, server, "anthropic", 4)
+    theirs = await colleague(server, "anthropic", 4)  # after our begin, same count: the guess matches it
     server.hostile = Hostile(foreign={theirs})
     out = await ask(tmp_path, server, "anthropic", 4)
     assert all(isinstance(x, str) for x in out), out
@@ -160,8 +132,8 @@ async def test_batches_cancel_never_cancels_a_guess_nor_submits(tmp_path: Path, 
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FE_HOSTILE_KEY", "k")
     server.models["m"].options["batch_api"] = {"turnaround_s": 5.0}
-    local = await _stranded(tmp_path, server, "anthropic", 4)
-    theirs = await _colleague(server, "anthropic", 4)
+    local = await stranded(tmp_path, server, "anthropic", 4)
+    theirs = await colleague(server, "anthropic", 4)
     server.hostile = Hostile(foreign={theirs})
     _manifest(tmp_path, server, "anthropic")
     said: list[str] = []
@@ -191,8 +163,8 @@ async def test_batches_cancel_does_not_wait_for_a_batch_whose_cancel_failed(
 @pytest.mark.parametrize("wire", ["openai", "anthropic", "gemini"])
 async def test_a_batch_list_that_never_ends_is_bounded_and_creates_nothing(tmp_path: Path, server: SimServer,
                                                                            wire: str) -> None:
-    await _colleague(server, wire.split("-")[0], 2)  # a list with something in it, never ours
-    await _stranded(tmp_path, server, wire, 2)
+    await colleague(server, wire.split("-")[0], 2)  # a list with something in it, never ours
+    await stranded(tmp_path, server, wire, 2)
     server.hostile = Hostile(endless_list=True)
     before = server.batch_apis.created
     out = await ask(tmp_path, server, wire, 2)
@@ -204,7 +176,7 @@ async def test_a_batch_list_that_never_ends_is_bounded_and_creates_nothing(tmp_p
 async def test_stopped_before_a_batch_was_created_says_none_is_left_running(
         tmp_path: Path, server: SimServer, caplog: pytest.LogCaptureFixture) -> None:
     """Ctrl-C during a Gemini upload: the batch is journaled (begun) but was never created."""
-    await _stranded(tmp_path, server, "gemini-file", 2)
+    await stranded(tmp_path, server, "gemini-file", 2)
     lane = BatchLane("m", wire_of(server, "gemini-file"), BatchJournal(tmp_path), FAST)
     with caplog.at_level(logging.WARNING, "fasteval"):
         await lane.close()

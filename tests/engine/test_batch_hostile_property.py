@@ -25,8 +25,7 @@ from providers.base import ProviderError
 from providers.batch.base import BatchSettings
 from providers.sim import SimModel, SimServer
 from providers.sim.hostile import RESULT_FAULTS, Hostile
-from tests.engine.hostile_lane import WIRES, ask
-from tests.engine.test_batch_hostile import _colleague, _stranded
+from tests.engine.hostile_lane import WIRES, ask, colleague, stranded
 
 JOBS = 3
 RESUBMISSIONS = 2
@@ -38,16 +37,16 @@ hostile = st.builds(
     endless_list=st.booleans())
 
 
-async def _play(wire: str, h: Hostile, *, expire: int, crash: bool, colleague: bool) -> None:
+async def _play(wire: str, h: Hostile, *, expire: int, crash: bool, foreign: bool) -> None:
     server = SimServer([SimModel("m", policy="direct", options={"batch_api": {"turnaround_s": 0.02,
                                                                               "expire": expire}})])
     await server.start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             run_dir = Path(tmp)
-            theirs = await _colleague(server, wire, JOBS) if colleague else None
+            theirs = await colleague(server, wire, JOBS) if foreign else None
             if crash:
-                await _stranded(run_dir, server, wire, JOBS)
+                await stranded(run_dir, server, wire, JOBS)
             h.foreign = {theirs} if theirs else set()
             server.hostile = h
             out = await ask(run_dir, server, wire, JOBS, settings=SETTINGS, wait_s=60)
@@ -65,7 +64,7 @@ async def _play(wire: str, h: Hostile, *, expire: int, crash: bool, colleague: b
 
 @pytest.mark.parametrize("wire", WIRES)
 @settings(max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(h=hostile, expire=st.integers(0, 3), crash=st.booleans(), colleague=st.booleans())
+@given(h=hostile, expire=st.integers(0, 3), crash=st.booleans(), foreign=st.booleans())
 def test_a_hostile_batch_provider_is_paid_a_bounded_number_of_times(wire: str, h: Hostile, expire: int, crash: bool,
-                                                                    colleague: bool) -> None:
-    asyncio.run(_play(wire, h, expire=expire, crash=crash, colleague=colleague))
+                                                                    foreign: bool) -> None:
+    asyncio.run(_play(wire, h, expire=expire, crash=crash, foreign=foreign))
