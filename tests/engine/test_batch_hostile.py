@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import subprocess
+import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 
 from fasteval.engine.batch_admin import cancel_batches
 from fasteval.engine.batching import BatchLane
@@ -190,3 +194,29 @@ def test_max_resubmissions_takes_a_whole_number(value: Any) -> None:
     with pytest.raises(ValueError, match="batch.max_resubmissions"):
         BatchSettings.from_config({"max_resubmissions": value})
     assert BatchSettings.from_config(True) == BatchSettings(max_resubmissions=3)
+
+
+def test_a_run_through_a_polling_outage_exits_0_pays_once_and_says_so_in_run_log(tmp_path: Path) -> None:
+    """The issue's run: `GET /v1/batches/{id}` answers 500 past the retry budget, end to end."""
+    sim = subprocess.Popen([sys.executable, "-m", "providers.sim", "--model", "bm:direct", "--batch-turnaround-s",
+                            "0.3", "--hostile", '{"outage": 8}'], stdout=subprocess.PIPE, text=True)
+    try:
+        assert sim.stdout is not None
+        port = int(orjson.loads(sim.stdout.readline())["port"])
+        cfg = {"seeds": 1, "models": [{"name": "bm", "provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
+                                       "batch": {"gather_s": 0.1, "poll_s": 0.1},
+                                       "retry": {"max_attempts": 2, "base_delay_s": 0.05}}],
+               "suites": [{"name": "demo", "options": {"n_tasks": 4, "image_size": [160, 120]},
+                           "settings": [{"name": "direct", "tools": []}]}]}
+        (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(cfg))
+        run_dir = tmp_path / "run"
+        done = subprocess.run([sys.executable, "-m", "fasteval.cli.main", "run", str(tmp_path / "sweep.yaml"),
+                               "--run-dir", str(run_dir), "--no-progress"], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/sim/batches", timeout=10) as resp:
+            seen = orjson.loads(resp.read())
+        assert len(seen["submitted"]) == len(set(seen["submitted"])) >= 4  # each request paid once
+        assert "cannot poll it" in (run_dir / "run.log").read_text()
+    finally:
+        sim.terminate()
+        sim.wait(timeout=10)
