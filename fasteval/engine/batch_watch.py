@@ -120,22 +120,21 @@ class BatchWatch:
         raise BatchUnknown(f"batch {info.id}: {why}, {COLLECT_TRIES} downloads; its requests may have run and been "
                            "paid for, so they are not submitted again: rerun later to collect them")
 
-    async def is_ours(self, batch_id: str, local: str, at: float, ids: list[str]) -> bool:
-        """A batch found only by a guess is ours when its results hold one of ``ids`` (read once it has
-        ended, never cancelled); not ours when they hold readable ids, none ours, or nothing at all."""
+    async def guess_ids(self, batch_id: str, local: str, at: float, ids: list[str]) -> set[str]:
+        """The custom_ids in the results of a batch found only by a guess (read once it has ended; it is
+        never cancelled): it is ours when they hold one of ``ids``, and not when they hold readable ids,
+        none ours, or nothing at all. BatchUnknown when they cannot be read."""
         info = await self.poll(batch_id, local, at)
-        wanted = set(ids)
         why = ""
         for n in range(COLLECT_TRIES):
             lines = await self._lines(info, ids, n)
             if isinstance(lines, str):
                 why = lines
                 continue
-            if any(r.custom_id in wanted for r in lines):
-                return True
-            if not lines or any(r.custom_id for r in lines):
-                return False
-            why = _none_of_ours(lines, len(wanted))
+            seen = {r.custom_id for r in lines if r.custom_id}
+            if seen or not lines:
+                return seen
+            why = _none_of_ours(lines, len(ids))
         raise BatchUnknown(f"batch {batch_id} (found by its request count and time after a crash): {why}, "
                            f"{COLLECT_TRIES} downloads; cannot tell whether it is ours, so nothing is submitted "
                            "again: rerun later")

@@ -367,17 +367,23 @@ class BatchLane:
         A wire that can only guess (``find_proves`` False) has each guess confirmed by its custom_ids
         (read once it ended) before it is adopted; a stranger is journaled as forgotten, never touched.
         """
+        siblings: set[str] = set()
+        """Batches of ours for another journaled batch (ids lost the same way): theirs to adopt, not forgotten."""
         while True:
             try:
                 bid: str | None = await self._retry(
-                    lambda: self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed()))
+                    lambda: self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed() | siblings))
             except ProviderError as e:
                 raise BatchUnknown(f"batch {jb.local}: cannot tell whether it was created at the provider ({e}); "
                                    "not submitting its requests again: rerun later") from None
             if bid is None or self.wire.find_proves:
                 return bid
-            if await self.watch.is_ours(bid, jb.local, jb.at, jb.ids):
+            seen = await self.watch.guess_ids(bid, jb.local, jb.at, jb.ids)
+            if not seen.isdisjoint(jb.ids):
                 return bid
+            if not seen.isdisjoint(self.journal.requests):
+                siblings.add(bid)
+                continue
             log.info("model %s: batch %s (found by request count and time) is not ours", self.name, bid)
             await self.journal.forget(jb.local, bid)
 

@@ -20,13 +20,13 @@ import pytest
 import yaml
 
 from fasteval.engine.batch_admin import cancel_batches
-from fasteval.engine.batching import BatchLane
+from fasteval.engine.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
 from providers.sim import SimModel, SimServer
 from providers.sim.hostile import Hostile
-from tests.engine.hostile_lane import FAST, WIRES, ask, colleague, stranded, wire_of
+from tests.engine.hostile_lane import FAST, WIRES, ask, colleague, request, stranded, wire_of
 
 
 @pytest.fixture
@@ -220,3 +220,27 @@ def test_a_run_through_a_polling_outage_exits_0_pays_once_and_says_so_in_run_log
     finally:
         sim.terminate()
         sim.wait(timeout=10)
+
+
+async def test_anthropic_two_of_our_batches_found_by_guess_are_each_adopted_by_their_own(
+        tmp_path: Path, server: SimServer) -> None:
+    """Two batches of the same size whose ids were both lost: each guess that is the other's is left to it."""
+    wire = wire_of(server, "anthropic")
+    journal = BatchJournal(tmp_path)
+
+    async def noop(fid: str) -> None:
+        return None
+
+    for k in (0, 1):  # jobs j0,j1 in the first, j2,j3 in the second; both created, neither id journaled
+        lines, entries = [], []
+        for i in (2 * k, 2 * k + 1):
+            body = await wire.body(request(i))
+            cid = custom_id("m", f"j{i}", 0, body)
+            lines.append(wire.line(cid, body))
+            entries.append((cid, f"j{i}", 0))
+        jb = await journal.begin("m", lines, entries)
+        await wire.create(jb.local, lines, file_id=None, on_file=noop)
+    await wire.close()
+    out = await ask(tmp_path, server, "anthropic", 4)
+    assert all(isinstance(x, str) for x in out), out
+    assert server.batch_apis.created == 2 and max(paid(server).values()) == 1  # nothing paid twice
