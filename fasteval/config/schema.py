@@ -60,7 +60,7 @@ ENDPOINT_COMMON: dict[str, Opt] = {
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
         "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")}),
     "batch": Opt("any", "provider batch API at half price: true or {max_requests, max_mb, gather_s, poll_s, window, "
-                 "fallback: batch|interactive} (docs/providers.md, batch mode)"),
+                 "max_resubmissions, fallback: batch|interactive} (docs/providers.md, batch mode)"),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
         "thinking": Opt("bool"), "sampling": Opt("bool")}),

@@ -3,6 +3,8 @@
 ``fasteval batches cancel RUN`` cancels every open batch at its provider (a cancel can take
 minutes), waits for each to end, and still downloads its partial results: they are paid for.
 Requests that were cancelled count as not succeeded, so a later ``fasteval run`` resubmits them.
+It acts only on batches provably ours (a journaled id, or a mark we set), never submits one, and
+waits only for batches whose cancel the provider accepted.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from fasteval.engine.batching import BatchLane
 from fasteval.engine.clients import build_client
-from fasteval.runfolder.batch_journal import BatchJournal
+from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
 from fasteval.runfolder.records import read_manifest
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
@@ -34,6 +36,8 @@ async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print
     journal = BatchJournal(run_dir)
     open_ = {b.lane for b in journal.open_batches()}
     cancelled = 0
+    mine: dict[str, set[str]] = {}
+    """Per lane, the batches cancelled here: only those are waited for (never one whose cancel failed)."""
     kept_before = sum(1 for st in journal.requests.values() if st.ok)
     async with contextlib.AsyncExitStack() as stack:
         lanes: list[BatchLane] = []
@@ -51,23 +55,40 @@ async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print
             stack.push_async_callback(lane.close)
             lanes.append(lane)
             for b in journal.open_batches(lane.name):
-                bid = b.batch_id or await lane.wire.find(b.local, b.at, len(b.ids), journal.claimed())
-                if bid is None:  # never created: nothing to cancel, its requests are simply not done
-                    await journal.results(b.local, [], ended="never_created")
-                    continue
-                if b.batch_id is None:
-                    await journal.created(b.local, bid)
-                try:
-                    info = await lane.wire.cancel(bid)
-                except ProviderError as e:
-                    say(f"model {lane.name}: cancelling {bid} failed: {e}")
-                    continue
-                cancelled += 1
-                say(f"model {lane.name}: {bid} {info.status}")
+                if await _cancel_one(lane, journal, b, say):
+                    cancelled += 1
+                    mine.setdefault(lane.name, set()).add(b.local)
         if cancelled:
             say(f"{cancelled} batch(es) cancelling: a cancel can take minutes; collecting their partial results "
                 "(they are paid for)")
-        await asyncio.gather(*(lane.reattach() for lane in lanes))
+        await asyncio.gather(*(lane.reattach(mine[lane.name]) for lane in lanes if lane.name in mine))
         await asyncio.gather(*(lane.drained() for lane in lanes))
     kept = sum(1 for st in journal.requests.values() if st.ok) - kept_before
     return cancelled, kept
+
+
+async def _cancel_one(lane: BatchLane, journal: BatchJournal, b: JournalBatch, say: Any) -> bool:
+    """Cancel one open batch that is provably ours; whether a cancel was accepted."""
+    bid = b.batch_id
+    if bid is None and not lane.wire.find_proves:  # only a guess (request count and time) could find it
+        say(f"model {lane.name}: batch {b.local} may have been created just before a crash; {lane.wire.name} "
+            "batches carry no mark of ours, so it is not looked for or cancelled here: a rerun confirms it by "
+            "its requests' ids")
+        return False
+    if bid is None:
+        try:
+            bid = await lane.wire.find(b.local, b.at, len(b.ids), journal.claimed())
+        except ProviderError as e:
+            say(f"model {lane.name}: cannot tell whether batch {b.local} was created ({e}); nothing cancelled")
+            return False
+        if bid is None:  # never created: nothing to cancel, its requests are simply not done
+            await journal.results(b.local, [], ended="never_created")
+            return False
+        await journal.created(b.local, bid)
+    try:
+        info = await lane.wire.cancel(bid)
+    except ProviderError as e:
+        say(f"model {lane.name}: cancelling {bid} failed: {e}; it is left as it is (a rerun collects it)")
+        return False
+    say(f"model {lane.name}: {bid} {info.status}")
+    return True

@@ -31,12 +31,13 @@ from typing import Any
 
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.core.pricing import BATCH_TOKENS
+from fasteval.engine.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
 from providers.breaker import EndpointDown
 from providers.client import EndpointStats, RetryPolicy
-from providers.retry import MODEL_RETRYABLE, retry_call
+from providers.retry import MODEL_RETRYABLE
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class BatchLane:
         self.max_bytes = min(int(mb * 1024 * 1024) if mb else wire.max_bytes, wire.max_bytes)
         self.live: dict[str, BatchInfo | None] = {}
         """Open batches by local id: the provider's latest view (None until created)."""
+        self.watch = BatchWatch(name, wire, settings, self.retry, self.live)
         self.submitted = 0
         self._queue: list[_Queued] = []
         self._qbytes = 0
@@ -123,6 +125,8 @@ class BatchLane:
         self._created: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._loose: dict[str, int] = {}
+        self._given_up: dict[str, ProviderError] = {}
+        """Batches (local ids) this process stopped driving (BatchUnknown): a job asking again fails at once."""
 
     # -- the client hook -----------------------------------------------------------------------------
     async def chat(self, request: ChatRequest) -> ChatResponse:
@@ -138,6 +142,8 @@ class BatchLane:
         fut = self._waiters.get(cid)
         if fut is None:
             st = self.journal.requests.get(cid)
+            if st is not None and not st.resolved and (stuck := self._given_up.get(st.batches[-1])) is not None:
+                raise stuck
             if st is not None and st.ok:  # a replayed job: its result is on disk, not in memory
                 return self._response(await self._journaled_body(cid), st.batches[-1], slot)
             if st is not None and st.resolved and self._falls_back(st.kind):  # failed in an earlier run's batch
@@ -147,7 +153,7 @@ class BatchLane:
             if st is None or st.resolved:  # new, or failed before: _resolve_failed decides
                 if st is not None and not self._may_resubmit(st.kind, len(st.batches)):
                     del self._waiters[cid]
-                    raise ProviderError(st.kind or "fatal", f"{st.message} (in batch)")  # type: ignore[arg-type]
+                    raise self._final(st)
                 line = self.wire.line(cid, body)
                 if len(line) + 1 > self.max_bytes:
                     del self._waiters[cid]
@@ -185,7 +191,16 @@ class BatchLane:
                                 "restore the run folder's batches/ files or start a new run") from None
 
     def _may_resubmit(self, kind: str | None, attempts: int) -> bool:
-        return kind in MODEL_RETRYABLE and attempts < self.retry.max_attempts
+        """The ceiling: a request goes out in at most ``1 + max_resubmissions`` batches, over every rerun."""
+        return kind in MODEL_RETRYABLE and attempts <= self.settings.max_resubmissions
+
+    def _final(self, st: RequestState) -> ProviderError:
+        """A failed request that is not sent again: its error, and why not when it could have been."""
+        msg = st.message
+        if st.kind in MODEL_RETRYABLE:
+            msg = (f"{msg}; sent in {len(st.batches)} batch(es), the most batch.max_resubmissions "
+                   f"({self.settings.max_resubmissions}) allows: not sent again")
+        return ProviderError(st.kind or "fatal", f"{msg} (in batch)")  # type: ignore[arg-type]
 
     def _response(self, raw: bytes, local: str, slot: JobBatches | None) -> ChatResponse:
         resp = self.wire.parse(raw)
@@ -264,9 +279,9 @@ class BatchLane:
         await self._drive(jb, lines, fresh=True)
 
     # -- one batch, from create to its last result ---------------------------------------------------
-    async def reattach(self) -> int:
-        """Drive every batch the journal left open (a previous run's); how many."""
-        open_ = self.journal.open_batches(self.name)
+    async def reattach(self, only: set[str] | None = None) -> int:
+        """Drive every batch the journal left open (a previous run's), or those of ``only`` (local ids); how many."""
+        open_ = [b for b in self.journal.open_batches(self.name) if only is None or b.local in only]
         for jb in open_:
             self._spawn(self._drive(jb, None, fresh=False))
         return len(open_)
@@ -277,24 +292,29 @@ class BatchLane:
         got: dict[str, bytes] = {}
         """The downloaded bodies, handed to their waiters and then dropped (the journal keeps their place)."""
         try:
-            while True:
-                if jb.batch_id is None:
-                    await self._ensure_created(jb, lines, fresh=fresh)
-                if lines is not None:  # sent: the input on disk serves a re-create, not memory for hours
-                    lines.clear()  # (the caller's frame holds this same list)
-                    lines = None
-                created.set()
-                assert jb.batch_id is not None
-                info = await self._poll(jb.batch_id, jb.local)
-                outcomes, ours = await self._collect(jb, info)
-                if not ours:  # a batch matched after a crash that holds none of our ids: not ours
-                    await self.journal.forget(jb.local, jb.batch_id)
-                    fresh = False
-                    continue
-                await self.journal.results(jb.local, outcomes, ended=info.status)
-                got = {c: b for c, b, _, _ in outcomes if b is not None}
-                break
-        except ProviderError as e:  # the batch could not be created or read: its requests failed so
+            if jb.batch_id is None:
+                await self._ensure_created(jb, lines, fresh=fresh)
+            if lines is not None:  # sent: the input on disk serves a re-create, not memory for hours
+                lines.clear()  # (the caller's frame holds this same list)
+                lines = None
+            created.set()
+            assert jb.batch_id is not None
+            info = await self.watch.poll(jb.batch_id, jb.local, jb.at)
+            outcomes, whole = await self._collect(jb, info)
+            await self.journal.results(jb.local, outcomes, ended=info.status if whole else None)
+            got = {c: b for c, b, _, _ in outcomes if b is not None}
+            if not whole:  # the rest may have run: never sent again, the batch stays open for a rerun
+                self._given_up[jb.local] = ProviderError("transient", f"batch {info.id}: no readable result for this "
+                                                         f"request after {COLLECT_TRIES} downloads of results that "
+                                                         "hold lines not ours; it may have run and been paid for, so "
+                                                         "it is not submitted again: rerun later to collect it")
+        except BatchUnknown as e:  # never "ended": the batch may still run, so nothing of it is sent again
+            log.warning("model %s: %s", self.name, e)
+            err = ProviderError("transient", str(e))
+            self._given_up[jb.local] = err
+            self._fail_all(jb, err)
+            return
+        except ProviderError as e:  # the batch could not be created (and provably was not): its requests failed
             try:
                 await self.journal.results(jb.local, [(c, None, e.kind, f"batch: {e}") for c in jb.ids],
                                            ended="unreachable")
@@ -312,7 +332,7 @@ class BatchLane:
 
     async def _ensure_created(self, jb: JournalBatch, lines: list[bytes] | None, *, fresh: bool) -> None:
         if not fresh:
-            found = await self._retry(lambda: self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed()))
+            found = await self._found(jb)
             if found is not None:
                 await self.journal.created(jb.local, found)
                 return
@@ -332,7 +352,7 @@ class BatchLane:
                 return await self.wire.create(jb.local, lines, file_id=jb.file_id or file_id, on_file=on_file)
             except ProviderError as e:
                 if e.kind in ("timeout", "transient"):  # it may have been created all the same
-                    found = await self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed())
+                    found = await self._found(jb)
                     if found is not None:
                         return found
                 raise
@@ -341,26 +361,41 @@ class BatchLane:
         await self.journal.created(jb.local, bid)
         self.submitted += 1
 
-    async def _poll(self, batch_id: str, local: str) -> BatchInfo:
+    async def _found(self, jb: JournalBatch) -> str | None:
+        """A batch created for ``jb`` whose id we never recorded, proven ours, or None when provably none.
+
+        A wire that can only guess (``find_proves`` False) has each guess confirmed by its custom_ids
+        (read once it ended) before it is adopted; a stranger is journaled as forgotten, never touched.
+        """
+        siblings: set[str] = set()
+        """Batches of ours for another journaled batch (ids lost the same way): theirs to adopt, not forgotten."""
         while True:
-            info: BatchInfo = await self._retry(lambda: self.wire.retrieve(batch_id))
-            self.live[local] = info
-            if info.state == "ended":
-                return info
-            await asyncio.sleep(self.settings.poll_s)
+            try:
+                bid: str | None = await self._retry(
+                    lambda: self.wire.find(jb.local, jb.at, len(jb.ids), self.journal.claimed() | siblings))
+            except ProviderError as e:
+                raise BatchUnknown(f"batch {jb.local}: cannot tell whether it was created at the provider ({e}); "
+                                   "not submitting its requests again: rerun later") from None
+            if bid is None or self.wire.find_proves:
+                return bid
+            seen = await self.watch.guess_ids(bid, jb.local, jb.at, jb.ids)
+            if not seen.isdisjoint(jb.ids):
+                return bid
+            if not seen.isdisjoint(self.journal.requests):
+                siblings.add(bid)
+                continue
+            log.info("model %s: batch %s (found by request count and time) is not ours", self.name, bid)
+            await self.journal.forget(jb.local, bid)
 
     async def _collect(self, jb: JournalBatch, info: BatchInfo) -> tuple[list[Outcome], bool]:
-        ids = set(jb.ids)
+        """The batch's outcomes, and whether they are all it will give (else the rest stay unknown)."""
         if info.failed is not None:
             return [(c, None, "fatal", f"batch {info.id} failed: {info.failed}") for c in jb.ids], True
-        lines = await self._retry(lambda: self.wire.results(info, jb.ids))
-        mine = [r for r in lines if r.custom_id in ids]
-        if lines and not mine:
-            return [], False
-        return [(r.custom_id, r.body, r.kind, r.message) for r in mine], True
+        lines, whole = await self.watch.download(info, jb.ids)
+        return [(r.custom_id, r.body, r.kind, r.message) for r in lines], whole
 
     async def _retry(self, call: Any) -> Any:
-        return await retry_call(self.retry, call, error_type=ProviderError, retryable=MODEL_RETRYABLE)
+        return await self.watch.retry(call)
 
     # -- resolving waiters ---------------------------------------------------------------------------
     def _wake(self, jb: JournalBatch, got: dict[str, bytes]) -> None:
@@ -372,6 +407,9 @@ class BatchLane:
             st = self.journal.requests[cid]
             if st.batches[-1] != jb.local:
                 continue  # resubmitted since: a later batch resolves it
+            if not st.resolved and (stuck := self._given_up.get(jb.local)) is not None:
+                self._fail(cid, stuck)
+                continue
             if st.ok:
                 body = got.get(cid)
                 if body is None:  # journaled by an earlier event of this batch: read it back
@@ -385,7 +423,7 @@ class BatchLane:
             elif self._may_resubmit(st.kind, len(st.batches)):
                 again.append(st)
             else:
-                self._fail(cid, ProviderError(st.kind or "fatal", f"{st.message}"))  # type: ignore[arg-type]
+                self._fail(cid, self._final(st))
         if again:
             self._resubmit(jb.local, again)
 
@@ -441,7 +479,8 @@ class BatchLane:
             info = self.live.get(jb.local)
             counts = " ".join(f"{k}={v}" for k, v in (info.counts if info else {}).items())
             out[f"batch {jb.batch_id or 'submitting'} ({self.name})"] = {
-                "in_flight": len(jb.ids), "limit": info.status if info else "submitting",
+                "in_flight": len(jb.ids), "limit": info.status if info else "unknown" if jb.local in self._given_up
+                else "submitting",
                 "waiting": f"{batch_age(info, jb.at) / 60:.0f}m", "requests": counts}
         if self._queue:
             out[f"batch gathering ({self.name})"] = {"in_flight": len(self._queue), "limit": "-", "waiting": "-",
@@ -454,7 +493,8 @@ class BatchLane:
             await asyncio.wait(set(self._tasks))
 
     def in_flight(self) -> int:
-        return len(self.journal.open_batches(self.name))
+        """Open batches known to be at the provider (their id is journaled)."""
+        return sum(1 for b in self.journal.open_batches(self.name) if b.batch_id)
 
     async def close(self) -> None:
         """Leave batches at the provider (their cost is committed): a rerun collects them."""
@@ -469,6 +509,10 @@ class BatchLane:
         if left:
             log.warning("model %s: %d batch(es) left running at the provider; rerun the same command to collect "
                         "them (fasteval batches cancel RUN stops them)", self.name, left)
+        unsure = len(self.journal.open_batches(self.name)) - left
+        if unsure:  # stopped while uploading or creating: nothing may exist, so none is said to be running
+            log.warning("model %s: %d batch(es) were being submitted when stopped; the rerun finds any that was "
+                        "created, or submits it", self.name, unsure)
         await self.wire.close()
 
 

@@ -2,7 +2,8 @@
 
 Limits as documented: 100,000 requests or 256 MB per batch; results (JSONL at ``results_url``)
 are kept 29 days. A batch has no metadata or name, so one created just before a crash is found
-by its creation time and request count, and confirmed by its results' custom_ids once it ends.
+by its creation time and request count: a guess (``find_proves``), which the lane confirms by the
+batch's results' custom_ids once it ends before adopting it, and never cancels.
 Parameters are validated only while processing: a malformed request comes back hours later as
 a per-request ``errored`` result, classified by the interactive API's taxonomy.
 """
@@ -16,7 +17,7 @@ import orjson
 
 from providers.anthropic import AnthropicProvider, classify_anthropic_error, parse_anthropic_response
 from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine
+from providers.batch.base import BatchInfo, BatchState, ListGuard, OnFile, ResultLine
 from providers.batch.http_wire import HttpBatchWire, iso_ts
 
 _STATES: dict[str, BatchState] = {"in_progress": "running", "canceling": "cancelling", "ended": "ended"}
@@ -26,6 +27,7 @@ class AnthropicBatchWire(HttpBatchWire):
     max_requests = 100_000
     max_bytes = 256 * 1024 * 1024
     name = "anthropic"
+    find_proves = False
 
     def __init__(self, provider: AnthropicProvider, *, timeout_s: float = 600.0) -> None:
         super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
@@ -78,6 +80,7 @@ class AnthropicBatchWire(HttpBatchWire):
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
         after: str | None = None
+        guard = ListGuard("GET /v1/messages/batches")
         while True:
             params = {"limit": "100", **({"after_id": after} if after else {})}
             page = await self._json("GET", self.base, params=params)
@@ -89,7 +92,7 @@ class AnthropicBatchWire(HttpBatchWire):
             oldest = min((iso_ts(b.get("created_at")) for b in data), default=0.0)
             if not page.get("has_more") or not data or oldest < since - 60:
                 return None
-            after = str(page.get("last_id") or data[-1]["id"])
+            after = guard.next(str(page.get("last_id") or data[-1]["id"]))
 
     async def find_file(self, local_id: str) -> str | None:
         return None  # the requests travel inline: there is no file to find

@@ -13,7 +13,7 @@ import aiohttp
 from providers.base import ChatRequest, ChatResponse, ErrorKind, ProviderError
 from providers.breaker import connection_error
 
-BATCH_FIELDS = ("max_requests", "max_mb", "gather_s", "poll_s", "window", "fallback")
+BATCH_FIELDS = ("max_requests", "max_mb", "gather_s", "poll_s", "window", "fallback", "max_resubmissions")
 FALLBACKS = ("batch", "interactive")
 """Where a request goes again after its batch expired or failed retryably: a later batch (half
 price, another wait) or the model's interactive API at once (full price, no wait)."""
@@ -32,6 +32,11 @@ class BatchSettings:
     window: str = "24h"
     fallback: str = "batch"
     """One of FALLBACKS."""
+    max_resubmissions: int = 3
+    """How many times a request goes out again in a later batch after its batch ended without its
+    answer (expired, cancelled, a retryable error, missing from the results); then its job ends
+    with an error. A request is paid for at most ``1 + max_resubmissions`` times, whatever the
+    provider does."""
 
     @classmethod
     def from_config(cls, value: Any) -> BatchSettings | None:
@@ -49,6 +54,9 @@ class BatchSettings:
             v = getattr(out, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or v <= 0):
                 raise ValueError(f"batch.{name} must be a positive number, got {v!r}")
+        r = out.max_resubmissions
+        if isinstance(r, bool) or not isinstance(r, int) or r < 0:
+            raise ValueError(f"batch.max_resubmissions must be a whole number >= 0, got {r!r}")
         if not isinstance(out.fallback, str) or out.fallback not in FALLBACKS:
             raise ValueError(f"batch.fallback: expected one of {', '.join(FALLBACKS)}, got {out.fallback!r}")
         if out.window != "24h":
@@ -105,12 +113,37 @@ OnFile = Callable[[str], Awaitable[None]]
 """Called with an uploaded input file's id before the batch is created (it is journaled)."""
 
 
+MAX_LIST_PAGES = 200
+"""Pages a lookup reads from a batch or file list before it stops: 20,000 entries, far past the
+journal's time on any real list; a list that never advances ends sooner (a cursor seen twice)."""
+
+
+class ListGuard:
+    """Keeps a paged lookup finite: a cursor seen twice, or more than MAX_LIST_PAGES pages, is a
+    ProviderError (the list could not be read to its end), never an endless walk or a "not found"."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.seen: set[str] = set()
+
+    def next(self, cursor: str) -> str:
+        if cursor in self.seen or len(self.seen) >= MAX_LIST_PAGES:
+            raise ProviderError("bad_response", f"{self.what}: the list does not end (cursor {cursor[:40]!r} seen "
+                                f"again, or more than {MAX_LIST_PAGES} pages)")
+        self.seen.add(cursor)
+        return cursor
+
+
 class BatchWire(ABC):
     """A provider's batch API. ``max_requests`` and ``max_bytes`` are its documented limits."""
 
     max_requests: int
     max_bytes: int
     name: str
+    find_proves: bool = True
+    """``find`` matches a mark we set on the batch (OpenAI's metadata, Gemini's display name): a
+    found batch is ours. False where it can only guess (Anthropic: request count and time): the
+    lane confirms the guess by the batch's custom_ids before it adopts it, and never cancels one."""
 
     @abstractmethod
     async def body(self, request: ChatRequest) -> bytes:
@@ -141,7 +174,8 @@ class BatchWire(ABC):
 
     @abstractmethod
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
-        """The id of a batch created for ``local_id`` whose id we never recorded (a crash), or None."""
+        """The id of a batch created for ``local_id`` whose id we never recorded (a crash), or None;
+        a ProviderError when the list cannot be read to its end (then nobody knows: never create)."""
 
     @abstractmethod
     async def find_file(self, local_id: str) -> str | None:

@@ -39,7 +39,15 @@ import aiohttp
 import orjson
 
 from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine, custom_id_ok, http_with_headers
+from providers.batch.base import (
+    BatchInfo,
+    BatchState,
+    ListGuard,
+    OnFile,
+    ResultLine,
+    custom_id_ok,
+    http_with_headers,
+)
 from providers.batch.http_wire import HttpBatchWire, iso_ts
 from providers.gemini import GeminiProvider, classify_gemini_error, parse_gemini_response
 
@@ -268,6 +276,7 @@ class GeminiBatchWire(HttpBatchWire):
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
         token: str | None = None
+        guard = ListGuard("GET batches")
         while True:
             params = {"pageSize": "100", **({"pageToken": token} if token else {})}
             page = await self._json("GET", f"{self.root}/batches", params=params)
@@ -280,6 +289,7 @@ class GeminiBatchWire(HttpBatchWire):
             oldest = min((iso_ts((op.get("metadata") or {}).get("createTime")) for op in ops), default=0.0)
             if not token or not ops or oldest < since - 60:
                 return None
+            token = guard.next(str(token))
 
     async def find_file(self, local_id: str) -> str | None:
         """An input file uploaded (and finalized) for ``local_id``: the list has no filter, so it is paged

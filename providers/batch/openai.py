@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 
 from providers.base import ChatRequest, ChatResponse, ErrorKind, ProviderError
-from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine
+from providers.batch.base import BatchInfo, BatchState, ListGuard, OnFile, ResultLine
 from providers.batch.http_wire import HttpBatchWire
 from providers.openai_compat import OpenAICompatProvider, classify_http_error, parse_response
 
@@ -110,6 +110,7 @@ class OpenAIBatchWire(HttpBatchWire):
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
         after: str | None = None
+        guard = ListGuard("GET /batches")
         while True:
             params = {"limit": "100", **({"after": after} if after else {})}
             page = await self._json("GET", "/batches", params=params)
@@ -120,7 +121,7 @@ class OpenAIBatchWire(HttpBatchWire):
             oldest = min((float(b.get("created_at") or 0) for b in data), default=0.0)
             if not page.get("has_more") or not data or oldest < since - 60:
                 return None
-            after = str(page.get("last_id") or data[-1]["id"])
+            after = guard.next(str(page.get("last_id") or data[-1]["id"]))
 
     async def find_file(self, local_id: str) -> str | None:
         page = await self._json("GET", "/files", params={"purpose": "batch"})

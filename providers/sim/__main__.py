@@ -14,6 +14,7 @@ import sys
 import orjson
 import uvloop
 
+from providers.sim.hostile import Hostile
 from providers.sim.prefix_cache import PrefixCacheModel
 from providers.sim.server import SimServer
 from providers.sim.spec import SimModel
@@ -31,7 +32,7 @@ async def _serve(models: list[SimModel], a: argparse.Namespace) -> None:
                                  decode_ms=a.decode_ms, max_running=a.max_running)
     server = SimServer(models, port=a.port, prefix_cache=cache, die_after=a.die_after,
                        log_requests=a.log_requests, ready=not a.never_ready, die_on=a.die_on,
-                       allowed_local_media_path=a.allowed_local_media_path)
+                       allowed_local_media_path=a.allowed_local_media_path, hostile=_hostile(a.hostile))
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
     await asyncio.Event().wait()
@@ -57,6 +58,8 @@ def main() -> None:
     ap.add_argument("--prefill-ms-per-ktok", type=float, default=20.0)
     ap.add_argument("--decode-ms", type=float, default=20.0)
     ap.add_argument("--max-running", type=int, default=64)
+    ap.add_argument("--hostile", metavar="JSON", help="the batch APIs misbehave (providers.sim.hostile), e.g. "
+                    "'{\"outage\": 8}' or '{\"results\": \"html\"}'")
     ap.add_argument("--reply-chars", type=int, default=0,
                     help="the models' default reply (policy direct's answer) this many characters long")
     a = ap.parse_args()
@@ -69,6 +72,15 @@ def main() -> None:
             model.default_reply = _filler(a.reply_chars)
         models.append(model)
     uvloop.run(_serve(models, a))
+
+
+def _hostile(text: str | None) -> Hostile | None:
+    if not text:
+        return None
+    try:
+        return Hostile(**orjson.loads(text))
+    except (orjson.JSONDecodeError, TypeError) as e:
+        raise SystemExit(f"--hostile: expected a JSON object of Hostile's fields: {e}") from None
 
 
 def _filler(n: int) -> str:

@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from providers.sim.batch_api import BatchAPIs
+from providers.sim.hostile import Hostile, middleware
 from providers.sim.media import check_local_media
 from providers.sim.native_wire import AnthropicWire, GeminiWire
 from providers.sim.policies import POLICIES
@@ -34,7 +35,8 @@ class SimServer:
     def __init__(self, models: list[SimModel], host: str = "127.0.0.1", port: int = 0, *,
                  allowed_local_media_path: str | Path | None = None,
                  prefix_cache: PrefixCacheModel | None = None, die_after: int | None = None,
-                 log_requests: bool = False, ready: bool = True, die_on: str | None = None) -> None:
+                 log_requests: bool = False, ready: bool = True, die_on: str | None = None,
+                 hostile: Hostile | None = None) -> None:
         self.models = {m.name: m for m in models}
         # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
         self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
@@ -66,6 +68,8 @@ class SimServer:
         self.gemini_wire = GeminiWire(self)
         self.responses_wire = ResponsesWire(self)
         self.batch_apis = BatchAPIs(self)
+        self.hostile = hostile
+        """Misbehaviours of the batch APIs (providers.sim.hostile), switchable while the server runs."""
         """OpenAI Files + /v1/batches, Anthropic Message Batches, Gemini batch mode (providers.sim.batch_api)."""
 
     @property
@@ -73,7 +77,7 @@ class SimServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=256 * 1024 * 1024, middlewares=[middleware(lambda: self.hostile)])
         app.router.add_post("/v1/chat/completions", self.handle_chat)
         app.router.add_get("/v1/models", self.handle_models)
         app.router.add_get("/health", self.handle_health)

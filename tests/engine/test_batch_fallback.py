@@ -135,7 +135,7 @@ async def test_a_rerun_falls_back_for_a_request_an_earlier_runs_batch_failed(tmp
 
         fast = {"gather_s": 0.05, "poll_s": 0.02}
         with pytest.raises(ProviderError, match="expired"):  # one attempt only: the expired batch fails the jobs
-            await ask(BatchSettings(**fast), RetryPolicy(max_attempts=1), interactive=False)
+            await ask(BatchSettings(**fast, max_resubmissions=0), RetryPolicy(max_attempts=1), interactive=False)
         assert server.batch_apis.created == 1
         answers = await ask(BatchSettings(**fast, fallback="interactive"), RetryPolicy(max_attempts=1),
                             interactive=True)
