@@ -1,10 +1,11 @@
 """Scores the benchmarks' papers published, so a leaderboard can put them beside ours.
 
 The shipped numbers live in ``published.yaml`` next to this module, each with its paper and
-table: only numbers read in a paper, never estimated from a figure. A sweep config may add its
-own under ``published:`` (same fields; checked by the config validator against
-``PUBLISHED_FIELDS``), which the report reads back from the run's manifest. Values are
-percentages as the papers print them; ``PublishedScore.fraction`` is on our 0..1 scale.
+table: only numbers read in a paper or in its official repository's README, never estimated
+from a figure. A sweep config may add its own under ``published:`` (same fields; checked by the
+config validator against ``PUBLISHED_FIELDS``), which the report reads back from the run's
+manifest. Values are percentages as the papers print them; ``PublishedScore.fraction`` is on our
+0..1 scale.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ PUBLISHED_FIELDS: dict[str, Opt] = {
                  required=True),
     "value": Opt("float", "the published score in percent, as printed", required=True),
     "paper": Opt("str", "the paper (short title, venue or arXiv id)", required=True),
-    "table": Opt("str", "where in the paper: 'Table 3', 'Table 2, p. 9'", required=True),
+    "table": Opt("str", "where in the paper: 'Table 3', 'Table 2, p. 9', 'README table'", required=True),
     "metric": Opt("str", "the paper's name for the number (Pass@1, APR, All)"),
     "note": Opt("str", "how the paper's setting differs from ours, if it does"),
 }
