@@ -49,8 +49,10 @@ def cmd_cancel(a: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
 
     from fasteval.cli.common import private_run_files
+    from fasteval.runfolder.lock import run_folder_lock
 
-    with private_run_files(shared=False):  # the journal's new lines, like every run folder file
+    # the journal's new lines, like every run folder file; never beside a run that polls the same batches
+    with private_run_files(shared=False), run_folder_lock(run_dir, "batches cancel"):
         cancelled, kept = uvloop.run(cancel_batches(run_dir, poll_s=a.poll_s, say=say))
     say(f"{cancelled} batch(es) cancelled; {kept} finished result(s) collected into the journal; a rerun of the "
         "sweep resubmits the cancelled requests")
