@@ -28,7 +28,8 @@ class AnthropicBatchWire(HttpBatchWire):
     name = "anthropic"
 
     def __init__(self, provider: AnthropicProvider, *, timeout_s: float = 600.0) -> None:
-        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
+        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0),
+                         provider.base_url)
         self.provider = provider
         self.base = f"{provider.base_url}/v1/messages/batches"
 

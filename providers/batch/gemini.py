@@ -99,7 +99,8 @@ class GeminiBatchWire(HttpBatchWire):
     """Bytes per upload call: the input is streamed from its lines, never joined whole in memory."""
 
     def __init__(self, provider: GeminiProvider, *, timeout_s: float = 600.0) -> None:
-        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
+        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0),
+                         provider.base_url)
         self.provider = provider
         self.base = provider.base_url
         self.root = f"{provider.base_url}/v1beta"

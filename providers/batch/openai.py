@@ -38,7 +38,7 @@ class OpenAIBatchWire(HttpBatchWire):
 
     def _init(self, provider: Any, connect_s: float, timeout_s: float) -> None:
         super().__init__(self._headers_of(provider), aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_s),
-                         prefix=provider.base_url)
+                         provider.base_url, prefix=provider.base_url)
         self.base = provider.base_url
 
     @staticmethod
