@@ -4,7 +4,8 @@ The two inputs the docs describe, and how results come back from each:
 
 - inline: ``inputConfig.requests.requests[]`` of ``{request, metadata: {key}}`` in the create
   call itself, for a create body under 20 MB. Responses come back in the operation
-  (``response.inlinedResponses``) in request order without our keys: matched by order.
+  (``response.inlinedResponses``), each with its request's ``metadata``: matched by key
+  (``inline_results``; by order only when no response has a key, and never when counts differ).
 - file: a JSONL file of ``{"key", "request"}`` lines, uploaded through the Files API's resumable
   protocol (``upload/v1beta/files``: a ``start`` command, then the bytes in chunks, the last one
   with ``finalize``), and ``inputConfig.fileName``. Results are a responses file
@@ -253,7 +254,8 @@ class GeminiBatchWire(HttpBatchWire):
                 raise
             return file_results(raw, ids)
         inlined = (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
-        return [parse_inline(cid, item) for cid, item in zip(ids, inlined, strict=False)]  # by order, not by key
+        return inline_results(inlined if isinstance(inlined, list) else [], ids, info.id,
+                              complete=info.status.endswith("_SUCCEEDED"))
 
     async def _drop_input(self, info: BatchInfo) -> None:
         """Delete an ended batch's input file (ours: same display name): it only fills the project's storage."""
@@ -341,6 +343,39 @@ def file_results(raw: bytes, ids: list[str]) -> list[ResultLine]:
             data = {"response": data}  # a bare GenerateContentResponse line
         out.append(parse_inline(cid, data))
     return out
+
+
+def inline_results(inlined: list[Any], ids: list[str], batch_id: str, *, complete: bool = True) -> list[ResultLine]:
+    """Inline responses matched to our requests by the ``metadata.key`` we sent with each.
+
+    Matched by position, a dropped or reordered entry gave jobs other requests' answers, recorded
+    ``ok``. So a batch that succeeded (``complete``) with a count that differs, or any batch whose
+    keys are not the batch's own (a stranger, a duplicate, one missing among keyed ones), fails
+    every request of the batch (``fatal``: nothing guessed, nothing paid for again). Only when no
+    response carries a key (the API has been seen to omit ``metadata``) do we fall back on the
+    documented request order, and then only with the counts equal. A cancelled or expired batch
+    may hold a part: keyed, it is matched; unkeyed, it cannot be placed and counts as not done.
+    """
+    def refused(why: str) -> list[ResultLine]:
+        msg = f"batch {batch_id}: {why}: answers are never matched to requests by guess"
+        return [ResultLine(custom_id=c, kind="fatal", message=msg) for c in ids]
+
+    if complete and len(inlined) != len(ids):
+        return refused(f"{len(inlined)} inline responses for {len(ids)} requests")
+    keys = [_inline_key(x) for x in inlined]
+    if all(k is None for k in keys):
+        if len(inlined) != len(ids):
+            return []
+        return [parse_inline(cid, item) for cid, item in zip(ids, inlined, strict=True)]
+    if None in keys or len(set(keys)) != len(keys) or not set(keys) <= set(ids):
+        return refused("the inline responses' metadata keys are not the batch's requests")
+    return [parse_inline(k or "", item) for k, item in zip(keys, inlined, strict=True)]
+
+
+def _inline_key(item: Any) -> str | None:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    key = meta.get("key") if isinstance(meta, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def parse_inline(cid: str, item: Any) -> ResultLine:
