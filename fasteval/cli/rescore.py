@@ -37,8 +37,8 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         return EXIT_USAGE
     untrusted = [] if a.config or a.trust_manifest else manifest_endpoints(cfg.roles, given={"judge"} if a.judge else set())
     if untrusted:
-        print(f"error: {run_dir}/manifest.json names endpoints that would get your keys or run a command:\n  "
-              + "\n  ".join(untrusted) + "\nthe manifest is not a config you passed (anyone who can write the run "
+        print(clean(f"error: {run_dir}/manifest.json names endpoints that would get your keys or run a command:\n  "
+                    + "\n  ".join(untrusted), block=True) + "\nthe manifest is not a config you passed (anyone who can write the run "
               "folder can change it): pass --config CONFIG with the roles to use, or --trust-manifest once you "
               "have checked these", file=sys.stderr)
         return EXIT_USAGE
