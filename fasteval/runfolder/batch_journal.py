@@ -44,6 +44,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.redact import redact_text
 from fasteval.core.terminal import clean
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
@@ -294,7 +295,9 @@ class BatchJournal:
                     at = await asyncio.to_thread(_append_synced, self.dir / f"{local}.out", data)
                     self.bytes_written += len(data)
                 events.append({"e": "results", "local": local, "at": at, "ok": [[c, len(b)] for c, b in ok],
-                               "err": [[c, k or "transient", m] for c, b, k, m in outcomes if b is None]})
+                               # an error body may echo the key back: the journal is a run folder file
+                               "err": [[c, k or "transient", redact_text(m)] for c, b, k, m in outcomes
+                                       if b is None]})
             if ended is not None:
                 events.append({"e": "ended", "local": local, "status": ended})
             if events:

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
+from fasteval.core.redact import add_secrets, clear_secrets
 from fasteval.engine.batching import BatchLane
 from fasteval.runfolder.batch_journal import BatchJournal, batch_rows
 from providers.base import ProviderError
@@ -98,3 +99,18 @@ async def test_tampered_result_offsets_are_refused_without_memory_or_a_new_batch
         await rerun(run_dir, server, "openai", 2)
     assert err.value.kind == "fatal"
     assert len(server.batch_apis.batches) == created  # refused, not paid for again
+
+
+async def test_a_key_echoed_in_a_batch_error_is_masked_in_the_journal(tmp_path: Path) -> None:
+    key = "batch-key-5d2e8a9f10c3"
+    add_secrets([key])
+    try:
+        journal = BatchJournal(tmp_path)
+        jb = await journal.begin("m", [b'{"custom_id":"fe_a"}'], [("fe_a", "j0", 0)])
+        await journal.results(jb.local, [("fe_a", None, "auth", f"HTTP 401: invalid x-api-key {key}")],
+                              ended="ended")
+    finally:
+        clear_secrets()
+    text = _journal(tmp_path).read_text()
+    assert key not in text and "invalid x-api-key ***" in text
+    assert BatchJournal(tmp_path).requests["fe_a"].message == "HTTP 401: invalid x-api-key ***"
