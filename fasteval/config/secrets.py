@@ -69,8 +69,8 @@ def secret_problems(spec: Any, path: tuple[str | int, ...] = ()) -> Iterator[tup
     elif isinstance(spec, str) and looks_like_key(spec):
         yield path, "this value looks like an API key or token: configs are copied into run folders; use an " \
                     "environment variable (api_key_env)"
-    elif isinstance(spec, str) and (where := url_secret(spec)):
-        yield path, (f"this URL carries a secret ({where}): configs are copied into run folders and URLs into "
+    elif isinstance(spec, str) and (hole := url_secret(spec)):
+        yield path, (f"this URL carries a secret ({hole}): configs are copied into run folders and URLs into "
                      "run.log; put the key in an environment variable and name it with api_key_env")
 
 
