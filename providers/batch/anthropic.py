@@ -16,7 +16,7 @@ import orjson
 
 from providers.anthropic import AnthropicProvider, classify_anthropic_error, parse_anthropic_response
 from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine
+from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine, url_id
 from providers.batch.http_wire import HttpBatchWire, iso_ts
 
 _STATES: dict[str, BatchState] = {"in_progress": "running", "canceling": "cancelling", "ended": "ended"}
@@ -62,13 +62,13 @@ class AnthropicBatchWire(HttpBatchWire):
                          created_at=iso_ts(data.get("created_at")), output_ref=data.get("results_url"))
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("GET", f"{self.base}/{batch_id}"))
+        return self.info(await self._json("GET", f"{self.base}/{url_id(batch_id, 'batch id')}"))
 
     async def cancel(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("POST", f"{self.base}/{batch_id}/cancel"))
+        return self.info(await self._json("POST", f"{self.base}/{url_id(batch_id, 'batch id')}/cancel"))
 
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
-        url = info.output_ref or f"{self.base}/{info.id}/results"
+        url = info.output_ref or f"{self.base}/{url_id(info.id, 'batch id')}/results"
         try:
             raw = await self._call("GET", url)
         except ProviderError as e:

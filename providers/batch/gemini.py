@@ -62,6 +62,7 @@ _GRANULARITY = 256 * 1024
 """Resumable upload chunks other than the last are multiples of this (unless the server says another)."""
 
 _FILE_NAME = re.compile(r"^files/[A-Za-z0-9_-]{1,128}$")
+_BATCH_NAME = re.compile(r"batches/[A-Za-z0-9_-]{1,128}\Z")
 _HEAD = b'{"key":"'
 _MID = b'","request":'
 
@@ -228,10 +229,10 @@ class GeminiBatchWire(HttpBatchWire):
                          output_ref=orjson.dumps(op.get("response") or meta.get("output") or {}).decode())
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("GET", f"{self.root}/{batch_id}"))
+        return self.info(await self._json("GET", f"{self.root}/{batch_name(batch_id)}"))
 
     async def cancel(self, batch_id: str) -> BatchInfo:
-        await self._json("POST", f"{self.root}/{batch_id}:cancel")
+        await self._json("POST", f"{self.root}/{batch_name(batch_id)}:cancel")
         return await self.retrieve(batch_id)
 
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
@@ -305,6 +306,14 @@ class GeminiBatchWire(HttpBatchWire):
 
     def parse(self, body: bytes) -> ChatResponse:
         return parse_gemini_response(body)
+
+
+def batch_name(value: Any) -> str:
+    """A batch's name (``batches/<id>``) from the journal or an answer, refused unless exactly that."""
+    name = str(value)
+    if not _BATCH_NAME.match(name):
+        raise ProviderError("fatal", f"not a batch name: {name[:120]!r} (a hostile server or a tampered journal)")
+    return name
 
 
 def file_name(value: Any) -> str:

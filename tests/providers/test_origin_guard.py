@@ -94,7 +94,7 @@ async def test_batch_calls_and_a_foreign_results_url_stay_on_our_origin(
             with pytest.raises(ProviderError, match="not the configured origin"):
                 await wire.create("fe1local", [wire.line("a", b'{"x":1}')], file_id=None, on_file=_no_file)
             with pytest.raises(ProviderError, match="not the configured origin"):
-                await wire.retrieve("batch_1")
+                await wire.retrieve("batches/b1" if isinstance(wire, GeminiBatchWire) else "batch_1")
         # A results_url the batch API hands back on another origin is never fetched with the key.
         info = BatchInfo(id="msgbatch_1", state="ended", status="ended", output_ref=f"{other.url}/results")
         with pytest.raises(ProviderError, match="not the configured origin"):
@@ -120,3 +120,27 @@ async def test_a_redirect_within_the_origin_is_still_followed(
 
 async def _no_file(file_id: str) -> None:
     raise AssertionError("no upload may land anywhere")
+
+
+async def test_ids_from_a_server_or_a_journal_never_steer_a_keyed_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``output_file_id`` of ``../../../evil?x=`` (or such a batch id) is refused, nothing sent."""
+    ours = Elsewhere()
+    await ours.start()
+    monkeypatch.setenv("FE_ORIGIN_KEY", KEY)
+    anthropic, gemini, openai = _providers(ours.url)
+    wires = [AnthropicBatchWire(anthropic), GeminiBatchWire(gemini), OpenAIBatchWire(openai)]  # type: ignore[arg-type]
+    try:
+        for wire in wires:
+            for bad in ("../../../evil?x=", "batch_1/../../files", "batches/../evil", "a%2F..%2Fb"):
+                with pytest.raises(ProviderError, match="not"):
+                    await wire.retrieve(bad)
+                with pytest.raises(ProviderError, match="not"):
+                    await wire.cancel(bad)
+        with pytest.raises(ProviderError, match="is not an id we put into a URL"):
+            await wires[2].results(BatchInfo(id="batch_1", state="ended", status="completed",
+                                             output_ref="../../../evil?x="), ["a"])
+    finally:
+        for wire in wires:
+            await wire.close()
+        await ours.stop()
+    assert ours.seen == []
