@@ -292,7 +292,10 @@ class BatchLane:
                     fresh = False
                     continue
                 await self.journal.results(jb.local, outcomes, ended=info.status)
-                got = {c: b for c, b, _, _ in outcomes if b is not None}
+                got = {}
+                for c, b, _, _ in outcomes:  # a duplicate id: the first body wins, as in the journal
+                    if b is not None:
+                        got.setdefault(c, b)
                 break
         except ProviderError as e:  # the batch could not be created or read: its requests failed so
             try:

@@ -286,6 +286,7 @@ class BatchJournal:
         """Journal outcomes, and the end of the batch if given: bodies go to ``<local>.out``
         (fsynced first), the event says where they are."""
         events: list[dict[str, Any]] = []
+        outcomes = _first_of_each(outcomes)  # a duplicate id: the first wins, as the lane hands it out
         async with self._lock:
             if outcomes:
                 ok = [(c, b) for c, b, _, _ in outcomes if b is not None]
@@ -310,6 +311,16 @@ class BatchJournal:
     def claimed(self) -> set[str]:
         return {b.batch_id for b in self.batches.values() if b.batch_id} | \
             {i for b in self.batches.values() for i in b.forgotten}
+
+
+def _first_of_each(outcomes: list[Outcome]) -> list[Outcome]:
+    seen: set[str] = set()
+    out = []
+    for o in outcomes:
+        if o[0] not in seen:
+            seen.add(o[0])
+            out.append(o)
+    return out
 
 
 def _read(path: Path, what: str) -> bytes:

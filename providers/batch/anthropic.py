@@ -70,12 +70,12 @@ class AnthropicBatchWire(HttpBatchWire):
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
         url = info.output_ref or f"{self.base}/{url_id(info.id, 'batch id')}/results"
         try:
-            raw = await self._call("GET", url)
+            lines = await self._lines(url)
         except ProviderError as e:
             if e.status == 404:  # past the 29 days: its requests count as not succeeded
                 return []
             raise
-        return [parse_line(line) for line in raw.splitlines() if line.strip()]
+        return [parse_line(x) if isinstance(x, bytes) else x.result() for x in lines]
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
         after: str | None = None

@@ -42,6 +42,7 @@ import orjson
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchState, OnFile, ResultLine, custom_id_ok, http_with_headers
 from providers.batch.http_wire import HttpBatchWire, iso_ts
+from providers.batch.result_lines import LongLine
 from providers.gemini import GeminiProvider, classify_gemini_error, parse_gemini_response
 
 log = logging.getLogger(__name__)
@@ -247,13 +248,13 @@ class GeminiBatchWire(HttpBatchWire):
         responses = output.get("responsesFile")
         if responses:
             try:
-                raw = await self._call("GET", f"{self.base}/download/v1beta/{file_name(responses)}:download",
-                                       params={"alt": "media"})
+                lines = await self._lines(f"{self.base}/download/v1beta/{file_name(responses)}:download",
+                                          params={"alt": "media"})
             except ProviderError as e:
                 if e.status == 404:  # a responses file past its 48 h: its requests count as not succeeded
                     return []
                 raise
-            return file_results(raw, ids)
+            return file_results(lines, ids)
         inlined = (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
         return inline_results(inlined if isinstance(inlined, list) else [], ids, info.id,
                               complete=info.status.endswith("_SUCCEEDED"))
@@ -332,10 +333,13 @@ def _int(value: Any) -> int:
         return 0
 
 
-def file_results(raw: bytes, ids: list[str]) -> list[ResultLine]:
+def file_results(lines: list[bytes | LongLine], ids: list[str]) -> list[ResultLine]:
     """A responses file's lines, matched by ``key`` (a line without one takes its place in the input)."""
     out: list[ResultLine] = []
-    for i, line in enumerate(x for x in raw.splitlines() if x.strip()):
+    for i, line in enumerate(lines):
+        if isinstance(line, LongLine):
+            out.append(line.result())
+            continue
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError:

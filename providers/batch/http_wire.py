@@ -12,6 +12,7 @@ import orjson
 
 from providers.base import ProviderError
 from providers.batch.base import BatchWire, http
+from providers.batch.result_lines import MAX_RESULT_LINE, LongLine, http_lines
 from providers.http_json import origin_guard
 
 
@@ -42,6 +43,9 @@ class HttpBatchWire(BatchWire):
     def classify(self, status: int, body: bytes) -> ProviderError:
         """An HTTP error answer as the interactive provider would classify it."""
 
+    max_result_line = MAX_RESULT_LINE
+    """A results line longer than this is not read; its request fails (``result_lines``)."""
+
     def _s(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._session_headers(),
@@ -50,6 +54,10 @@ class HttpBatchWire(BatchWire):
 
     async def _call(self, method: str, url: str, **kwargs: Any) -> bytes:
         return await http(self._s(), method, f"{self._prefix}{url}", self.classify, **kwargs)
+
+    async def _lines(self, url: str, **kwargs: Any) -> list[bytes | LongLine]:
+        """A results file's lines, streamed, each bounded (never one read of the whole file)."""
+        return await http_lines(self._s(), f"{self._prefix}{url}", self.classify, self.max_result_line, **kwargs)
 
     async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
         raw = await self._call(method, url, **kwargs)

@@ -100,12 +100,12 @@ class OpenAIBatchWire(HttpBatchWire):
             if not ref:
                 continue
             try:
-                raw = await self._call("GET", f"/files/{url_id(ref, 'file id')}/content")
+                lines = await self._lines(f"/files/{url_id(ref, 'file id')}/content")
             except ProviderError as e:
                 if e.status == 404:  # an output file that expired: its requests count as not succeeded
                     continue
                 raise
-            out += [parse_line(line) for line in raw.splitlines() if line.strip()]
+            out += [parse_line(x) if isinstance(x, bytes) else x.result() for x in lines]
         return out
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
