@@ -32,6 +32,7 @@ from typing import Any
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.core.pricing import BATCH_TOKENS
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
+from fasteval.runfolder.diskfaults import is_fatal
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
 from providers.breaker import EndpointDown
@@ -305,7 +306,8 @@ class BatchLane:
                 self._fail_all(jb, ProviderError("fatal", f"cannot journal batch {jb.local}: {oe}"))
                 return
         except Exception as e:  # a journal write or our bug: its jobs end in error instead of waiting forever
-            log.error("model %s: batch %s failed: %s", self.name, jb.batch_id or jb.local, e, exc_info=True)
+            if not is_fatal(e):  # a storage fault stopped the sweep with one line naming the file: no traceback
+                log.error("model %s: batch %s failed: %s", self.name, jb.batch_id or jb.local, e, exc_info=True)
             self._fail_all(jb, ProviderError("fatal", f"batch {jb.batch_id or jb.local}: {type(e).__name__}: {e}"))
             return
         finally:

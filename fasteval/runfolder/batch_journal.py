@@ -38,6 +38,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ import orjson
 
 from fasteval.core.redact import redact_text
 from fasteval.core.terminal import clean
+from fasteval.runfolder.diskfaults import is_fatal
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,8 @@ class BatchJournal:
         """One string per job id (a job's rounds share it)."""
         self._lock = asyncio.Lock()
         self._readonly = readonly
+        self.on_failure: Callable[[OSError, Path], None] | None = None
+        """Told of a write that failed for good (a full disk): the sweep stops with one line naming the file."""
         """A reader beside a live run (status): a torn tail may be an append in progress, left alone."""
         self._load()
 
@@ -256,7 +260,7 @@ class BatchJournal:
 
     async def _append_locked(self, events: list[dict[str, Any]]) -> None:
         data = b"".join(orjson.dumps(e) + b"\n" for e in events)
-        await asyncio.to_thread(_append_synced, self.path, data)
+        await self._write(self.path, _append_synced, self.path, data)
         self.bytes_written += len(data)
         for e in events:
             self._apply(e)
@@ -265,10 +269,19 @@ class BatchJournal:
         """Write and fsync the batch's input, then journal it: from here on it may have been created."""
         local = f"fe{int(time.time())}{secrets.token_hex(6)}"
         path = self.dir / f"{local}.jsonl"
-        await asyncio.to_thread(_write_lines_synced, path, lines)
+        await self._write(path, _write_lines_synced, path, lines)
         await self._append([{"e": "begin", "local": local, "lane": lane, "at": time.time(),
                              "map": [list(x) for x in entries]}])
         return self.batches[local]
+
+    async def _write(self, path: Path, write: Callable[..., Any], *args: Any) -> Any:
+        """``write(*args)`` off the loop; a storage fault is reported (``on_failure``) before it is raised."""
+        try:
+            return await asyncio.to_thread(write, *args)
+        except OSError as e:
+            if self.on_failure is not None and is_fatal(e):
+                self.on_failure(e, path)
+            raise
 
     def input_lines(self, local: str) -> list[bytes]:
         return [x for x in _read(self.dir / f"{local}.jsonl", "a batch input").splitlines() if x]
@@ -293,7 +306,7 @@ class BatchJournal:
                 at = 0
                 if ok:
                     data = b"".join(b + b"\n" for _, b in ok)
-                    at = await asyncio.to_thread(_append_synced, self.dir / f"{local}.out", data)
+                    at = await self._write(self.dir / f"{local}.out", _append_synced, self.dir / f"{local}.out", data)
                     self.bytes_written += len(data)
                 events.append({"e": "results", "local": local, "at": at, "ok": [[c, len(b)] for c, b in ok],
                                # an error body may echo the key back: the journal is a run folder file
