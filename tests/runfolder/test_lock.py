@@ -97,3 +97,16 @@ def test_a_tampered_lock_file_is_only_text(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_the_python_api_takes_the_same_lock(tmp_path: Path, finished_run: Path) -> None:
+    from fasteval.api import run
+
+    proc = holder(finished_run)
+    try:
+        with pytest.raises(RunFolderBusy, match=f"in use by pid {proc.pid}"):
+            run(config(tmp_path), run_dir=finished_run, preflight=False)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert run(config(tmp_path), run_dir=finished_run, preflight=False).ok == 0  # all done before: resumed
