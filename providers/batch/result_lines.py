@@ -54,8 +54,13 @@ class LineCutter:
         start = 0
         while start < len(chunk):
             nl = chunk.find(b"\n", start)
-            end = len(chunk) if nl < 0 else nl
-            self._take(chunk[start:end])
+            if nl >= 0 and not self._buf and self._long is None and nl - start <= self.max_line:
+                line = chunk[start:nl]  # the common case, a whole line inside one chunk: one copy
+                if line.strip():
+                    self.lines.append(line)
+                start = nl + 1
+                continue
+            self._take(chunk[start:len(chunk) if nl < 0 else nl])
             if nl < 0:
                 return
             self._end_line()
