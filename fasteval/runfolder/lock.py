@@ -62,6 +62,12 @@ def _holder(fd: int) -> str:
     return clean(f"pid {info.get('pid')} on {info.get('host')} ({info.get('command')}, since {when})")[:600]
 
 
+def _arguments(command: str) -> list[str]:
+    """The command line's arguments after ``command``'s words (none when this is not the CLI: the API)."""
+    words = command.split()
+    return sys.argv[1 + len(words):] if sys.argv[1:1 + len(words)] == words else []
+
+
 @contextlib.contextmanager
 def run_folder_lock(run_dir: Path, command: str) -> Iterator[None]:
     """Hold ``run_dir``'s lock for the block, or raise ``RunFolderBusy`` having written nothing.
@@ -81,7 +87,7 @@ def run_folder_lock(run_dir: Path, command: str) -> Iterator[None]:
                                 f"may write a run folder (two would run and pay for the same jobs twice); "
                                 f"wait for it to end, or stop it") from None
         with contextlib.suppress(OSError):  # the text only names us to a second command
-            line = redact_text(" ".join(["fasteval", command, *sys.argv[2:]]))[:1000]
+            line = redact_text(" ".join(["fasteval", command, *_arguments(command)]))[:1000]
             info = orjson.dumps({"pid": os.getpid(), "host": socket.gethostname(), "command": line,
                                  "since": time.time()})
             os.ftruncate(fd, 0)

@@ -16,7 +16,8 @@ from fasteval.runfolder.lock import LOCK, run_folder_lock
 
 FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 HOLDER = ("import sys, time\nfrom pathlib import Path\nfrom fasteval.runfolder.lock import run_folder_lock\n"
-          "with run_folder_lock(Path(sys.argv[1]), 'run'):\n    print('held', flush=True)\n    time.sleep(600)\n")
+          "run_dir = Path(sys.argv[1])\nsys.argv[1:] = ['batches', 'cancel', str(run_dir)]  # as the CLI has it\n"
+          "with run_folder_lock(run_dir, 'batches cancel'):\n    print('held', flush=True)\n    time.sleep(600)\n")
 
 
 def config(tmp: Path) -> Path:
@@ -64,7 +65,7 @@ def test_every_writing_command_is_refused_while_another_holds_the_folder(tmp_pat
             assert res.returncode == 2, (args, res.stderr)
             lines = res.stderr.strip().splitlines()
             assert len(lines) == 1 and f"in use by pid {proc.pid} on " in lines[0], (args, res.stderr)
-            assert "fasteval run" in lines[0] and "Traceback" not in res.stderr
+            assert f"(fasteval batches cancel {finished_run}, since " in lines[0] and "Traceback" not in res.stderr
         assert snapshot(finished_run) == before  # nothing written: no run.log line, no record
         assert not (tmp_path / "merged").exists()
     finally:
