@@ -82,7 +82,7 @@ def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[dict[str, Any]] | N
             return None
         return batched_specs({"models": cfg.models, "roles": cfg.roles})
     specs = manifest_specs(run_dir)
-    untrusted = [] if a.trust_manifest else manifest_endpoints({s["name"]: s for s in specs}, given=set())
+    untrusted = [] if a.trust_manifest else manifest_endpoints({str(s.get("name")): s for s in specs}, given=set())
     if untrusted:
         print(clean(f"error: {run_dir}/manifest.json names endpoints that would get your keys:"), file=sys.stderr)
         for line in untrusted:

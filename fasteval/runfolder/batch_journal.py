@@ -126,9 +126,9 @@ class BatchJournal:
         """One string per job id (a job's rounds share it)."""
         self._lock = asyncio.Lock()
         self._readonly = readonly
+        """A reader beside a live run (status): a torn tail may be an append in progress, left alone."""
         self.on_failure: Callable[[OSError, Path], None] | None = None
         """Told of a write that failed for good (a full disk): the sweep stops with one line naming the file."""
-        """A reader beside a live run (status): a torn tail may be an append in progress, left alone."""
         self._load()
 
     @classmethod
