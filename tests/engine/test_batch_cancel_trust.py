@@ -51,7 +51,7 @@ def run_folder(tmp: Path, base_url: str) -> Path:
              "api_key_env": "FE_CANCEL_KEY", "batch": {"gather_s": 0.1, "poll_s": 0.1}}
     write_manifest(run_dir, {"config": {"models": [model], "suites": []}})
     events = [{"e": "begin", "local": "fe1", "lane": "bm", "at": 1.0, "map": [["fe_a", "j0", 0]]},
-              {"e": "created", "local": "fe1", "id": f"batch_{HOSTILE}"}]
+              {"e": "created", "local": "fe1", "id": "batch_1"}]
     (run_dir / "batches" / "journal.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in events))
     return run_dir
 
@@ -89,4 +89,4 @@ async def test_a_config_given_replaces_the_manifests_endpoints(tmp_path: Path, h
     (tmp_path / "sweep.yaml").write_text(yaml.safe_dump(cfg))
     out = await cancel(str(run_dir), "--config", str(tmp_path / "sweep.yaml"))
     assert out.returncode == 0, out.stderr
-    assert hostile.seen and hostile.seen[0].endswith("/cancel")  # the config's endpoint, not the manifest's
+    assert hostile.seen and hostile.seen[0].endswith("/cancel"), out.stderr  # the config's endpoint
