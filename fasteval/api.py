@@ -67,17 +67,22 @@ async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | N
                     seeds=list(seeds or []), limit=limit)
     opts = RunOptions(run_dir=folder, force=force, keep_errors=keep_errors, max_concurrency=max_concurrency,
                       progress=False, selectors=sel)
-    try:
-        result = await run_sweep(cfg, opts)
-    except SweepIncomplete as e:
-        return _summary(folder, e.result, str(e))
+    from fasteval.runfolder.lock import run_folder_lock
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with run_folder_lock(folder, "run (Python API)"):  # RunFolderBusy when another command writes it
+        try:
+            result = await run_sweep(cfg, opts)
+        except SweepIncomplete as e:
+            return _summary(folder, e.result, str(e))
     return _summary(folder, result, None)
 
 
 def run(config: str | Path | SweepConfig, *, run_dir: str | Path | None = None, **options: Any) -> RunSummary:
     """Run (or resume) a sweep; selectors (models, suites, settings, seeds, limit) narrow the plan.
 
-    Raises ConfigError for a bad config or a failed preflight (nothing ran, no run folder).
+    Raises ConfigError for a bad config or a failed preflight (nothing ran, no run folder), and
+    RunFolderBusy when another command (a CLI run, a rescore) holds the run folder.
     """
     return asyncio.run(run_async(config, run_dir=run_dir, **options))
 

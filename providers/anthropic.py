@@ -56,7 +56,7 @@ class AnthropicProvider(Provider):
         self.extra_body = dict(extra_body or {})
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/v1/messages"
-        self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), max_connections)
+        self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), self.base_url, max_connections)
         self._images = ImageParts(_build_image_block)
 
     def endpoint_id(self) -> str:

@@ -71,7 +71,7 @@ class GeminiProvider(Provider):
         self.extra_body = dict(extra_body or {})
         self._endpoint_name = endpoint_name
         self._url = f"{self.base_url}/v1beta/models/{model}:generateContent"
-        self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), max_connections)
+        self._http = JsonEndpoint(self._headers, timeouts or Timeouts(), self.base_url, max_connections)
         self._images = ImageParts(_build_image_part)
 
     def endpoint_id(self) -> str:

@@ -1,4 +1,4 @@
-"""One pooled aiohttp session per endpoint, and the transport faults every provider maps alike.
+"""One pooled aiohttp session per endpoint, kept on its origin, and the transport faults every provider maps alike.
 
 Native providers (Anthropic, Gemini) differ in URLs, headers and error bodies, not in how a
 reset, a refused connection or a timeout is classified; that lives here once. Headers and
@@ -14,10 +14,35 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import aiohttp
+from aiohttp import ClientHandlerType, ClientRequest, ClientResponse
+from aiohttp.client_middlewares import ClientMiddlewareType
 from multidict import CIMultiDictProxy
+from yarl import URL
 
 from providers.base import ProviderError
 from providers.breaker import connection_error
+
+
+def origin_guard(base_url: str) -> ClientMiddlewareType:
+    """A session middleware that refuses every request off ``base_url``'s origin.
+
+    aiohttp follows a 302/307 to any host and drops only ``Authorization`` there: ``x-api-key``
+    (Anthropic), ``x-goog-api-key`` (Gemini) and the request body (a prompt, an image, a batch's
+    input) went along, and a ``results_url`` a batch API hands us is just as much a server's word.
+    Middlewares see every hop of a redirect, so one check here keeps keys and bodies on the
+    configured origin; a redirect within it is still followed. We refuse rather than strip: a
+    request that cannot reach its endpoint is a config problem the user should see (``fatal``).
+    """
+    origin = URL(base_url).origin()
+
+    async def guard(req: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
+        if req.url.origin() != origin:
+            raise ProviderError("fatal", f"refused to send {req.method} to {req.url.origin()}: it is not the "
+                                         f"configured origin {origin} (a redirect or a URL from the server); "
+                                         "keys and request bodies never leave it")
+        return await handler(req)
+
+    return guard
 
 
 @dataclass(slots=True)
@@ -42,8 +67,10 @@ def env_key(var: str | None, provider: str) -> str | None:
 class JsonEndpoint:
     """POSTs JSON bodies to one host and returns ``(status, headers, body)``; maps transport faults."""
 
-    def __init__(self, headers: Callable[[], dict[str, str]], timeouts: Timeouts, max_connections: int = 1024) -> None:
+    def __init__(self, headers: Callable[[], dict[str, str]], timeouts: Timeouts, base_url: str,
+                 max_connections: int = 1024) -> None:
         self._headers = headers
+        self._guard = origin_guard(base_url)
         self._timeout = aiohttp.ClientTimeout(total=timeouts.attempt_s, sock_connect=timeouts.connect_s,
                                               sock_read=timeouts.read_s)
         self._max_connections = max_connections
@@ -53,7 +80,7 @@ class JsonEndpoint:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
             self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout,
-                                                  headers=self._headers())
+                                                  headers=self._headers(), middlewares=(self._guard,))
         return self._session
 
     async def post(self, url: str, body: bytes) -> tuple[int, CIMultiDictProxy[str], bytes]:

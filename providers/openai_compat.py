@@ -20,7 +20,7 @@ from fasteval.core.types import Message, Usage
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError, ToolCallRequest
 from providers.body import SLOT, ByteBudget, body_data, is_shareable, splice
 from providers.breaker import connection_error
-from providers.http_json import Timeouts, openai_retry_after, retry_after_header
+from providers.http_json import Timeouts, openai_retry_after, origin_guard, retry_after_header
 from providers.retry import classify_status
 
 ImageUrlResolver = Callable[[str, str], Awaitable[bytes]]
@@ -94,7 +94,8 @@ class OpenAICompatProvider(Provider):
         # at thousands of requests per second (benchmarks/throughput.py).
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=self._max_connections, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, headers=self._headers())
+            self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout, headers=self._headers(),
+                                                  middlewares=(origin_guard(self.base_url),))
             self._own_session = True
         return self._session
 
@@ -188,7 +189,7 @@ class OpenAICompatProvider(Provider):
         url = f"{self.base_url}/models"
         timeout = aiohttp.ClientTimeout(total=timeout_s)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, \
+            async with aiohttp.ClientSession(timeout=timeout, middlewares=(origin_guard(self.base_url),)) as session, \
                     session.get(url, headers=self._headers()) as resp:
                 raw = await resp.read()
                 if resp.status != 200:

@@ -76,7 +76,7 @@ class OpenAIResponsesProvider(Provider):
         self.timeouts = timeouts or Timeouts()
         self._reasons = False
         """Seen to reason although neither its id nor ``reasoning_effort`` said so (``_learn_reasoning``)."""
-        self._http = JsonEndpoint(self._headers, self.timeouts, max_connections)
+        self._http = JsonEndpoint(self._headers, self.timeouts, self.base_url, max_connections)
         self._images = ImageParts(_build_image_part)
 
     def endpoint_id(self) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from fasteval.cli.common import console, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import plain
+from fasteval.core.terminal import clean, plain
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -19,7 +19,7 @@ def cmd_list(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     if not run_dir.is_dir():
-        print(f"error: no run folder {run_dir}", file=sys.stderr)
+        print(f"error: no run folder {clean(str(run_dir))}", file=sys.stderr)
         return EXIT_USAGE
     rows = batch_rows(run_dir)
     if a.format == "json":
@@ -38,23 +38,60 @@ def cmd_list(a: argparse.Namespace) -> int:
 def cmd_cancel(a: argparse.Namespace) -> int:
     import uvloop
 
+    from fasteval.cli.common import private_run_files
+    from fasteval.core.redact import add_secrets_from_env, redact_text, secret_like_env_names
     from fasteval.engine.batch_admin import cancel_batches
+    from fasteval.runfolder.lock import run_folder_lock
 
     run_dir = Path(a.run_dir)
     if not run_dir.is_dir():
-        print(f"error: no run folder {run_dir}", file=sys.stderr)
+        print(f"error: no run folder {clean(str(run_dir))}", file=sys.stderr)
         return EXIT_USAGE
+    specs = _endpoints(a, run_dir)
+    if specs is None:
+        return EXIT_USAGE
+    add_secrets_from_env({s["api_key_env"] for s in specs if isinstance(s.get("api_key_env"), str)}
+                         | secret_like_env_names())
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr)
+    def say(line: str) -> None:  # batch ids, status words and error bodies are the provider's text
+        print(clean(redact_text(line)), file=sys.stderr)
 
-    from fasteval.cli.common import private_run_files
-
-    with private_run_files(shared=False):  # the journal's new lines, like every run folder file
-        cancelled, kept = uvloop.run(cancel_batches(run_dir, poll_s=a.poll_s, say=say))
+    # the journal's new lines, like every run folder file; never beside a run that polls the same batches
+    with private_run_files(shared=False), run_folder_lock(run_dir, "batches cancel"):
+        cancelled, kept = uvloop.run(cancel_batches(run_dir, specs, poll_s=a.poll_s, say=say))
     say(f"{cancelled} batch(es) cancelled; {kept} finished result(s) collected into the journal; a rerun of the "
         "sweep resubmits the cancelled requests")
     return EXIT_OK
+
+
+def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[dict[str, Any]] | None:
+    """The batched entries to cancel through: ``--config``'s, or the manifest's once trusted (rescore's rule:
+    a manifest ``base_url`` that would get a key needs ``--trust-manifest``); None after saying why not."""
+    from fasteval.cli.common import print_config_error
+    from fasteval.cli.rescore import manifest_endpoints
+    from fasteval.core.errors import ConfigError
+    from fasteval.engine.batch_admin import batched_specs, manifest_specs
+
+    if a.config:
+        from fasteval.config.load import load_config
+
+        try:
+            cfg = load_config(a.config)
+        except ConfigError as e:
+            print_config_error(e)
+            return None
+        return batched_specs({"models": cfg.models, "roles": cfg.roles})
+    specs = manifest_specs(run_dir)
+    untrusted = [] if a.trust_manifest else manifest_endpoints({str(s.get("name")): s for s in specs}, given=set())
+    if untrusted:
+        print(clean(f"error: {run_dir}/manifest.json names endpoints that would get your keys:"), file=sys.stderr)
+        for line in untrusted:
+            print(f"  {clean(line)}", file=sys.stderr)
+        print("the manifest is not a config you passed (anyone who can write the run folder can change it): pass "
+              "--config CONFIG with the models to use, or --trust-manifest once you have checked these",
+              file=sys.stderr)
+        return None
+    return specs
 
 
 def add_parser(sub: Any) -> None:
@@ -67,4 +104,7 @@ def add_parser(sub: Any) -> None:
     c = bs.add_parser("cancel", help="cancel the run's open batches and collect their partial results")
     c.add_argument("run_dir")
     c.add_argument("--poll-s", type=float, default=5.0, help="seconds between polls while the cancels finish")
+    c.add_argument("--config", help="the sweep's config: its batched models' endpoints and keys (not the manifest's)")
+    c.add_argument("--trust-manifest", action="store_true",
+                   help="use the endpoints the run's manifest names (checked by you) without --config")
     c.set_defaults(func=cmd_cancel)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fasteval.cli import compare, data, merge, report, rescore, run, score_file, status, tool
-from fasteval.core.errors import UnsafeRunFolder
+from fasteval.core.errors import RunFolderBusy, UnsafeRunFolder
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
 from fasteval.core.redact import RedactingFilter
 
@@ -82,6 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     except UnsafeRunFolder as e:  # a planted symbolic link in a run folder: one line, nothing followed
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except RunFolderBusy as e:  # another command writes this run folder: one line naming it, nothing written
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
     finally:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,19 @@ from typing import Any
 from fasteval.cli.common import print_json, private_run_files
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
+from fasteval.runfolder.lock import run_folder_lock
 
 
 def cmd_merge(a: argparse.Namespace) -> int:
     from fasteval.runfolder.merge import MergeConflict, merge_runs
 
+    sources = [Path(s) for s in a.sources]
     try:
-        with private_run_files(a.shared_run_dir):  # the merged folder holds what the shards held
-            out = merge_runs(Path(a.out), [Path(s) for s in a.sources])
+        with private_run_files(a.shared_run_dir), contextlib.ExitStack() as held:  # the merged folder holds
+            for src in sources:  # what the shards held; a source still being written is not merged
+                if src.is_dir():
+                    held.enter_context(run_folder_lock(src, "merge"))
+            out = merge_runs(Path(a.out), sources)
     except MergeConflict as e:
         print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE

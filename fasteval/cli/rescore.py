@@ -37,12 +37,15 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         return EXIT_USAGE
     untrusted = [] if a.config or a.trust_manifest else manifest_endpoints(cfg.roles, given={"judge"} if a.judge else set())
     if untrusted:
-        print(f"error: {run_dir}/manifest.json names endpoints that would get your keys or run a command:\n  "
-              + "\n  ".join(untrusted) + "\nthe manifest is not a config you passed (anyone who can write the run "
+        print(clean(f"error: {run_dir}/manifest.json names endpoints that would get your keys or run a command:\n  "
+                    + "\n  ".join(untrusted), block=True) + "\nthe manifest is not a config you passed (anyone who can write the run "
               "folder can change it): pass --config CONFIG with the roles to use, or --trust-manifest once you "
               "have checked these", file=sys.stderr)
         return EXIT_USAGE
-    res = uvloop.run(rescore(cfg, run_dir))
+    from fasteval.runfolder.lock import run_folder_lock
+
+    with run_folder_lock(run_dir, "rescore"):  # appends records: never beside a run or another rescore
+        res = uvloop.run(rescore(cfg, run_dir))
     print(f"{run_dir}: rescored {res.rescored} ok, {res.errors} error, {res.skipped} skipped; "
           f"judge requests {res.judge_requests}, judge cache hits {res.judge_cache_hits}", file=sys.stderr)
     return EXIT_OK

@@ -26,6 +26,7 @@ from fasteval.core.exitcodes import (
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.diskfaults import RunDirUnwritable, RunLogHandler, shown
+from fasteval.runfolder.lock import run_folder_lock
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -125,15 +126,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _run(a: argparse.Namespace, seen: _Started) -> int:
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
-    from fasteval.engine.clients import ModelConfigError
-    from fasteval.engine.sweep import (
-        ConfigChanged,
-        RunOptions,
-        SweepIncomplete,
-        default_run_dir,
-        parse_shard,
-        run_sweep,
-    )
+    from fasteval.engine.sweep import RunOptions, default_run_dir, parse_shard
 
     try:
         cfg = load_config(a.config)
@@ -182,6 +175,21 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     existed = run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
+              "use a writable --run-dir", file=sys.stderr)
+        return EXIT_USAGE
+    with run_folder_lock(run_dir, "run"):  # before run.log: a refused second run writes nothing
+        return _sweep(cfg, opts, existed, seen)
+
+
+def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) -> int:
+    """The sweep itself, holding the run folder's lock: run.log, the live run, the closing lines."""
+    from fasteval.engine.clients import ModelConfigError
+    from fasteval.engine.sweep import ConfigChanged, SweepIncomplete, run_sweep
+
+    run_dir = opts.run_dir
+    try:
         handler = RunLogHandler(run_dir / "run.log")
     except OSError as e:
         print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 from datetime import UTC, datetime
@@ -224,7 +225,12 @@ def cmd_merge(a: argparse.Namespace) -> int:
     if jobs is None:
         return _err(f"{run_dir} has no Slurm submission")
     o = SubmitOptions.from_json(jobs["options"])
-    with private_run_files(o.shared_run_dir):
+    from fasteval.runfolder.lock import run_folder_lock
+
+    with private_run_files(o.shared_run_dir), contextlib.ExitStack() as held:
+        for folder in (run_dir, *shard_dirs(run_dir, o.shards)):  # a shard still running is not merged
+            if folder.is_dir():
+                held.enter_context(run_folder_lock(folder, "slurm merge"))
         return _merge(run_dir, o)
 
 

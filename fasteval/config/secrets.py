@@ -1,7 +1,7 @@
 """Secrets have no place in a config: it is copied verbatim into every run folder's manifest.
 
 A key pasted into a config anywhere (a model entry, ``extra_body``, ``params``, ``serve.env``,
-``serve.args: [--api-key, ...]``, a role) would land in manifest.json, run.log and the servers'
+``serve.args: [--api-key, ...]``, a role, a ``base_url``'s query such as ``?key=...``) would land in manifest.json, run.log and the servers'
 files, so the whole tree is scanned for secret-named keys and secret-shaped values, and an
 ``api_key_env`` that holds a key instead of a variable name is refused.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 SECRET_KEYS = frozenset({"api_key", "apikey", "key", "token", "authorization", "password", "secret",
                          "access_token", "hf_token", "huggingface_token", "openai_api_key", "anthropic_api_key",
@@ -68,3 +69,26 @@ def secret_problems(spec: Any, path: tuple[str | int, ...] = ()) -> Iterator[tup
     elif isinstance(spec, str) and looks_like_key(spec):
         yield path, "this value looks like an API key or token: configs are copied into run folders; use an " \
                     "environment variable (api_key_env)"
+    elif isinstance(spec, str) and (hole := url_secret(spec)):
+        yield path, (f"this URL carries a secret ({hole}): configs are copied into run folders and URLs into "
+                     "run.log; put the key in an environment variable and name it with api_key_env")
+
+
+def url_secret(value: str) -> str | None:
+    """Where a URL holds a secret (``?key=...``, ``?api_key=...``, ``user:password@``); None when it does not.
+
+    A key-shaped value under any query name counts too: ``?x=AIza...`` is still a key.
+    """
+    if "://" not in value:
+        return None
+    try:
+        u = urlsplit(value.strip())
+        password = u.password
+    except ValueError:
+        return None
+    if password:
+        return "a password before the host"
+    for name, v in parse_qsl(u.query, keep_blank_values=False):
+        if (_is_secret_name(name) and v.strip()) or looks_like_key(v):
+            return f"the query parameter {name!r}"
+    return None

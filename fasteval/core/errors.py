@@ -21,3 +21,11 @@ class UnsafeRunFolder(RuntimeError):
     Run folders are shared (clusters, e-mail): a planted link would make a report embed, or a
     resume truncate, a file outside the folder. The CLI prints the message and exits 2.
     """
+
+
+class RunFolderBusy(RuntimeError):
+    """Another command holds the run folder's lock (``runfolder/lock.py``): refused before writing.
+
+    Two sweeps on one folder would run, and pay for, every job twice. The CLI prints the message
+    (which names the holder) and exits 2.
+    """

@@ -23,16 +23,23 @@ from providers.batch.base import BatchSettings
 from providers.batch.wires import wire_for
 
 
-def _batched_specs(run_dir: Path) -> list[dict[str, Any]]:
-    manifest = read_manifest(run_dir) or {}
-    cfg = manifest.get("config") or {}
-    specs = [m for m in cfg.get("models") or [] if isinstance(m, dict) and m.get("batch")]
-    specs += [{**s, "name": r} for r, s in (cfg.get("roles") or {}).items() if isinstance(s, dict) and s.get("batch")]
+def batched_specs(config: dict[str, Any]) -> list[dict[str, Any]]:
+    """The batched model and role entries of a config (the run's manifest's, or one the user passed)."""
+    specs = [m for m in config.get("models") or [] if isinstance(m, dict) and m.get("batch")]
+    roles = config.get("roles") or {}
+    specs += [{**s, "name": r} for r, s in roles.items() if isinstance(s, dict) and s.get("batch")]
     return specs
 
 
-async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print) -> tuple[int, int]:
-    """Cancel every open batch of the run and collect what it finished: (cancelled, results kept)."""
+def manifest_specs(run_dir: Path) -> list[dict[str, Any]]:
+    """``batched_specs`` of the run's manifest: input anyone who can write the folder wrote."""
+    return batched_specs((read_manifest(run_dir) or {}).get("config") or {})
+
+
+async def cancel_batches(run_dir: Path, specs: list[dict[str, Any]], *, poll_s: float = 5.0,
+                         say: Any = print) -> tuple[int, int]:
+    """Cancel every open batch of the run at the endpoints ``specs`` name (checked by the caller: the
+    manifest's are not trusted blindly) and collect what they finished: (cancelled, results kept)."""
     journal = BatchJournal(run_dir)
     open_ = {b.lane for b in journal.open_batches()}
     cancelled = 0
@@ -41,7 +48,7 @@ async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print
     kept_before = sum(1 for st in journal.requests.values() if st.ok)
     async with contextlib.AsyncExitStack() as stack:
         lanes: list[BatchLane] = []
-        for spec in _batched_specs(run_dir):
+        for spec in specs:
             if spec["name"] not in open_:
                 continue
             if spec.get("provider") == "sim":

@@ -33,6 +33,7 @@ from fasteval.core.errors import UnsafeRunFolder
 from fasteval.core.pricing import BATCH_TOKENS
 from fasteval.engine.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
+from fasteval.runfolder.diskfaults import is_fatal
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
 from providers.breaker import EndpointDown
@@ -302,7 +303,10 @@ class BatchLane:
             info = await self.watch.poll(jb.batch_id, jb.local, jb.at)
             outcomes, whole = await self._collect(jb, info)
             await self.journal.results(jb.local, outcomes, ended=info.status if whole else None)
-            got = {c: b for c, b, _, _ in outcomes if b is not None}
+            got = {}
+            for c, body, _, _ in outcomes:  # a duplicate id: the first body wins, as in the journal
+                if body is not None:
+                    got.setdefault(c, body)
             if not whole:  # the rest may have run: never sent again, the batch stays open for a rerun
                 self._given_up[jb.local] = ProviderError("transient", f"batch {info.id}: no readable result for this "
                                                          f"request after {COLLECT_TRIES} downloads of results that "
@@ -322,7 +326,8 @@ class BatchLane:
                 self._fail_all(jb, ProviderError("fatal", f"cannot journal batch {jb.local}: {oe}"))
                 return
         except Exception as e:  # a journal write or our bug: its jobs end in error instead of waiting forever
-            log.error("model %s: batch %s failed: %s", self.name, jb.batch_id or jb.local, e, exc_info=True)
+            if not is_fatal(e):  # a storage fault stopped the sweep with one line naming the file: no traceback
+                log.error("model %s: batch %s failed: %s", self.name, jb.batch_id or jb.local, e, exc_info=True)
             self._fail_all(jb, ProviderError("fatal", f"batch {jb.batch_id or jb.local}: {type(e).__name__}: {e}"))
             return
         finally:

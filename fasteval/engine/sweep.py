@@ -421,6 +421,8 @@ class Sweep:
                                     run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
             self.lanes = rt.lanes
+            for lane in self.lanes.values():  # a full disk under batches/ stops the sweep like one under blobs/
+                lane.journal.on_failure = self._blob_fault
             cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
             for line in concurrency_caps(self.lanes, cap, jobs_total):
                 log.warning("%s", line)

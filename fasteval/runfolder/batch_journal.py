@@ -16,8 +16,13 @@ events, appended and fsynced one write at a time:
 - ``ended``: the batch is over and every outcome it will ever give is journaled;
 - ``forget``: a batch id that turned out not to be ours (matched after a crash, then disproved).
 
-A torn last line (a crash mid-append) is cut off when the journal is opened. The journal knows
-nothing of providers: outcomes are plain ``(custom_id, body | None, kind, message)`` tuples.
+A torn last line (a crash mid-append) is cut off when the journal is opened. The journal is input
+we did not necessarily write (a shared or tampered run folder): every event is checked whole
+before it is applied (a local id is a file name, so it must match ``LOCAL_ID``; offsets and
+sizes are non-negative integers), and a line that fails is a counted bad line (``bad_lines``,
+one logged message naming the first), never a traceback or a path outside ``batches/``. A body
+is read back only within its ``.out`` file's size. The journal knows nothing of providers:
+outcomes are plain ``(custom_id, body | None, kind, message)`` tuples.
 
 Memory: a run of 50,000 batched requests downloads ~100 MB of bodies, and a job needs its body
 once. So the journal keeps per request only where its body lies (two ints); a body is handed to
@@ -28,19 +33,31 @@ rerun) asks for it. Opening the journal streams it line by line.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from fasteval.core.redact import redact_text
+from fasteval.core.terminal import clean
+from fasteval.runfolder.diskfaults import is_fatal
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
+
+log = logging.getLogger(__name__)
 
 BATCHES_DIR = "batches"
 JOURNAL = "journal.jsonl"
+LOCAL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}\Z")
+"""A batch's local id names its files (``<local>.jsonl``, ``<local>.out``): nothing else is one."""
+_MAX_LINE = 1 << 30
+"""A journal line longer than this is not one we wrote (a legacy line holds at most one batch's bodies)."""
 
 Outcome = tuple[str, bytes | None, str | None, str]
 """``(custom_id, response body or None, error kind or None, message)``."""
@@ -101,11 +118,17 @@ class BatchJournal:
         self.batches: dict[str, JournalBatch] = {}
         self.requests: dict[str, RequestState] = {}
         self.bytes_written = 0
+        self.bad_lines = 0
+        """Complete lines that are not a valid event (tampered, or another program's): skipped."""
+        self.first_bad = ""
+        """Where the first bad line is and why, for the one message a reader shows."""
         self._jobs: dict[str, str] = {}
         """One string per job id (a job's rounds share it)."""
         self._lock = asyncio.Lock()
         self._readonly = readonly
         """A reader beside a live run (status): a torn tail may be an append in progress, left alone."""
+        self.on_failure: Callable[[OSError, Path], None] | None = None
+        """Told of a write that failed for good (a full disk): the sweep stops with one line naming the file."""
         self._load()
 
     @classmethod
@@ -121,12 +144,19 @@ class BatchJournal:
         good = 0
         with os.fdopen(fd, "rb") as f:
             size = os.fstat(f.fileno()).st_size
-            for line in f:
+            while line := f.readline(_MAX_LINE):
                 if not line.endswith(b"\n"):
-                    break  # a torn append
+                    if len(line) < _MAX_LINE:
+                        break  # a torn append
+                    self._bad(good, "longer than 1 GiB")
+                    good += len(line) + _skip_line(f)
+                    continue
                 if line.strip():
-                    self._apply(orjson.loads(line), good, len(line))
+                    self._load_line(line, good)
                 good += len(line)
+        if self.bad_lines:
+            log.warning("%s: %d bad line(s) skipped (%s); their batches are unknown to this run",
+                        clean(str(self.path)), self.bad_lines, self.first_bad)
         if good < size and not self._readonly:  # cut a torn append off before the next append lands after it
             fd = open_nofollow(self.path, os.O_WRONLY, "the batch journal")
             try:
@@ -134,6 +164,20 @@ class BatchJournal:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+    def _load_line(self, line: bytes, offset: int) -> None:
+        try:
+            ev = orjson.loads(line)
+            _check(ev, self.batches)
+        except (orjson.JSONDecodeError, ValueError) as e:
+            self._bad(offset, str(e))
+            return
+        self._apply(ev, offset, len(line))
+
+    def _bad(self, offset: int, why: str) -> None:
+        self.bad_lines += 1
+        if self.bad_lines == 1:
+            self.first_bad = f"the first at byte {offset}: {clean(why)[:200]}"
 
     def _apply(self, ev: dict[str, Any], offset: int = -1, length: int = 0) -> None:
         """One event onto the state; ``offset``/``length``: the event's line in the journal (legacy bodies)."""
@@ -201,7 +245,8 @@ class BatchJournal:
         if st.src:
             data = _pread(self.dir / f"{st.src}.out", st.at, st.size, "a batch's results")
             if len(data) != st.size:
-                raise OSError(f"{self.dir / (st.src + '.out')}: the result of {cid} is cut short")
+                raise OSError(f"{self.dir / (st.src + '.out')}: the result of {cid} is cut short or lies past "
+                              "its end (a tampered journal or a cut file)")
             return data
         ev = orjson.loads(_pread(self.path, st.at, st.size, "the batch journal"))
         for c, body, _, _ in ev["r"]:
@@ -215,7 +260,7 @@ class BatchJournal:
 
     async def _append_locked(self, events: list[dict[str, Any]]) -> None:
         data = b"".join(orjson.dumps(e) + b"\n" for e in events)
-        await asyncio.to_thread(_append_synced, self.path, data)
+        await self._write(self.path, _append_synced, self.path, data)
         self.bytes_written += len(data)
         for e in events:
             self._apply(e)
@@ -224,10 +269,19 @@ class BatchJournal:
         """Write and fsync the batch's input, then journal it: from here on it may have been created."""
         local = f"fe{int(time.time())}{secrets.token_hex(6)}"
         path = self.dir / f"{local}.jsonl"
-        await asyncio.to_thread(_write_lines_synced, path, lines)
+        await self._write(path, _write_lines_synced, path, lines)
         await self._append([{"e": "begin", "local": local, "lane": lane, "at": time.time(),
                              "map": [list(x) for x in entries]}])
         return self.batches[local]
+
+    async def _write(self, path: Path, write: Callable[..., Any], *args: Any) -> Any:
+        """``write(*args)`` off the loop; a storage fault is reported (``on_failure``) before it is raised."""
+        try:
+            return await asyncio.to_thread(write, *args)
+        except OSError as e:
+            if self.on_failure is not None and is_fatal(e):
+                self.on_failure(e, path)
+            raise
 
     def input_lines(self, local: str) -> list[bytes]:
         return [x for x in _read(self.dir / f"{local}.jsonl", "a batch input").splitlines() if x]
@@ -245,16 +299,19 @@ class BatchJournal:
         """Journal outcomes, and the end of the batch if given: bodies go to ``<local>.out``
         (fsynced first), the event says where they are."""
         events: list[dict[str, Any]] = []
+        outcomes = _first_of_each(outcomes)  # a duplicate id: the first wins, as the lane hands it out
         async with self._lock:
             if outcomes:
                 ok = [(c, b) for c, b, _, _ in outcomes if b is not None]
                 at = 0
                 if ok:
                     data = b"".join(b + b"\n" for _, b in ok)
-                    at = await asyncio.to_thread(_append_synced, self.dir / f"{local}.out", data)
+                    at = await self._write(self.dir / f"{local}.out", _append_synced, self.dir / f"{local}.out", data)
                     self.bytes_written += len(data)
                 events.append({"e": "results", "local": local, "at": at, "ok": [[c, len(b)] for c, b in ok],
-                               "err": [[c, k or "transient", m] for c, b, k, m in outcomes if b is None]})
+                               # an error body may echo the key back: the journal is a run folder file
+                               "err": [[c, k or "transient", redact_text(m)] for c, b, k, m in outcomes
+                                       if b is None]})
             if ended is not None:
                 events.append({"e": "ended", "local": local, "status": ended})
             if events:
@@ -267,6 +324,16 @@ class BatchJournal:
     def claimed(self) -> set[str]:
         return {b.batch_id for b in self.batches.values() if b.batch_id} | \
             {i for b in self.batches.values() for i in b.forgotten}
+
+
+def _first_of_each(outcomes: list[Outcome]) -> list[Outcome]:
+    seen: set[str] = set()
+    out = []
+    for o in outcomes:
+        if o[0] not in seen:
+            seen.add(o[0])
+            out.append(o)
+    return out
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -317,11 +384,81 @@ def _append_synced(path: Path, data: bytes) -> int:
 
 
 def _pread(path: Path, offset: int, size: int, what: str) -> bytes:
+    """At most what the file holds from ``offset``: a tampered size never allocates more than that."""
     fd = open_nofollow(path, os.O_RDONLY, what)
     try:
-        return os.pread(fd, size, offset)
+        return os.pread(fd, max(0, min(size, os.fstat(fd).st_size - offset)), offset)
     finally:
         os.close(fd)
+
+
+def _skip_line(f: Any) -> int:
+    """Read past the rest of an over-long line in bounded pieces; its length."""
+    n = 0
+    while chunk := f.readline(_MAX_LINE):
+        n += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return n
+
+
+def _str(ev: dict[str, Any], key: str) -> str:
+    v = ev.get(key)
+    if not isinstance(v, str):
+        raise ValueError(f"{ev.get('e')} event: {key} is not a string")
+    return v
+
+
+def _count(v: Any, what: str) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 1 << 62:
+        raise ValueError(f"{what} is not a non-negative integer")
+    return v
+
+
+def _rows(v: Any, width: int, what: str) -> list[list[Any]]:
+    if not isinstance(v, list) or not all(isinstance(r, list) and len(r) == width for r in v):
+        raise ValueError(f"{what} is not a list of {width}-item lists")
+    return v
+
+
+def _check(ev: Any, batches: dict[str, JournalBatch]) -> None:
+    """Raise ``ValueError`` unless ``ev`` is an event ``_apply`` can take whole (checked before any change)."""
+    if not isinstance(ev, dict):
+        raise ValueError("not a JSON object")
+    kind, local = ev.get("e"), _str(ev, "local")
+    if kind == "begin":
+        if not LOCAL_ID.match(local):
+            raise ValueError(f"local id {local[:80]!r} is not a batch id (1-64 of A-Z a-z 0-9 _ -)")
+        if local in batches:
+            raise ValueError(f"batch {local} begins twice")
+        _str(ev, "lane")
+        if not isinstance(ev.get("at"), (int, float)):
+            raise ValueError("begin event: at is not a time")
+        for cid, job, n in _rows(ev.get("map"), 3, "begin event: map"):
+            if not isinstance(cid, str) or not isinstance(job, str):
+                raise ValueError("begin event: a map entry is not (custom_id, job, n)")
+            _count(n, "begin event: a request number")
+        return
+    if kind not in ("file", "created", "forget", "ended", "results"):
+        raise ValueError(f"unknown event {str(kind)[:40]!r}")
+    if local not in batches:
+        raise ValueError(f"{kind} event for batch {local[:80]!r}, which no begin event names")
+    if kind != "results":
+        _str(ev, {"file": "file_id", "created": "id", "forget": "id", "ended": "status"}[kind])
+    elif "r" in ev:
+        for cid, body, err, msg in _rows(ev["r"], 4, "results event: r"):
+            if not (isinstance(cid, str) and isinstance(msg, str) and (body is None or isinstance(body, str))
+                    and (err is None or isinstance(err, str))):
+                raise ValueError("results event: an entry of r is not (custom_id, body, kind, message)")
+    else:
+        _count(ev.get("at"), "results event: at")
+        for cid, size in _rows(ev.get("ok") or [], 2, "results event: ok"):
+            _count(size, "results event: a size")
+            if not isinstance(cid, str):
+                raise ValueError("results event: a custom_id is not a string")
+        for row in _rows(ev.get("err") or [], 3, "results event: err"):
+            if not all(isinstance(x, str) for x in row):
+                raise ValueError("results event: an error is not (custom_id, kind, message)")
 
 
 def batch_rows(run_dir: Path) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import orjson
 
 from providers.anthropic import AnthropicProvider, classify_anthropic_error, parse_anthropic_response
 from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchState, ListGuard, OnFile, ResultLine
+from providers.batch.base import BatchInfo, BatchState, ListGuard, OnFile, ResultLine, url_id
 from providers.batch.http_wire import HttpBatchWire, iso_ts
 
 _STATES: dict[str, BatchState] = {"in_progress": "running", "canceling": "cancelling", "ended": "ended"}
@@ -30,7 +30,8 @@ class AnthropicBatchWire(HttpBatchWire):
     find_proves = False
 
     def __init__(self, provider: AnthropicProvider, *, timeout_s: float = 600.0) -> None:
-        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
+        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0),
+                         provider.base_url)
         self.provider = provider
         self.base = f"{provider.base_url}/v1/messages/batches"
 
@@ -63,20 +64,20 @@ class AnthropicBatchWire(HttpBatchWire):
                          created_at=iso_ts(data.get("created_at")), output_ref=data.get("results_url"))
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("GET", f"{self.base}/{batch_id}"))
+        return self.info(await self._json("GET", f"{self.base}/{url_id(batch_id, 'batch id')}"))
 
     async def cancel(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("POST", f"{self.base}/{batch_id}/cancel"))
+        return self.info(await self._json("POST", f"{self.base}/{url_id(batch_id, 'batch id')}/cancel"))
 
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
-        url = info.output_ref or f"{self.base}/{info.id}/results"
+        url = info.output_ref or f"{self.base}/{url_id(info.id, 'batch id')}/results"
         try:
-            raw = await self._call("GET", url)
+            lines = await self._lines(url)
         except ProviderError as e:
             if e.status == 404:  # past the 29 days: its requests count as not succeeded
                 return []
             raise
-        return [parse_line(line) for line in raw.splitlines() if line.strip()]
+        return [parse_line(x) if isinstance(x, bytes) else x.result() for x in lines]
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:
         after: str | None = None

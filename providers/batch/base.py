@@ -71,6 +71,23 @@ BatchState = Literal["running", "cancelling", "ended"]
 _CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
+_URL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}\Z")
+
+
+def url_id(value: object, what: str) -> str:
+    """An id from a server's answer or the journal, checked before it becomes a URL's path segment.
+
+    An ``output_file_id`` of ``../../../evil?x=`` was fetched with the key: a segment that is not
+    plainly an id (letters, digits, ``_ . -``; no ``/``, ``?``, ``%``) is refused, never quoted
+    into something the server may decode again.
+    """
+    v = str(value)
+    if not _URL_ID.match(v):
+        raise ProviderError("fatal", f"{what} {v[:80]!r} is not an id we put into a URL (a hostile server or a "
+                                     "tampered journal): refused, nothing sent")
+    return v
+
+
 def custom_id_ok(cid: str) -> bool:
     """Anthropic's rule (1-64 of ``[a-zA-Z0-9_-]``) is the strictest; OpenAI takes any string."""
     return bool(_CUSTOM_ID.match(cid))

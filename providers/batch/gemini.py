@@ -4,7 +4,8 @@ The two inputs the docs describe, and how results come back from each:
 
 - inline: ``inputConfig.requests.requests[]`` of ``{request, metadata: {key}}`` in the create
   call itself, for a create body under 20 MB. Responses come back in the operation
-  (``response.inlinedResponses``) in request order without our keys: matched by order.
+  (``response.inlinedResponses``), each with its request's ``metadata``: matched by key
+  (``inline_results``; by order only when no response has a key, and never when counts differ).
 - file: a JSONL file of ``{"key", "request"}`` lines, uploaded through the Files API's resumable
   protocol (``upload/v1beta/files``: a ``start`` command, then the bytes in chunks, the last one
   with ``finalize``), and ``inputConfig.fileName``. Results are a responses file
@@ -49,6 +50,7 @@ from providers.batch.base import (
     http_with_headers,
 )
 from providers.batch.http_wire import HttpBatchWire, iso_ts
+from providers.batch.result_lines import LongLine
 from providers.gemini import GeminiProvider, classify_gemini_error, parse_gemini_response
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ _GRANULARITY = 256 * 1024
 """Resumable upload chunks other than the last are multiples of this (unless the server says another)."""
 
 _FILE_NAME = re.compile(r"^files/[A-Za-z0-9_-]{1,128}$")
+_BATCH_NAME = re.compile(r"batches/[A-Za-z0-9_-]{1,128}\Z")
 _HEAD = b'{"key":"'
 _MID = b'","request":'
 
@@ -107,7 +110,8 @@ class GeminiBatchWire(HttpBatchWire):
     """Bytes per upload call: the input is streamed from its lines, never joined whole in memory."""
 
     def __init__(self, provider: GeminiProvider, *, timeout_s: float = 600.0) -> None:
-        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0))
+        super().__init__(provider._headers, aiohttp.ClientTimeout(total=timeout_s, sock_connect=10.0),
+                         provider.base_url)
         self.provider = provider
         self.base = provider.base_url
         self.root = f"{provider.base_url}/v1beta"
@@ -234,10 +238,10 @@ class GeminiBatchWire(HttpBatchWire):
                          output_ref=orjson.dumps(op.get("response") or meta.get("output") or {}).decode())
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("GET", f"{self.root}/{batch_id}"))
+        return self.info(await self._json("GET", f"{self.root}/{batch_name(batch_id)}"))
 
     async def cancel(self, batch_id: str) -> BatchInfo:
-        await self._json("POST", f"{self.root}/{batch_id}:cancel")
+        await self._json("POST", f"{self.root}/{batch_name(batch_id)}:cancel")
         return await self.retrieve(batch_id)
 
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
@@ -252,15 +256,16 @@ class GeminiBatchWire(HttpBatchWire):
         responses = output.get("responsesFile")
         if responses:
             try:
-                raw = await self._call("GET", f"{self.base}/download/v1beta/{file_name(responses)}:download",
-                                       params={"alt": "media"})
+                lines = await self._lines(f"{self.base}/download/v1beta/{file_name(responses)}:download",
+                                          params={"alt": "media"})
             except ProviderError as e:
                 if e.status == 404:  # a responses file past its 48 h: its requests count as not succeeded
                     return []
                 raise
-            return file_results(raw, ids)
+            return file_results(lines, ids)
         inlined = (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
-        return [parse_inline(cid, item) for cid, item in zip(ids, inlined, strict=False)]  # by order, not by key
+        return inline_results(inlined if isinstance(inlined, list) else [], ids, info.id,
+                              complete=info.status.endswith("_SUCCEEDED"))
 
     async def _drop_input(self, info: BatchInfo) -> None:
         """Delete an ended batch's input file (ours: same display name): it only fills the project's storage."""
@@ -314,6 +319,14 @@ class GeminiBatchWire(HttpBatchWire):
         return parse_gemini_response(body)
 
 
+def batch_name(value: Any) -> str:
+    """A batch's name (``batches/<id>``) from the journal or an answer, refused unless exactly that."""
+    name = str(value)
+    if not _BATCH_NAME.match(name):
+        raise ProviderError("fatal", f"not a batch name: {name[:120]!r} (a hostile server or a tampered journal)")
+    return name
+
+
 def file_name(value: Any) -> str:
     """A Files API name as the provider gave it (``files/<id>``), refused if it is anything else: it
     goes into URLs that carry our key."""
@@ -330,10 +343,13 @@ def _int(value: Any) -> int:
         return 0
 
 
-def file_results(raw: bytes, ids: list[str]) -> list[ResultLine]:
+def file_results(lines: list[bytes | LongLine], ids: list[str]) -> list[ResultLine]:
     """A responses file's lines, matched by ``key`` (a line without one takes its place in the input)."""
     out: list[ResultLine] = []
-    for i, line in enumerate(x for x in raw.splitlines() if x.strip()):
+    for i, line in enumerate(lines):
+        if isinstance(line, LongLine):
+            out.append(line.result())
+            continue
         try:
             data = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -350,6 +366,39 @@ def file_results(raw: bytes, ids: list[str]) -> list[ResultLine]:
             data = {"response": data}  # a bare GenerateContentResponse line
         out.append(parse_inline(cid, data))
     return out
+
+
+def inline_results(inlined: list[Any], ids: list[str], batch_id: str, *, complete: bool = True) -> list[ResultLine]:
+    """Inline responses matched to our requests by the ``metadata.key`` we sent with each.
+
+    Matched by position, a dropped or reordered entry gave jobs other requests' answers, recorded
+    ``ok``. So a batch that succeeded (``complete``) with a count that differs, or any batch whose
+    keys are not the batch's own (a stranger, a duplicate, one missing among keyed ones), fails
+    every request of the batch (``fatal``: nothing guessed, nothing paid for again). Only when no
+    response carries a key (the API has been seen to omit ``metadata``) do we fall back on the
+    documented request order, and then only with the counts equal. A cancelled or expired batch
+    may hold a part: keyed, it is matched; unkeyed, it cannot be placed and counts as not done.
+    """
+    def refused(why: str) -> list[ResultLine]:
+        msg = f"batch {batch_id}: {why}: answers are never matched to requests by guess"
+        return [ResultLine(custom_id=c, kind="fatal", message=msg) for c in ids]
+
+    if complete and len(inlined) != len(ids):
+        return refused(f"{len(inlined)} inline responses for {len(ids)} requests")
+    keys = [_inline_key(x) for x in inlined]
+    if all(k is None for k in keys):
+        if len(inlined) != len(ids):
+            return []
+        return [parse_inline(cid, item) for cid, item in zip(ids, inlined, strict=True)]
+    if None in keys or len(set(keys)) != len(keys) or not set(keys) <= set(ids):
+        return refused("the inline responses' metadata keys are not the batch's requests")
+    return [parse_inline(k or "", item) for k, item in zip(keys, inlined, strict=True)]
+
+
+def _inline_key(item: Any) -> str | None:
+    meta = item.get("metadata") if isinstance(item, dict) else None
+    key = meta.get("key") if isinstance(meta, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def parse_inline(cid: str, item: Any) -> ResultLine:

@@ -12,6 +12,8 @@ import orjson
 
 from providers.base import ProviderError
 from providers.batch.base import BatchWire, http
+from providers.batch.result_lines import MAX_RESULT_LINE, LongLine, http_lines
+from providers.http_json import origin_guard
 
 
 def iso_ts(text: Any) -> float:
@@ -26,11 +28,13 @@ class HttpBatchWire(BatchWire):
     """A wire over one aiohttp session, opened on first use (and again after a close) so a wire
     can be built outside a running loop; its errors are classified by the interactive provider's
     own taxonomy. ``prefix`` goes before every ``url`` a call gets (error messages show the url
-    as given)."""
+    as given). Every call stays on ``base_url``'s origin (``origin_guard``): a redirect, a
+    ``results_url`` or an upload URL elsewhere is refused, key and body unsent."""
 
-    def __init__(self, headers: Callable[[], dict[str, str]], timeout: aiohttp.ClientTimeout,
+    def __init__(self, headers: Callable[[], dict[str, str]], timeout: aiohttp.ClientTimeout, base_url: str,
                  prefix: str = "") -> None:
         self._session_headers = headers
+        self._guard = origin_guard(base_url)
         self._timeout = timeout
         self._prefix = prefix
         self._session: aiohttp.ClientSession | None = None
@@ -39,13 +43,21 @@ class HttpBatchWire(BatchWire):
     def classify(self, status: int, body: bytes) -> ProviderError:
         """An HTTP error answer as the interactive provider would classify it."""
 
+    max_result_line = MAX_RESULT_LINE
+    """A results line longer than this is not read; its request fails (``result_lines``)."""
+
     def _s(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._session_headers())
+            self._session = aiohttp.ClientSession(timeout=self._timeout, headers=self._session_headers(),
+                                                  middlewares=(self._guard,))
         return self._session
 
     async def _call(self, method: str, url: str, **kwargs: Any) -> bytes:
         return await http(self._s(), method, f"{self._prefix}{url}", self.classify, **kwargs)
+
+    async def _lines(self, url: str, **kwargs: Any) -> list[bytes | LongLine]:
+        """A results file's lines, streamed, each bounded (never one read of the whole file)."""
+        return await http_lines(self._s(), f"{self._prefix}{url}", self.classify, self.max_result_line, **kwargs)
 
     async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
         raw = await self._call(method, url, **kwargs)

@@ -14,7 +14,7 @@ import aiohttp
 import orjson
 
 from providers.base import ChatRequest, ChatResponse, ErrorKind, ProviderError
-from providers.batch.base import BatchInfo, BatchState, ListGuard, OnFile, ResultLine
+from providers.batch.base import BatchInfo, BatchState, ListGuard, OnFile, ResultLine, url_id
 from providers.batch.http_wire import HttpBatchWire
 from providers.openai_compat import OpenAICompatProvider, classify_http_error, parse_response
 
@@ -38,7 +38,7 @@ class OpenAIBatchWire(HttpBatchWire):
 
     def _init(self, provider: Any, connect_s: float, timeout_s: float) -> None:
         super().__init__(self._headers_of(provider), aiohttp.ClientTimeout(total=timeout_s, sock_connect=connect_s),
-                         prefix=provider.base_url)
+                         provider.base_url, prefix=provider.base_url)
         self.base = provider.base_url
 
     @staticmethod
@@ -89,10 +89,10 @@ class OpenAIBatchWire(HttpBatchWire):
                          metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()})
 
     async def retrieve(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("GET", f"/batches/{batch_id}"))
+        return self.info(await self._json("GET", f"/batches/{url_id(batch_id, 'batch id')}"))
 
     async def cancel(self, batch_id: str) -> BatchInfo:
-        return self.info(await self._json("POST", f"/batches/{batch_id}/cancel"))
+        return self.info(await self._json("POST", f"/batches/{url_id(batch_id, 'batch id')}/cancel"))
 
     async def results(self, info: BatchInfo, ids: list[str]) -> list[ResultLine]:
         out: list[ResultLine] = []
@@ -100,12 +100,12 @@ class OpenAIBatchWire(HttpBatchWire):
             if not ref:
                 continue
             try:
-                raw = await self._call("GET", f"/files/{ref}/content")
+                lines = await self._lines(f"/files/{url_id(ref, 'file id')}/content")
             except ProviderError as e:
                 if e.status == 404:  # an output file that expired: its requests count as not succeeded
                     continue
                 raise
-            out += [parse_line(line) for line in raw.splitlines() if line.strip()]
+            out += [parse_line(x) if isinstance(x, bytes) else x.result() for x in lines]
         return out
 
     async def find(self, local_id: str, since: float, n_requests: int, claimed: set[str]) -> str | None:

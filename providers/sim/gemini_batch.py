@@ -13,12 +13,14 @@
 - Batches: ``models/{model}:batchGenerateContent`` takes ``inputConfig.requests.requests``
   (inline, the whole request under 20 MB) or ``inputConfig.fileName`` (a JSONL file of
   ``{"key", "request"}`` lines). The operation's ``response`` holds inline responses in request
-  order without keys, or a ``responsesFile`` whose lines are ``{"key", "response"}`` or
+  order, each with its request's ``metadata`` (the docs' ``InlinedResponse``), or a
+  ``responsesFile`` whose lines are ``{"key", "response"}`` or
   ``{"key", "error"}``. ``batchStats`` counts requests; an expired or cancelled batch says so by
   its state alone. The model's ``batch_api:`` knobs (turnaround, cancel time, ``expire: N``,
   ``fail: N``) apply as in the other dialects; a failed batch carries its ``error``;
-  ``reverse_responses: true`` writes a responses file in reverse order (its lines are keyed, so a
-  client that matches them by key does not notice).
+  ``reverse_responses: true`` lists a batch's responses (inline or file) in reverse order (they
+  are keyed, so a client that matches them by key does not notice); ``drop_responses: N`` leaves
+  the last N out.
 """
 
 from __future__ import annotations
@@ -304,18 +306,25 @@ class GeminiBatches:
             if b.input_file_id:
                 output["responsesFile"] = self._responses(b)
             else:
-                output["inlinedResponses"] = {"inlinedResponses": [orjson.loads(x) for x in b.results]}
+                output["inlinedResponses"] = {"inlinedResponses": [orjson.loads(x) for x in self._hostile(b, b.results)]}
             out["response"] = output
             meta["output"] = {k: v for k, v in output.items() if k != "@type"}
         elif b.status == "BATCH_STATE_FAILED":
             out["error"] = {"code": 400, "message": b.failure or "failed", "status": "INVALID_ARGUMENT"}
         return out
 
+    def _hostile(self, b: SimBatch, results: list[bytes]) -> list[bytes]:
+        """A batch's responses as the model's knobs spoil them: reversed, the last N missing."""
+        opts = self.apis._opts(str(b.metadata["model"]))
+        out = results[::-1] if opts.get("reverse_responses") else list(results)
+        drop = int(opts.get("drop_responses") or 0)
+        return out[:len(out) - drop] if drop else out
+
     def _responses(self, b: SimBatch) -> str:
         """The batch's responses file, written once when first asked for."""
         name = f"files/batch-{b.id.removeprefix('batches/')}"
         if name not in self.files:
-            lines = b.results[::-1] if self.apis._opts(str(b.metadata["model"])).get("reverse_responses") else b.results
+            lines = self._hostile(b, b.results)
             self._new_file(f"{b.metadata['displayName']}-responses", "application/jsonl",
                            b"\n".join(lines) + b"\n", "GENERATED", name=name)
         return name
@@ -356,7 +365,9 @@ class GeminiBatches:
         result = await self._result(str(b.metadata["model"]), entry.get("request"))
         if "response" in result:
             b.succeeded += 1
-        keyed = {"key": entry.get("key"), **result} if b.input_file_id else result
+        # a file line carries its key; an inline response its request's metadata (the docs' InlinedResponse)
+        keyed = {"key": entry.get("key"), **result} if b.input_file_id else \
+            {**({"metadata": entry["metadata"]} if isinstance(entry.get("metadata"), dict) else {}), **result}
         b.results.append(orjson.dumps(keyed))
 
     async def _result(self, model: str, body: Any) -> dict[str, Any]:

@@ -32,7 +32,8 @@ SIM_OPTIONS: dict[str, Opt] = {
         "cancel_s": Opt("float", "seconds a cancel takes"),
         "expire": Opt("int", "the first N batches expire with nothing done"),
         "fail": Opt("int", "the first N batches fail validation"),
-        "reverse_responses": Opt("bool", "Gemini: a file batch's responses file lists its lines in reverse order")}),
+        "reverse_responses": Opt("bool", "Gemini: a batch's responses (inline or file) come in reverse order"),
+        "drop_responses": Opt("int", "Gemini: the last N responses of every batch go missing")}),
     "reasoning": Opt("bool", "wire responses: a reasoning model (reasoning items, no temperature; default true)"),
     "call_ids": Opt("bool", "wire gemini: functionCall parts carry an id that must come back (default true)"),
 }

@@ -68,3 +68,32 @@ def test_ordinary_values_are_not_taken_for_keys(value: str) -> None:
 @pytest.mark.parametrize("value", [KEY, "sk-ant-api03-" + "x" * 40, "AIza" + "B" * 35, "hf_" + "a1B" * 12])
 def test_key_shapes_are_recognised(value: str) -> None:
     assert looks_like_key(value)
+
+
+@pytest.mark.parametrize("url", [
+    "https://generativelanguage.googleapis.com?key=AIzaSyD" + "x1Y2z3" * 6,
+    "https://gateway.example/v1?api_key=letmein",
+    "https://gateway.example/v1?foo=bar&access_token=abc",
+    "https://gateway.example/v1?x=" + KEY,
+    "https://user:hunter2@gateway.example/v1",
+])
+def test_a_secret_in_a_base_url_is_refused_before_it_reaches_the_manifest(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"seeds": 1, "models": [{"name": "m", "provider": "openai", "model": "x",
+                                                            "base_url": url}],
+                                    "suites": [{"name": "demo", "options": {"n_tasks": 1}}]}))
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert any("models[0].base_url" in p and "this URL carries a secret" in p for p in info.value.problems), \
+        info.value.problems
+    assert "letmein" not in str(info.value) and "hunter2" not in str(info.value) and KEY not in str(info.value)
+
+
+@pytest.mark.parametrize("url", ["https://api.openai.com/v1", "http://127.0.0.1:8000/v1?api-version=2024-06-01",
+                                 "https://host.example/v1?deployment=gpt-4o&key="])
+def test_ordinary_base_urls_pass(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"seeds": 1, "models": [{"name": "m", "provider": "openai", "model": "x",
+                                                            "base_url": url}],
+                                    "suites": [{"name": "demo", "options": {"n_tasks": 1}}]}))
+    load_config(path)

@@ -125,11 +125,13 @@ async def test_anthropic_a_colleagues_batch_of_the_same_size_is_never_adopted(tm
     assert server.batch_apis.created == 2  # theirs, and ours once
 
 
-def _manifest(run_dir: Path, server: SimServer, provider: str) -> None:
+def _manifest(run_dir: Path, server: SimServer, provider: str) -> list[dict[str, Any]]:
+    """The run's manifest names the endpoint; the specs returned are what the CLI hands over once checked."""
     root = server.base_url.removesuffix("/v1")
     spec = {"name": "m", "provider": provider, "model": "m", "batch": True,
             "base_url": server.base_url if provider == "openai" else root, "api_key_env": "FE_HOSTILE_KEY"}
     (run_dir / "manifest.json").write_bytes(orjson.dumps({"config": {"models": [spec]}}))
+    return [spec]
 
 
 async def test_batches_cancel_never_cancels_a_guess_nor_submits(tmp_path: Path, server: SimServer,
@@ -139,9 +141,9 @@ async def test_batches_cancel_never_cancels_a_guess_nor_submits(tmp_path: Path, 
     local = await stranded(tmp_path, server, "anthropic", 4)
     theirs = await colleague(server, "anthropic", 4)
     server.hostile = Hostile(foreign={theirs})
-    _manifest(tmp_path, server, "anthropic")
+    specs = _manifest(tmp_path, server, "anthropic")
     said: list[str] = []
-    cancelled, kept = await cancel_batches(tmp_path, poll_s=0.02, say=said.append)
+    cancelled, kept = await cancel_batches(tmp_path, specs, poll_s=0.02, say=said.append)
     assert (cancelled, kept) == (0, 0) and server.hostile.touched == []
     assert server.batch_apis.created == 1  # theirs only: nothing of ours submitted
     assert any("not looked for or cancelled" in x for x in said)
@@ -156,9 +158,9 @@ async def test_batches_cancel_does_not_wait_for_a_batch_whose_cancel_failed(
         await ask(tmp_path, server, "openai", 2, wait_s=1.0)
     (bid,) = server.batch_apis.batches
     server.hostile = Hostile(refuse_cancel=True)
-    _manifest(tmp_path, server, "openai")
+    specs = _manifest(tmp_path, server, "openai")
     said: list[str] = []
-    cancelled, _ = await asyncio.wait_for(cancel_batches(tmp_path, poll_s=0.02, say=said.append), 20)
+    cancelled, _ = await asyncio.wait_for(cancel_batches(tmp_path, specs, poll_s=0.02, say=said.append), 20)
     assert cancelled == 0 and any("cancelling " + bid + " failed" in x for x in said), said
     assert server.hostile.calls["poll"] == 0  # not waited for: it runs on, and a rerun collects it
     assert BatchJournal(tmp_path).batches[next(iter(BatchJournal(tmp_path).batches))].ended is None
