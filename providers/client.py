@@ -106,6 +106,9 @@ class ModelClient:
         self.breaker = breaker
         self.batch: Callable[[ChatRequest], Awaitable[ChatResponse]] | None = None
         """Set for a model in batch mode (fasteval.engine.batching): requests go into provider batches."""
+        self.gate: Callable[[str], Awaitable[None]] | None = None
+        """Awaited with this client's name before each request: a paused sweep (``fasteval ctl pause
+        --now``) holds trajectories here, before their next model request, instead of ending them."""
 
     def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:
         """Called only when a retry will really happen (never after the last attempt)."""
@@ -117,6 +120,8 @@ class ModelClient:
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""
+        if self.gate is not None:
+            await self.gate(self.name)
         if self.params:
             request = ChatRequest(request.messages, request.tools, {**self.params, **request.params}, request.seed,
                                   request.image_profile)
@@ -156,9 +161,12 @@ class ModelClient:
     async def _attempt(self, request: ChatRequest) -> ChatResponse:
         if self.breaker is not None:
             await self.breaker.admit()
-        self.stats.backoff_s += await self.rate.acquire()
+        # The window first, then the rate budget: a request is charged to the minute only when it is
+        # about to be sent, so a budget lowered mid-run (``fasteval ctl set``) also binds the requests
+        # already queued for a slot, not only those that arrive after the change.
         await self.limit.acquire()
         try:
+            self.stats.backoff_s += await self.rate.acquire()
             self.stats.requests += 1
             resp = await self.provider.chat(request)
         except ProviderError as e:

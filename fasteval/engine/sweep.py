@@ -34,6 +34,8 @@ from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
+from fasteval.engine.control import Controller
+from fasteval.engine.control_server import control_channel
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
 from fasteval.engine.serving import Serving, checkpoint_identities
@@ -312,6 +314,7 @@ class Sweep:
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
+        self.control = Controller(self)
 
     def _fault(self, err: RuntimeError) -> None:
         """A fault no job can survive (full disk, vanished run folder): stop everything now.
@@ -400,6 +403,7 @@ class Sweep:
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
+            await stack.enter_async_context(control_channel(self.control, self.opts.run_dir))
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"),
                                   index=index, on_failure=self._fault)
             self._writer = writer
@@ -415,7 +419,7 @@ class Sweep:
                 log.warning("%s", line)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
-            display = self._display()
+            display = self.control.display = self._display()
             display.start()
             stack.push_async_callback(display.stop)
             self._install_signals()
@@ -432,6 +436,9 @@ class Sweep:
         if result.down and not result.interrupted:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
+        if (steered := self.control.incomplete_line()) and not result.interrupted:
+            result.not_run += self.control.not_run
+            raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
     def _display(self) -> ProgressDisplay:
@@ -466,7 +473,7 @@ class Sweep:
     async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
                       result: SweepResult) -> None:
         cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
-        slots = asyncio.Semaphore(cap)
+        slots = self.control.global_limit(cap)  # `fasteval ctl set --global concurrency=N` moves it
         running: set[asyncio.Task[None]] = set()
         idle = asyncio.Event()
         idle.set()
@@ -518,25 +525,29 @@ class Sweep:
                 result.not_run += 1
                 result.down[breaker.endpoint] = breaker.reason
                 return
+            if not await self.control.admit((job, run, setting, item)):  # paused, drained or cancelled
+                return
             await slots.acquire()
             coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
             if serving is not None and serving.served(job.model):
                 coro = serving.track(job.model, coro)
             task = asyncio.create_task(coro)
+            self.control.track(job, task)
             running.add(task)
             idle.clear()
             task.add_done_callback(finished_one)
 
+        self.control.launch = lambda entry: start(*entry)  # resumed and requeued jobs
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())
         launch = asyncio.create_task(launcher())
-        idle_wait: asyncio.Task[bool] | None = None
+        idle_wait: asyncio.Task[Any] | None = None
         try:
             await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if launch.done():
                 launch.result()  # a failing plan or loader surfaces here
-                idle_wait = asyncio.create_task(idle.wait())
+                idle_wait = asyncio.create_task(self.control.settled(idle))
                 await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for t in (launch, stop_wait, idle_wait):
@@ -588,6 +599,7 @@ class Sweep:
         rec = Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
                      seed=job.seed, status="error", score=None, answer=None)
         traj = Trajectory()
+        self.control.entered(job)
         async with self._job_scope(job):
             try:
                 await self._play(job, run, setting, item, blobs, tools_cache, rec, traj)
@@ -615,6 +627,7 @@ class Sweep:
             self.counters.errors += 1
             result.errors += 1
             result.add_error(job.model, rec.error_kind or "error", rec.error or "")
+        self.control.finished((job, run, setting, item), rec)
         writer.write(rec)
 
     async def _play(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, blobs: BlobStore,
