@@ -108,7 +108,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def _run(a: argparse.Namespace) -> int:
     from fasteval.config.load import load_config
-    from fasteval.core.errors import ConfigError
+    from fasteval.core.errors import ConfigError, ControlRefused
     from fasteval.engine.clients import ModelConfigError
     from fasteval.engine.sweep import (
         ConfigChanged,
@@ -193,7 +193,7 @@ def _run(a: argparse.Namespace) -> int:
         msg = clean(redact_text(str(e)), block=True)
         print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
         return EXIT_INCOMPLETE
-    except RunDirUnwritable as e:
+    except (RunDirUnwritable, ControlRefused) as e:  # ControlRefused: another sweep answers on its socket
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:

@@ -81,14 +81,17 @@ class _Handler:
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> dict[str, Any]:
         pid, uid = peer_credentials(writer.get_extra_info("socket"))
+        try:  # read before answering, even a refusal: the client then reads it rather than a reset
+            line = await asyncio.wait_for(reader.readline(), 10.0)
+        except (ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError):
+            line = b""
         if uid != os.getuid():
             log.warning("control socket: refused a connection from %s (pid %d)", _user(uid), pid)
             return {"ok": False, "error": f"refused: this sweep belongs to {_user(os.getuid())}, "
                                           f"you are {_user(uid)}"}
         try:
-            line = await asyncio.wait_for(reader.readline(), 10.0)
             request = orjson.loads(line)
-        except (ValueError, asyncio.LimitOverrunError, asyncio.IncompleteReadError):
+        except ValueError:
             return {"ok": False, "error": "the request is not one JSON line"}
         if not isinstance(request, dict):
             return {"ok": False, "error": "the request is not a JSON object"}

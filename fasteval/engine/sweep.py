@@ -451,7 +451,7 @@ class Sweep:
         rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw, is_embedded),
+                               prices=model_prices(self.cfg.raw, is_embedded), notes=self.control.notes,
                                global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
 
     def _install_signals(self) -> None:

@@ -143,6 +143,8 @@ def ask(run_dir: Path, request: dict[str, Any], timeout_s: float = 30.0) -> dict
         data = _read_line(sock)
     except TimeoutError:
         raise NoSweepRunning(f"the sweep in {run_dir} did not answer within {timeout_s:g} s") from None
+    except OSError as e:
+        raise NoSweepRunning(f"the sweep in {run_dir} dropped the connection ({e.strerror or e})") from None
     finally:
         sock.close()
     if not data:
