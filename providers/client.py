@@ -106,6 +106,9 @@ class ModelClient:
         self.breaker = breaker
         self.batch: Callable[[ChatRequest], Awaitable[ChatResponse]] | None = None
         """Set for a model in batch mode (fasteval.engine.batching): requests go into provider batches."""
+        self.attempt_timeout_s: float | None = None
+        """A cap on each attempt set while running (``fasteval ctl set attempt_timeout_s=N``), on top
+        of the wire's own connect/read/attempt timeouts from the config."""
         self.gate: Callable[[str], Awaitable[None]] | None = None
         """Awaited with this client's name before each request: a paused sweep (``fasteval ctl pause
         --now``) holds trajectories here, before their next model request, instead of ending them."""
@@ -168,7 +171,7 @@ class ModelClient:
         try:
             self.stats.backoff_s += await self.rate.acquire()
             self.stats.requests += 1
-            resp = await self.provider.chat(request)
+            resp = await self._send(request)
         except ProviderError as e:
             if self.breaker is not None:
                 self.breaker.on_failure(e)
@@ -190,6 +193,17 @@ class ModelClient:
         self.stats.cache_write_tokens += resp.usage.cache_write_tokens
         self.rate.record_tokens(resp.usage.prompt_tokens + resp.usage.completion_tokens)
         return resp
+
+    async def _send(self, request: ChatRequest) -> ChatResponse:
+        cap = self.attempt_timeout_s
+        if cap is None:
+            return await self.provider.chat(request)
+        try:
+            async with asyncio.timeout(cap):
+                return await self.provider.chat(request)
+        except TimeoutError:
+            raise ProviderError("timeout", f"no complete answer within {cap:g} s (attempt_timeout_s, set while "
+                                           "running)") from None
 
     async def close(self) -> None:
         if self.breaker is not None:

@@ -26,7 +26,7 @@ Entry = tuple[Job, Any, Any, Any]
 """What the launcher starts: the job, its suite run, setting and task (or load error)."""
 
 SCOPES = ("all", "model", "suite", "endpoint")
-SETTABLE = ("concurrency", "rpm", "tpm", "max_attempts", "total_budget_s")
+SETTABLE = ("concurrency", "rpm", "tpm", "max_attempts", "total_budget_s", "attempt_timeout_s")
 """Keys of ``ctl set`` for a model or endpoint; ``global`` takes ``concurrency`` only."""
 
 _current_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar("control_job", default=None)
@@ -382,6 +382,7 @@ def endpoint_row(cl: ModelClient) -> dict[str, Any]:
     return {"in_flight": cl.limit.in_flight, "concurrency": cl.limit.limit, "ceiling": cl.limit.ceiling,
             "waiting": cl.limit.waiting, "rpm": cl.rate.rpm, "tpm": cl.rate.tpm,
             "max_attempts": cl.retry.max_attempts, "total_budget_s": cl.retry.total_budget_s,
+            "attempt_timeout_s": cl.attempt_timeout_s,
             "requests": cl.stats.requests, "retries": cl.stats.retries, "rate_limited": cl.stats.rate_limited,
             "state": cl.breaker.describe() if cl.breaker is not None else "up"}
 
@@ -420,6 +421,9 @@ def _apply(client: ModelClient, key: str, value: Any) -> dict[str, Any]:
         new = _rate(key, value)
         rates = {"rpm": client.rate.rpm, "tpm": client.rate.tpm, key: new}
         client.rate.set_rates(rates["rpm"], rates["tpm"])
+    elif key == "attempt_timeout_s":
+        old, new = client.attempt_timeout_s, _rate(key, value)
+        client.attempt_timeout_s = new
     elif key == "max_attempts":
         old, new = client.retry.max_attempts, _positive_int(key, value)
         client.retry.max_attempts = new

@@ -204,3 +204,21 @@ async def test_pause_of_one_model_holds_its_jobs_while_the_others_run(tmp_path: 
 
 async def _ok_of(run_dir: Path, model: str, n: int) -> bool:
     return bool((await status(run_dir))["models"].get(model, {}).get("ok") == n)
+
+
+async def test_an_attempt_timeout_set_mid_run_turns_a_hang_into_a_retried_timeout(tmp_path: Path) -> None:
+    server = SimServer([SimModel("m", policy="tools", tool_uses=1, latency_ms=500,
+                                 faults=Faults(schedule=["ok", "hang"], hang_s=3600))])
+    await server.start()
+    try:
+        run_dir = tmp_path / "run"
+        task = start(write_config(tmp_path, [_model(server, "m")]), run_dir)
+        await socket_up(run_dir, task)
+        await until(lambda: server.requests >= 1, "the first request")
+        answer = await ctl(run_dir, "set", model="m", values={"attempt_timeout_s": "1"})
+        assert answer["changes"] == [{"what": "m.attempt_timeout_s", "old": None, "new": 1.0}]
+        res = await asyncio.wait_for(task, 120)  # without the cap the second request would hang for an hour
+    finally:
+        await server.stop()
+    assert res.ok == 1 and server.by_outcome.get("hang") == 1
+    assert records(run_dir)[0]["retries"] == 1
