@@ -85,6 +85,8 @@ class Controller:
     launch: Callable[[Entry], Awaitable[None]] | None = None
     not_run: int = 0
     display: Any = None
+    result: Any = None
+    """The sweep's SweepResult: a requeue takes its errors back (the exit code follows the last word)."""
     closing: bool = False
     _launching: int = 0
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -104,7 +106,7 @@ class Controller:
         """
         job = entry[0]
         while True:
-            if self._dropped(job.model):
+            if self.dropped(job.model):
                 self._drop(job.model)
                 return False
             pause = self._pause_for(job)
@@ -231,16 +233,19 @@ class Controller:
             raise ControlError("the sweep is finishing: rerun it with the same command instead (it reruns errors)")
         if model is not None:
             self._check_scope("model", model)
-        picked = [(jid, entry) for jid, (entry, k) in self.errors.items()
+        picked = [(jid, entry, k) for jid, (entry, k) in self.errors.items()
                   if (kind is None or k == kind) and (model is None or entry[0].model == model)]
-        for jid, entry in picked:
+        for jid, entry, k in picked:
             del self.errors[jid]
             tally = self._tally(entry[0].model)
             tally.error -= 1
             tally.requeued += 1
+            self._forget_error(entry[0].model, k)
         self.sweep.counters.errors -= len(picked)
-        self._relaunch([entry for _, entry in picked])
+        self._relaunch([entry for _, entry, _ in picked])
         what = "errors" + (f" of kind {kind}" if kind else "") + (f" of model {model}" if model else "")
+        if not picked:
+            return 0, []
         return len(picked), [{"what": f"requeue {what}", "old": f"{len(picked)} error records", "new": "queued"}]
 
     def drain(self, model: str | None) -> list[dict[str, Any]]:
@@ -295,6 +300,20 @@ class Controller:
     def _clients(self) -> dict[str, ModelClient]:
         return self.sweep.clients | self.sweep.roles
 
+    def _forget_error(self, model: str, kind: str) -> None:
+        """Take a requeued error out of the sweep's result (its count, its row in the end-of-run table)."""
+        result = self.result
+        if result is None:
+            return
+        result.errors -= 1
+        entry = result.errors_by.get(model, {}).get(kind)
+        if entry is not None:
+            entry[0] -= 1
+            if entry[0] <= 0:
+                del result.errors_by[model][kind]
+                if not result.errors_by[model]:
+                    del result.errors_by[model]
+
     def _tally(self, model: str) -> ModelTally:
         tally = self.tally.get(model)
         if tally is None:
@@ -330,7 +349,8 @@ class Controller:
                 return True
         return False
 
-    def _dropped(self, model: str) -> bool:
+    def dropped(self, model: str) -> bool:
+        """Are this model's unstarted jobs dropped (drained or cancelled)?"""
         return "*" in self.drained or model in self.drained or model in self.cancelled
 
     def _drop(self, model: str) -> None:
@@ -344,7 +364,7 @@ class Controller:
     def _drop_parked(self) -> None:
         keep = []
         for entry in self.parked:
-            if self._dropped(entry[0].model):
+            if self.dropped(entry[0].model):
                 self._drop(entry[0].model)
             else:
                 keep.append(entry)

@@ -512,7 +512,7 @@ class Sweep:
                 await start(job, run, setting, item)
             while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
                 for model in list(waiting_gpus):
-                    if serving.admission(model) != "defer":
+                    if serving.admission(model) != "defer" or self.control.dropped(model):  # drained: let go
                         for entry in waiting_gpus.pop(model):
                             await start(*entry)
                 if waiting_gpus:
@@ -538,6 +538,7 @@ class Sweep:
             task.add_done_callback(finished_one)
 
         self.control.launch = lambda entry: start(*entry)  # resumed and requeued jobs
+        self.control.result = result
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())

@@ -137,14 +137,17 @@ async def test_requeue_turns_errors_of_an_endpoint_that_came_back_into_ok_record
             return bool((await status(run_dir))["models"].get("flaky", {}).get(key) == n)
 
         await until(lambda: flaky("error", 2), "two error records of flaky")
+        assert (await ctl(run_dir, "requeue", errors=True, kind="timeout"))["requeued"] == 0  # none of that kind
         answer = await ctl(run_dir, "requeue", errors=True, kind="auth", model="flaky")
         assert answer["ok"] and answer["requeued"] == 2
         await until(lambda: flaky("ok", 2), "the requeued jobs ok")
         assert (await status(run_dir))["models"]["flaky"]["requeued"] == 2
         cancelled = await ctl(run_dir, "cancel", model="slow")
         assert cancelled["cancelled"] == 1  # the hanging job: no record, a rerun runs it
-        with pytest.raises(SweepIncomplete, match="drained or cancelled"):
+        with pytest.raises(SweepIncomplete, match="drained or cancelled") as info:
             await task
+        first = info.value.result
+        assert (first.ok, first.errors, first.errors_by) == (3, 0, {})  # the requeued errors are taken back
         assert [r["status"] for r in records(run_dir) if r["model"] == "slow"] == ["ok"]  # its other job
         res = await start(cfg, run_dir)  # the exact resume: only slow's cancelled job runs
     finally:
@@ -153,6 +156,8 @@ async def test_requeue_turns_errors_of_an_endpoint_that_came_back_into_ok_record
     with open_index(run_dir) as index:
         assert len(index.job_ids()) == 4 == len(index.job_ids(ok_only=True))  # one record per job, all ok
     assert sum(r["status"] == "error" for r in records(run_dir)) == 2  # the errors stay in the log
+    assert [e["command"] for e in read_trace(run_dir)] == ["requeue --model flaky --kind auth --errors",
+                                                          "cancel --model slow"]  # a requeue of nothing: no line
 
 
 async def test_drain_finishes_in_flight_starts_nothing_and_a_rerun_completes_exactly(tmp_path: Path) -> None:
