@@ -323,6 +323,8 @@ class Controller:
     def _check_scope(self, scope: str, name: str) -> None:
         if scope not in SCOPES:
             raise ControlError(f"unknown scope {scope!r} (one of {', '.join(SCOPES)})")
+        if scope in ("model", "endpoint") and not self.sweep.clients:
+            raise ControlError("the sweep is still starting (its models are not set up yet): try again in a moment")
         if scope == "model" and name not in self.sweep.clients:
             raise ControlError(f"no model {name!r} in this sweep (models: {', '.join(sorted(self.sweep.clients))})")
         if scope == "endpoint" and name not in self._clients():

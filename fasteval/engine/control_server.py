@@ -24,6 +24,7 @@ import orjson
 
 from fasteval.engine.control import SCOPES, ControlError, Controller
 from fasteval.runfolder.control import (
+    CONTROL_SOCKET,
     MAX_MESSAGE,
     append_trace,
     bind_control_socket,
@@ -51,8 +52,18 @@ def _user(uid: int) -> str:
 
 @contextlib.asynccontextmanager
 async def control_channel(controller: Controller, run_dir: Path) -> AsyncIterator[None]:
-    """Serve ``fasteval ctl`` on ``run_dir/control.sock`` for as long as the block runs."""
-    sock = await asyncio.to_thread(bind_control_socket, run_dir)
+    """Serve ``fasteval ctl`` on ``run_dir/control.sock`` for as long as the block runs.
+
+    A filesystem that cannot hold a socket (some FUSE and network mounts) costs the steering, not
+    the sweep: one warning, and the sweep runs as before. Another live sweep there is refused.
+    """
+    try:
+        sock = await asyncio.to_thread(bind_control_socket, run_dir)
+    except OSError as e:
+        log.warning("no control channel for this sweep (fasteval ctl will not reach it): cannot create %s: %s",
+                    run_dir / CONTROL_SOCKET, e.strerror or e)
+        yield
+        return
     handler = _Handler(controller, run_dir)
     server = await asyncio.start_unix_server(handler.serve, sock=sock, limit=MAX_MESSAGE)
     try:

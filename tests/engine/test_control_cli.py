@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -151,3 +152,13 @@ async def test_status_json_and_table_and_the_trace_in_status_and_report(tmp_path
     code, out, _ = await fasteval("report", str(run_dir), "--format", "json")
     assert [e["command"] for e in orjson.loads(out)["control"]] == ["set --model m[red] rpm=600 concurrency=3",
                                                                   "cancel --model m[red]"]
+
+
+async def test_a_folder_that_cannot_hold_the_socket_costs_the_steering_not_the_sweep(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / f".{CONTROL_SOCKET}.{os.getpid()}").mkdir(parents=True)  # in the way of the socket's bind
+    cfg = write_config(tmp_path, [{"name": "m", "provider": "sim", "policy": "direct"}], n_tasks=2, tools=False)
+    res = await start(cfg, run_dir)
+    assert res.ok == 2 and not (run_dir / CONTROL_SOCKET).exists()
+    assert "no control channel for this sweep" in caplog.text
