@@ -100,10 +100,11 @@ def status_lines(answer: dict[str, Any]) -> list[str]:
             for p in st["paused"])))
     if st["draining"] or st["cancelled"]:
         out.append(clean(f"draining: {', '.join(st['draining'])}  cancelled: {', '.join(st['cancelled'])}"))
-    out.append(f"{'model':<24} {'ok':>6} {'error':>6} {'flight':>6} {'held':>6} {'requeued':>8} {'not run':>7}")
+    out.append(f"{'model':<24} {'to run':>6} {'ok':>6} {'error':>6} {'flight':>6} {'waiting':>7} {'held':>6} "
+               f"{'requeued':>8} {'not run':>7}")
     for name, m in st["models"].items():
-        out.append(clean(f"{name:<24} {m['ok']:>6} {m['error']:>6} {m['in_flight']:>6} {m['held']:>6} "
-                         f"{m['requeued']:>8} {m['not_run']:>7}"))
+        out.append(clean(f"{name:<24} {m['to_run']:>6} {m['ok']:>6} {m['error']:>6} {m['in_flight']:>6} "
+                         f"{m['waiting']:>7} {m['held']:>6} {m['requeued']:>8} {m['not_run']:>7}"))
     out.append(f"{'endpoint':<24} {'flight':>6} {'limit':>6} {'waiting':>7} {'rpm':>8} {'tpm':>8} {'attempts':>8} "
                f"{'requests':>8}  state")
     for name, e in st["endpoints"].items():

@@ -84,6 +84,8 @@ class Controller:
     slots: AdaptiveLimit | None = None
     launch: Callable[[Entry], Awaitable[None]] | None = None
     not_run: int = 0
+    planned: dict[str, int] = field(default_factory=dict)
+    """Per model: jobs of this invocation's plan not finished before it started (status's ``waiting``)."""
     display: Any = None
     result: Any = None
     """The sweep's SweepResult: a requeue takes its errors back (the exit code follows the last word)."""
@@ -93,6 +95,20 @@ class Controller:
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
     # -- hooks the sweep calls -------------------------------------------------------------
+    def set_plan(self, by_model: dict[str, int], indexed: dict[tuple[Any, ...], dict[str, int]],
+                 selected: tuple[list[str], list[str], list[str]], keep_errors: bool) -> None:
+        """Per model, how many jobs this invocation has to run: the plan less what the run index
+        already holds (ok records, and error ones with ``--keep-errors``) within the selectors."""
+        suites, settings, seeds = selected
+        done: dict[str, int] = {}
+        for (model, suite, setting, seed), by_status in indexed.items():
+            if (suites and suite not in suites) or (settings and setting not in settings) or \
+                    (seeds and str(seed) not in seeds):
+                continue
+            n = sum(by_status.values()) if keep_errors else by_status.get("ok", 0)
+            done[str(model)] = done.get(str(model), 0) + n
+        self.planned = {m: max(0, n - done.get(m, 0)) for m, n in by_model.items()}
+
     def global_limit(self, cap: int) -> AdaptiveLimit:
         """The sweep's in-flight cap as a window ``ctl set global concurrency=N`` can move."""
         self.slots = AdaptiveLimit(cap)
@@ -290,13 +306,20 @@ class Controller:
             "paused": [{"scope": p.scope, "name": p.name, "now": p.now} for p in sorted(self.pauses, key=str)],
             "draining": sorted("*" if d == "*" else d for d in self.drained),
             "cancelled": sorted(self.cancelled),
-            "models": {m: {"ok": t.ok, "error": t.error, "in_flight": t.in_flight, "requeued": t.requeued,
-                           "held": sum(1 for e in self.parked if e[0].model == m), "not_run": t.not_run}
-                       for m, t in sorted(self.tally.items())},
+            "models": {m: self._model_row(m) for m in sorted(set(self.planned) | set(self.tally))},
             "endpoints": {name: endpoint_row(cl) for name, cl in self._clients().items()},
         }
 
     # -- internals ------------------------------------------------------------------------------
+    def _model_row(self, model: str) -> dict[str, int]:
+        t = self.tally.get(model) or ModelTally()
+        held = sum(1 for e in self.parked if e[0].model == model)
+        row = {"to_run": self.planned.get(model, 0), "ok": t.ok, "error": t.error, "in_flight": t.in_flight,
+               "held": held, "requeued": t.requeued, "not_run": t.not_run}
+        # not started yet, held ones apart (a requeued job's error was taken back when it was requeued)
+        row["waiting"] = max(0, row["to_run"] - t.ok - t.error - t.in_flight - held - t.not_run)
+        return row
+
     def _clients(self) -> dict[str, ModelClient]:
         return self.sweep.clients | self.sweep.roles
 

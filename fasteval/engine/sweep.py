@@ -385,8 +385,11 @@ class Sweep:
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
-            jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
+            jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
+        sel = self.opts.selectors
+        self.control.set_plan(by["model"], index.counts(by=("model", "suite", "setting", "seed")),
+                              (sel.suites, sel.settings, [str(s) for s in sel.seeds]), self.opts.keep_errors)
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
                                      done=finished):

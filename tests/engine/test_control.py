@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.engine.sweep import SweepIncomplete
+from fasteval.engine.sweep import Selectors, SweepIncomplete
 from fasteval.runfolder.control import CONTROL_SOCKET, read_trace
 from fasteval.runfolder.index import open_index
 from providers.sim import SimModel, SimServer
@@ -198,13 +198,18 @@ async def test_pause_of_one_model_holds_its_jobs_while_the_others_run(tmp_path: 
         await until(lambda: _ok_of(run_dir, "a", 10), "model a finished")
         st = await status(run_dir)
         assert st["models"]["b"]["ok"] <= at_pause + 1  # at most the one in flight at the pause
-        assert st["models"]["b"]["held"] >= 1 and st["jobs"]["held"] == st["models"]["b"]["held"]
+        b = st["models"]["b"]
+        assert b["held"] >= 1 and st["jobs"]["held"] == b["held"]
+        assert b["to_run"] == 10 == b["ok"] + b["in_flight"] + b["held"] + b["waiting"]
+        assert st["models"]["a"]["waiting"] == 0
         assert not task.done()  # held jobs keep the sweep alive
         assert "refused" not in str(await ctl(run_dir, "resume", model="b"))
         res = await task
     finally:
         await server.stop()
     assert res.ok == 20
+    res = await start(cfg, run_dir, selectors=Selectors(models=["b"]))  # resumed: nothing left to run
+    assert (res.ok, res.skipped) == (0, 10)
 
 
 async def _ok_of(run_dir: Path, model: str, n: int) -> bool:
@@ -227,3 +232,25 @@ async def test_an_attempt_timeout_set_mid_run_turns_a_hang_into_a_retried_timeou
         await server.stop()
     assert res.ok == 1 and server.by_outcome.get("hang") == 1
     assert records(run_dir)[0]["retries"] == 1
+
+
+def test_to_run_per_model_is_the_plan_less_what_the_index_holds_within_the_selectors() -> None:
+    from dataclasses import dataclass, field
+
+    from fasteval.engine.control import Controller
+    from fasteval.engine.progress import Counters
+
+    @dataclass
+    class View:
+        clients: dict[str, object] = field(default_factory=dict)
+        roles: dict[str, object] = field(default_factory=dict)
+        counters: Counters = field(default_factory=Counters)
+        serving: object = None
+
+    c = Controller(View())  # type: ignore[arg-type]
+    indexed = {("a", "demo", "tools", 0): {"ok": 3, "error": 1}, ("a", "demo", "tools", 1): {"ok": 2},
+               ("b", "other", "tools", 0): {"ok": 5}}
+    c.set_plan({"a": 10, "b": 4}, indexed, ([], [], ["0"]), keep_errors=False)
+    assert c.planned == {"a": 7, "b": 0}  # seed 1 is not selected; b's records exceed its plan: never negative
+    c.set_plan({"a": 10}, indexed, (["demo"], [], []), keep_errors=True)
+    assert c.planned == {"a": 4}
