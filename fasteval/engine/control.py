@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -84,6 +84,8 @@ class Controller:
     slots: AdaptiveLimit | None = None
     launch: Callable[[Entry], Awaitable[None]] | None = None
     not_run: int = 0
+    changed: dict[str, Any] = field(default_factory=dict)
+    """Limits set while running, by name (``m.rpm``): the live panel says them."""
     planned: dict[str, int] = field(default_factory=dict)
     """Per model: jobs of this invocation's plan not finished before it started (status's ``waiting``)."""
     display: Any = None
@@ -182,6 +184,8 @@ class Controller:
             parts.append(f"{len(self.parked)} jobs held")
         if self.drained or self.cancelled:
             parts.append("draining: " + ", ".join(sorted("all" if d == "*" else d for d in self.drained | self.cancelled)))
+        if self.changed:
+            parts.append("limits set: " + ", ".join(f"{k}={'off' if v is None else v}" for k, v in self.changed.items()))
         requeued = sum(t.requeued for t in self.tally.values())
         if requeued:
             parts.append(f"requeued {requeued}")
@@ -233,6 +237,7 @@ class Controller:
             self.slots.resize(new)
             if self.display is not None:
                 self.display.global_cap = new
+            self.changed["global.concurrency"] = new
             return [{"what": "global.concurrency", "old": old, "new": new}]
         self._check_scope(scope, name)
         if scope not in ("model", "endpoint"):
@@ -241,7 +246,10 @@ class Controller:
         unknown = set(values) - set(SETTABLE)
         if unknown:
             raise ControlError(f"cannot set {', '.join(sorted(unknown))} (settable: {', '.join(SETTABLE)})")
-        return [_apply(client, key, value) for key, value in values.items()]
+        checked = {key: _parse(key, value) for key, value in values.items()}
+        changes = [_apply(client, key, new) for key, new in checked.items()]
+        self.changed.update((c["what"], c["new"]) for c in changes)
+        return changes
 
     def requeue(self, kind: str | None, model: str | None) -> tuple[int, list[dict[str, Any]]]:
         """Run again now the jobs of this invocation that ended in error (of a kind, of a model)."""
@@ -288,10 +296,6 @@ class Controller:
         self._notify()
         return len(victims), [{"what": f"cancel {model}", "old": "running",
                                "new": f"cancelled ({len(victims)} in flight)"}]
-
-    def rejects(self, job: Job, exc: BaseException) -> bool:
-        """Was this job's cancellation ours (``ctl cancel``), not the sweep's stop?"""
-        return job.model in self.cancelled and isinstance(exc, asyncio.CancelledError)
 
     # -- reading ------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
@@ -454,33 +458,29 @@ def _rate(key: str, value: Any) -> float | None:
     return x
 
 
-def _apply(client: ModelClient, key: str, value: Any) -> dict[str, Any]:
-    """Set one limit of one client; the change as a trace entry."""
-    what = f"{client.name}.{key}"
+def _parse(key: str, value: Any) -> Any:
+    """A ``set`` value checked before anything changes (one bad value applies none of a command's)."""
+    if key in ("concurrency", "max_attempts"):
+        return _positive_int(key, value)
+    new = _rate(key, value)
+    if key == "total_budget_s" and new is None:
+        raise ControlError("total_budget_s must be a number of seconds")
+    return new
+
+
+def _apply(client: ModelClient, key: str, new: Any) -> dict[str, Any]:
+    """Set one checked limit of one client; the change as a trace entry."""
     if key == "concurrency":
         old: Any = client.limit.ceiling
-        new: Any = _positive_int(key, value)
         client.limit.resize(new)
     elif key in ("rpm", "tpm"):
         old = getattr(client.rate, key)
-        new = _rate(key, value)
         rates = {"rpm": client.rate.rpm, "tpm": client.rate.tpm, key: new}
         client.rate.set_rates(rates["rpm"], rates["tpm"])
     elif key == "attempt_timeout_s":
-        old, new = client.attempt_timeout_s, _rate(key, value)
-        client.attempt_timeout_s = new
+        old, client.attempt_timeout_s = client.attempt_timeout_s, new
     elif key == "max_attempts":
-        old, new = client.retry.max_attempts, _positive_int(key, value)
-        client.retry.max_attempts = new
+        old, client.retry.max_attempts = client.retry.max_attempts, new
     else:
-        old, new = client.retry.total_budget_s, _rate(key, value)
-        if new is None:
-            raise ControlError("total_budget_s must be a number of seconds")
-        client.retry.total_budget_s = new
-    return {"what": what, "old": old, "new": new}
-
-
-def iter_scopes(request: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """The (scope, name) pairs a request names: ``model``, ``suite``, ``endpoint`` keys, or all."""
-    named = [(s, str(request[s])) for s in ("model", "suite", "endpoint") if request.get(s)]
-    yield from named or [("all", "")]
+        old, client.retry.total_budget_s = client.retry.total_budget_s, new
+    return {"what": f"{client.name}.{key}", "old": old, "new": new}

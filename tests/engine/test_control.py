@@ -254,3 +254,24 @@ def test_to_run_per_model_is_the_plan_less_what_the_index_holds_within_the_selec
     assert c.planned == {"a": 7, "b": 0}  # seed 1 is not selected; b's records exceed its plan: never negative
     c.set_plan({"a": 10}, indexed, (["demo"], [], []), keep_errors=True)
     assert c.planned == {"a": 4}
+
+
+async def test_one_bad_value_applies_none_of_a_set(tmp_path: Path) -> None:
+    server = SimServer([SimModel("m", policy="direct", faults=Faults(schedule=["hang"], hang_s=3600))])
+    await server.start()
+    try:
+        run_dir = tmp_path / "run"
+        task = start(write_config(tmp_path, [_model(server, "m")], tools=False), run_dir)
+        await socket_up(run_dir, task)
+        answer = await ctl(run_dir, "set", model="m", values={"rpm": "30", "max_attempts": "x"})
+        assert not answer["ok"] and "max_attempts must be a whole number" in answer["error"]
+        assert (await status(run_dir))["endpoints"]["m"]["rpm"] is None
+        await ctl(run_dir, "set", model="m", values={"tpm": "9000"})
+        st = await status(run_dir)
+        assert st["endpoints"]["m"]["tpm"] == 9000.0
+        await ctl(run_dir, "cancel", model="m")
+        with pytest.raises(SweepIncomplete):
+            await task
+    finally:
+        await server.stop()
+    assert [e["command"] for e in read_trace(run_dir)] == ["set --model m tpm=9000", "cancel --model m"]
