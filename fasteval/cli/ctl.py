@@ -145,6 +145,7 @@ def add_ctl_commands(p: argparse.ArgumentParser) -> None:
             c.add_argument("--now", action="store_true",
                            help="also hold trajectories in flight before their next model request")
     s = command("set", "change a model's or endpoint's concurrency, rpm, tpm, max_attempts, total_budget_s, "
+                       "attempt_timeout_s, "
                        "or the run's global concurrency; effective at once")
     target = s.add_mutually_exclusive_group(required=True)
     target.add_argument("--model")

@@ -79,6 +79,7 @@ class _Handler:
     def __init__(self, controller: Controller, run_dir: Path) -> None:
         self.controller = controller
         self.run_dir = run_dir
+        self._trace_lock = asyncio.Lock()  # trace lines in the order the changes were made
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -113,7 +114,8 @@ class _Handler:
         changes = answer.get("changes")
         if changes:
             entry = {"who": f"{_user(uid)} (uid {uid}, pid {pid})", "command": describe(request), "changes": changes}
-            answer["trace"] = await asyncio.to_thread(append_trace, self.run_dir, entry)
+            async with self._trace_lock:
+                answer["trace"] = await asyncio.to_thread(append_trace, self.run_dir, entry)
         return {"ok": True, **answer}
 
     def _run(self, request: dict[str, Any]) -> dict[str, Any]:
