@@ -80,7 +80,7 @@ class Controller:
     errors: dict[str, tuple[Entry, str]] = field(default_factory=dict)
     """Jobs that ended in error in this invocation: job_id -> (entry, error kind)."""
     tally: dict[str, ModelTally] = field(default_factory=dict)
-    running: dict[str, tuple[Job, asyncio.Task[None]]] = field(default_factory=dict)
+    running: dict[int, tuple[Job, asyncio.Task[None]]] = field(default_factory=dict)
     slots: AdaptiveLimit | None = None
     launch: Callable[[Entry], Awaitable[None]] | None = None
     not_run: int = 0
@@ -138,10 +138,11 @@ class Controller:
     def track(self, job: Job, task: asyncio.Task[None]) -> None:
         """A job started: counted in flight for its model, cancellable by ``ctl cancel``."""
         self._tally(job.model).in_flight += 1
-        self.running[job.job_id] = (job, task)
+        key = id(task)  # not job.job_id: a hash per call, on every job's path
+        self.running[key] = (job, task)
 
         def done(_: asyncio.Task[None]) -> None:
-            self.running.pop(job.job_id, None)
+            self.running.pop(key, None)
             self._tally(job.model).in_flight -= 1
 
         task.add_done_callback(done)
