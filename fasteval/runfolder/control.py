@@ -167,7 +167,7 @@ def _read_line(sock: socket.socket) -> bytes:
 
 def append_trace(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any]:
     """Append one change to the trace (``at`` added when missing); returns the line as written."""
-    line = {"at": datetime.now(UTC).isoformat(timespec="seconds"), **entry}
+    line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **entry}
     fd = open_nofollow(run_dir / CONTROL_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "the control trace")
     try:
         os.write(fd, orjson.dumps(line, default=str) + b"\n")

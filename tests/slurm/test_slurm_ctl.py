@@ -15,6 +15,8 @@ import orjson
 import pytest
 
 from fasteval.engine.sweep import SweepIncomplete
+from fasteval.runfolder.control import read_trace
+from fasteval.runfolder.merge import merge_runs
 from fasteval.slurm.scripts import SubmitOptions
 from fasteval.slurm.state import write_jobs
 from providers.sim import SimModel, SimServer
@@ -58,5 +60,10 @@ async def test_slurm_ctl_reaches_every_running_shard_and_says_which_is_not(tmp_p
                 await task
         code, _, err = await _cli("slurm", "ctl", str(run_dir), "status")
         assert code == 2 and "no shard" in err
+        merged = merge_runs(tmp_path / "merged", [run_dir / "shards" / "0", run_dir / "shards" / "1"])
+        assert merged["sources"] == 2
+        trace = read_trace(tmp_path / "merged")  # the merged report still says what was changed, and where
+        assert [e["command"] for e in trace] == ["set --model m rpm=120"] * 2 + ["cancel --model m"] * 2
+        assert {e["source"] for e in trace} == {str(run_dir / "shards" / "0"), str(run_dir / "shards" / "1")}
     finally:
         await server.stop()
