@@ -110,8 +110,9 @@ class ModelClient:
         """A cap on each attempt set while running (``fasteval ctl set attempt_timeout_s=N``), on top
         of the wire's own connect/read/attempt timeouts from the config."""
         self.gate: Callable[[str], Awaitable[None]] | None = None
-        """Awaited with this client's name before each request: a paused sweep (``fasteval ctl pause
-        --now``) holds trajectories here, before their next model request, instead of ending them."""
+        """Awaited with this client's name before each request is sent (each attempt; a cache hit is
+        not held): a paused sweep (``fasteval ctl pause --now``) holds trajectories here, before their
+        next model request, instead of ending them."""
 
     def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:
         """Called only when a retry will really happen (never after the last attempt)."""
@@ -123,8 +124,6 @@ class ModelClient:
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""
-        if self.gate is not None:
-            await self.gate(self.name)
         if self.params:
             request = ChatRequest(request.messages, request.tools, {**self.params, **request.params}, request.seed,
                                   request.image_profile)
@@ -134,6 +133,8 @@ class ModelClient:
 
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
         if self.batch is not None:
+            if self.gate is not None:
+                await self.gate(self.name)
             return await self.batch(request)
         return await self.chat_interactive(request)
 
@@ -162,6 +163,8 @@ class ModelClient:
             raise
 
     async def _attempt(self, request: ChatRequest) -> ChatResponse:
+        if self.gate is not None:  # held here, each attempt: a retry is not sent while paused either
+            await self.gate(self.name)
         if self.breaker is not None:
             await self.breaker.admit()
         # The window first, then the rate budget: a request is charged to the minute only when it is
