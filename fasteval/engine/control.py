@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fasteval.config.load import SweepConfig
 from fasteval.core.types import Job, Record
 from fasteval.engine.progress import Counters
 from providers.client import ModelClient
@@ -39,6 +40,7 @@ class ControlError(ValueError):
 class SweepView(Protocol):
     """What the controller reads of the sweep (fasteval.engine.sweep.Sweep)."""
 
+    cfg: SweepConfig
     clients: dict[str, ModelClient]
     roles: dict[str, ModelClient]
     counters: Counters
@@ -93,6 +95,7 @@ class Controller:
     """The sweep's SweepResult: a requeue takes its errors back (the exit code follows the last word)."""
     closing: bool = False
     _launching: int = 0
+    _gate_pending: bool = False
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _background: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -123,6 +126,8 @@ class Controller:
         memory); a narrower pause parks that part's jobs so the others go on.
         """
         job = entry[0]
+        if self._gate_pending:  # a pause --now sent while the sweep was starting
+            self._install_gate()
         while True:
             if self.dropped(job.model):
                 self._drop(job.model)
@@ -192,6 +197,13 @@ class Controller:
             parts.append(f"requeued {requeued}")
         return "; ".join(parts)
 
+    async def close(self) -> None:
+        """Stop relaunches still on their way (a stop or a fault ended the sweep before they started)."""
+        self.closing = True
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
     def incomplete_line(self) -> str | None:
         """Why the sweep ends incomplete (exit 3) after a drain or a cancel, or None."""
         if not self.not_run:
@@ -208,8 +220,7 @@ class Controller:
         old = {p for p in self.pauses if (p.scope, p.name) == (new.scope, new.name)}
         self.pauses = (self.pauses - old) | {new}
         if now:
-            for client in self._clients().values():
-                client.gate = self.gate
+            self._install_gate()
         self._notify()
         return [{"what": f"pause {new.label()}", "old": "running" if not old else "paused", "new": "paused"}]
 
@@ -243,7 +254,9 @@ class Controller:
         self._check_scope(scope, name)
         if scope not in ("model", "endpoint"):
             raise ControlError("set applies to a model, an endpoint or global")
-        client = self._clients()[name]
+        client = self._clients().get(name)
+        if client is None:
+            raise ControlError("the sweep is still starting (its models are not set up yet): try again in a moment")
         unknown = set(values) - set(SETTABLE)
         if unknown:
             raise ControlError(f"cannot set {', '.join(sorted(unknown))} (settable: {', '.join(SETTABLE)})")
@@ -342,6 +355,12 @@ class Controller:
                 if not result.errors_by[model]:
                     del result.errors_by[model]
 
+    def _install_gate(self) -> None:
+        clients = self._clients()
+        for client in clients.values():
+            client.gate = self.gate
+        self._gate_pending = not clients
+
     def _tally(self, model: str) -> ModelTally:
         tally = self.tally.get(model)
         if tally is None:
@@ -351,12 +370,13 @@ class Controller:
     def _check_scope(self, scope: str, name: str) -> None:
         if scope not in SCOPES:
             raise ControlError(f"unknown scope {scope!r} (one of {', '.join(SCOPES)})")
-        if scope in ("model", "endpoint") and not self.sweep.clients:
-            raise ControlError("the sweep is still starting (its models are not set up yet): try again in a moment")
-        if scope == "model" and name not in self.sweep.clients:
-            raise ControlError(f"no model {name!r} in this sweep (models: {', '.join(sorted(self.sweep.clients))})")
-        if scope == "endpoint" and name not in self._clients():
-            raise ControlError(f"no endpoint {name!r} in this sweep (endpoints: {', '.join(sorted(self._clients()))})")
+        # Names from the config: a pause or a drain may come while the models are still being set up.
+        models = [str(m["name"]) for m in self.sweep.cfg.models]
+        if scope == "model" and name not in models:
+            raise ControlError(f"no model {name!r} in this sweep (models: {', '.join(sorted(models))})")
+        endpoints = models + list(self.sweep.cfg.roles)
+        if scope == "endpoint" and name not in endpoints:
+            raise ControlError(f"no endpoint {name!r} in this sweep (endpoints: {', '.join(sorted(endpoints))})")
         if scope == "suite" and not name:
             raise ControlError("which suite?")
 
@@ -402,7 +422,7 @@ class Controller:
 
     def _relaunch(self, entries: list[Entry]) -> None:
         """Start these jobs again in the background; the sweep does not end while they are on their way."""
-        if not entries or self.launch is None:
+        if not entries or self.launch is None or self.closing:
             return
         launch = self.launch
         self._launching += 1

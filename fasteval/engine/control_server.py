@@ -62,13 +62,17 @@ async def control_channel(controller: Controller, run_dir: Path) -> AsyncIterato
     except OSError as e:
         log.warning("no control channel for this sweep (fasteval ctl will not reach it): cannot create %s: %s",
                     run_dir / CONTROL_SOCKET, e.strerror or e)
-        yield
+        try:
+            yield
+        finally:
+            await controller.close()
         return
     handler = _Handler(controller, run_dir)
     server = await asyncio.start_unix_server(handler.serve, sock=sock, limit=MAX_MESSAGE)
     try:
         yield
     finally:
+        await controller.close()
         server.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(server.wait_closed(), 1.0)

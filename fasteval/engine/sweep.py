@@ -554,6 +554,7 @@ class Sweep:
                 idle_wait = asyncio.create_task(self.control.settled(idle))
                 await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            await self.control.close()  # no resumed or requeued job starts after this
             for t in (launch, stop_wait, idle_wait):
                 if t is not None:
                     t.cancel()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 
 from fasteval.core.errors import ControlRefused
 from fasteval.runfolder.control import CONTROL_SOCKET, read_trace, socket_path
+from fasteval.runfolder.index import open_index
 from providers.sim import SimModel, SimServer
 from tests.engine.control_support import ctl, socket_up, start, until, write_config
 
@@ -162,3 +164,32 @@ async def test_a_folder_that_cannot_hold_the_socket_costs_the_steering_not_the_s
     res = await start(cfg, run_dir)
     assert res.ok == 2 and not (run_dir / CONTROL_SOCKET).exists()
     assert "no control channel for this sweep" in caplog.text
+
+
+async def test_ctrl_c_while_jobs_are_held_exits_130_and_the_rerun_runs_them(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, [{"name": "a", "provider": "sim", "policy": "direct", "latency_ms": 300},
+                                  {"name": "b", "provider": "sim", "policy": "direct"}],
+                       n_tasks=6, tools=False, run={"max_concurrency": 1})
+    run_dir = tmp_path / "run"
+    proc = await asyncio.create_subprocess_exec(*FASTEVAL, "run", str(cfg), "--run-dir", str(run_dir), "--no-progress",
+                                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        await until(lambda: (run_dir / CONTROL_SOCKET).exists(), "the sweep's socket")
+        assert (await ctl(run_dir, "pause", model="b"))["ok"]
+
+        async def held() -> bool:
+            return bool((await ctl(run_dir, "status"))["status"]["jobs"]["held"] >= 1)
+
+        await until(held, "b's jobs held")
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 130, err.decode()
+    assert not (run_dir / CONTROL_SOCKET).exists()
+    code, _, err_text = await fasteval("run", str(cfg), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 0, err_text
+    with open_index(run_dir) as index:
+        assert len(index.job_ids(ok_only=True)) == 12
