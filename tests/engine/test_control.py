@@ -22,7 +22,7 @@ def _model(server: SimServer, name: str, **extra: object) -> dict[str, object]:
 
 async def _trajectory_requests(tmp: Path, *, pause: bool) -> tuple[int, dict[str, object]]:
     """Run one multi-round trajectory (tool calls, then the answer); with ``pause``, held mid-way."""
-    server = SimServer([SimModel("agent", policy="tools", tool_uses=3, latency_ms=400)])
+    server = SimServer([SimModel("agent", policy="tools", tool_uses=3, latency_ms=700)])
     await server.start()
     try:
         run_dir = tmp / "run"
@@ -185,7 +185,7 @@ async def test_drain_finishes_in_flight_starts_nothing_and_a_rerun_completes_exa
 
 
 async def test_pause_of_one_model_holds_its_jobs_while_the_others_run(tmp_path: Path) -> None:
-    server = SimServer([SimModel("a", policy="direct", latency_ms=50), SimModel("b", policy="direct", latency_ms=50)])
+    server = SimServer([SimModel("a", policy="direct", latency_ms=200), SimModel("b", policy="direct", latency_ms=200)])
     await server.start()
     try:
         run_dir = tmp_path / "run"

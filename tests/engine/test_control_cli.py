@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from fasteval.core.errors import ControlRefused
+from fasteval.engine.sweep import SweepIncomplete
 from fasteval.runfolder.control import CONTROL_SOCKET, read_trace, socket_path
 from fasteval.runfolder.index import open_index
 from providers.sim import SimModel, SimServer
@@ -69,7 +70,7 @@ async def test_no_sweep_and_a_stale_socket_are_said_clearly(tmp_path: Path) -> N
 
 
 async def test_a_sweep_replaces_a_stale_socket_and_refuses_a_live_one(tmp_path: Path) -> None:
-    server = SimServer([SimModel("m", policy="direct", latency_ms=100)])
+    server = SimServer([SimModel("m", policy="direct", faults=_hang_first())])  # keeps the first sweep running
     await server.start()
     try:
         run_dir = tmp_path / "run"
@@ -84,10 +85,12 @@ async def test_a_sweep_replaces_a_stale_socket_and_refuses_a_live_one(tmp_path: 
         with pytest.raises(ControlRefused, match="another sweep is running"):
             await second
         assert (await ctl(run_dir, "status"))["ok"]  # the first one still answers
-        res = await first
+        assert (await ctl(run_dir, "cancel", model="m"))["cancelled"] == 1
+        with pytest.raises(SweepIncomplete):
+            await first
     finally:
         await server.stop()
-    assert res.ok == 6
+    assert not (run_dir / CONTROL_SOCKET).exists()
 
 
 async def test_another_user_is_refused_even_through_a_loosened_socket(open_dir: Path) -> None:
@@ -167,8 +170,8 @@ async def test_a_folder_that_cannot_hold_the_socket_costs_the_steering_not_the_s
 
 
 async def test_ctrl_c_while_jobs_are_held_exits_130_and_the_rerun_runs_them(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, [{"name": "a", "provider": "sim", "policy": "direct", "latency_ms": 300},
-                                  {"name": "b", "provider": "sim", "policy": "direct"}],
+    cfg = write_config(tmp_path, [{"name": "a", "provider": "sim", "policy": "direct"},
+                                  {"name": "b", "provider": "sim", "policy": "direct", "latency_ms": 1000}],
                        n_tasks=6, tools=False, run={"max_concurrency": 1})
     run_dir = tmp_path / "run"
     proc = await asyncio.create_subprocess_exec(*FASTEVAL, "run", str(cfg), "--run-dir", str(run_dir), "--no-progress",
