@@ -106,6 +106,13 @@ class ModelClient:
         self.breaker = breaker
         self.batch: Callable[[ChatRequest], Awaitable[ChatResponse]] | None = None
         """Set for a model in batch mode (fasteval.engine.batching): requests go into provider batches."""
+        self.attempt_timeout_s: float | None = None
+        """A cap on each attempt set while running (``fasteval ctl set attempt_timeout_s=N``), on top
+        of the wire's own connect/read/attempt timeouts from the config."""
+        self.gate: Callable[[str], Awaitable[None]] | None = None
+        """Awaited with this client's name before each request is sent (each attempt; a cache hit is
+        not held): a paused sweep (``fasteval ctl pause --now``) holds trajectories here, before their
+        next model request, instead of ending them."""
 
     def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:
         """Called only when a retry will really happen (never after the last attempt)."""
@@ -126,6 +133,8 @@ class ModelClient:
 
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
         if self.batch is not None:
+            if self.gate is not None:
+                await self.gate(self.name)
             return await self.batch(request)
         return await self.chat_interactive(request)
 
@@ -154,13 +163,18 @@ class ModelClient:
             raise
 
     async def _attempt(self, request: ChatRequest) -> ChatResponse:
+        if self.gate is not None:  # held here, each attempt: a retry is not sent while paused either
+            await self.gate(self.name)
         if self.breaker is not None:
             await self.breaker.admit()
-        self.stats.backoff_s += await self.rate.acquire()
+        # The window first, then the rate budget: a request is charged to the minute only when it is
+        # about to be sent, so a budget lowered mid-run (``fasteval ctl set``) also binds the requests
+        # already queued for a slot, not only those that arrive after the change.
         await self.limit.acquire()
         try:
+            self.stats.backoff_s += await self.rate.acquire()
             self.stats.requests += 1
-            resp = await self.provider.chat(request)
+            resp = await self._send(request)
         except ProviderError as e:
             if self.breaker is not None:
                 self.breaker.on_failure(e)
@@ -182,6 +196,17 @@ class ModelClient:
         self.stats.cache_write_tokens += resp.usage.cache_write_tokens
         self.rate.record_tokens(resp.usage.prompt_tokens + resp.usage.completion_tokens)
         return resp
+
+    async def _send(self, request: ChatRequest) -> ChatResponse:
+        cap = self.attempt_timeout_s
+        if cap is None:
+            return await self.provider.chat(request)
+        try:
+            async with asyncio.timeout(cap):
+                return await self.provider.chat(request)
+        except TimeoutError:
+            raise ProviderError("timeout", f"no complete answer within {cap:g} s (attempt_timeout_s, set while "
+                                           "running)") from None
 
     async def close(self) -> None:
         if self.breaker is not None:

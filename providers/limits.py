@@ -36,7 +36,7 @@ class AdaptiveLimit:
         except BaseException:
             if fut.done() and not fut.cancelled():
                 self.release()  # we were granted a slot we will not use
-            else:
+            elif fut in self._waiters:  # a cancelled waiter _wake already dropped is gone
                 self._waiters.remove(fut)
             raise
 
@@ -66,6 +66,15 @@ class AdaptiveLimit:
             self.changes += 1
             self._wake()
 
+    def resize(self, size: int) -> None:
+        """A new ceiling set by hand (``fasteval ctl set``): the window moves to it at once, and
+        waiters are woken if it grew; a smaller one lets in-flight requests finish, admits no more."""
+        self.ceiling = max(1, size)
+        self.floor = min(self.floor, self.ceiling)
+        self.limit = self.ceiling
+        self.changes += 1
+        self._wake()
+
     @property
     def waiting(self) -> int:
         return len(self._waiters)
@@ -81,6 +90,13 @@ class RateLimiter:
         self._tokens: deque[tuple[float, int]] = deque()
         self._token_sum = 0
         self._lock = asyncio.Lock()
+        self._changed: asyncio.Event | None = None
+
+    def set_rates(self, rpm: float | None, tpm: float | None) -> None:
+        """New budgets (``fasteval ctl set``); a request already waiting recomputes its wait at once."""
+        self.rpm, self.tpm = rpm, tpm
+        if self._changed is not None:
+            self._changed.set()
 
     def _trim(self, now: float) -> None:
         while self._requests and now - self._requests[0] >= 60.0:
@@ -102,11 +118,23 @@ class RateLimiter:
                     delay = 60.0 - (now - self._requests[0])
                 if self.tpm is not None and self._token_sum >= self.tpm and self._tokens:
                     delay = max(delay, 60.0 - (now - self._tokens[0][0]))
-                if delay <= 0:
+                if self.rpm is None and self.tpm is None or delay <= 0:
                     self._requests.append(now)
                     return waited
-                await asyncio.sleep(delay)
-                waited += delay
+                waited += await self._pause(delay)
+
+    async def _pause(self, delay: float) -> float:
+        """Sleep ``delay`` s, or less when set_rates changes the budgets; the seconds slept."""
+        self._changed = changed = asyncio.Event()
+        t0 = time.monotonic()
+        sleeper = asyncio.ensure_future(asyncio.sleep(delay))
+        woken = asyncio.ensure_future(changed.wait())
+        try:
+            await asyncio.wait({sleeper, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleeper.cancel()
+            woken.cancel()
+        return time.monotonic() - t0
 
     def record_tokens(self, n: int) -> None:
         if self.tpm is not None and n > 0:

@@ -53,6 +53,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     console().print(t)
     for suite_name, label in (rep.get("texts") or {}).items():
         console().print(plain(f"texts: {suite_name}: {label}"))
+    print_control(rep.get("control"))
     u = Table(title="cost and behaviour per trajectory")
     for col in ("model", "suite", "setting", "prompt tok", "completion tok", "prefix cache hit", "mean latency s",
                 "tool calls/traj", "terminations"):
@@ -80,6 +81,17 @@ def cmd_report(a: argparse.Namespace) -> int:
             pt.add_row(plain(k), *(fmt(r["by_task_type"].get(k)) for r in typed))
         console().print(pt)
     return EXIT_OK
+
+
+def print_control(trace: list[dict[str, Any]] | None) -> None:
+    """The changes made to the running sweep (``fasteval ctl``): measured under them, so shown with them."""
+    if not trace:
+        return
+    from fasteval.runfolder.control import trace_summary
+
+    console().print(plain(f"steered while it ran ({len(trace)} changes, control.jsonl):"))
+    for line in trace_summary(trace).splitlines():
+        console().print(plain("  " + line))
 
 
 def fmt_rate(v: float | None) -> str:

@@ -185,6 +185,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
 
 def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) -> int:
     """The sweep itself, holding the run folder's lock: run.log, the live run, the closing lines."""
+    from fasteval.core.errors import ControlRefused
     from fasteval.engine.clients import ModelConfigError
     from fasteval.engine.sweep import ConfigChanged, SweepIncomplete, run_sweep
 
@@ -222,7 +223,7 @@ def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) ->
         msg = clean(redact_text(str(e)), block=True)
         print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
         return EXIT_INCOMPLETE
-    except RunDirUnwritable as e:
+    except (RunDirUnwritable, ControlRefused) as e:  # ControlRefused: another sweep answers on its socket
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:

@@ -271,6 +271,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--shared-run-dir", action="store_true",
                    help="create the run folder, shards and logs with your umask instead of 0700 with 0600 files")
     p.set_defaults(func=cmd_submit)
+    from fasteval.cli.slurm_ctl import add_slurm_ctl
+
+    add_slurm_ctl(ssub)
     st = ssub.add_parser("status", help="per shard: Slurm state, done/error/total, last log line")
     st.add_argument("run_dir")
     st.add_argument("--format", choices=["table", "json"], default="table")

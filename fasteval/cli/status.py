@@ -46,6 +46,9 @@ def cmd_status(a: argparse.Namespace) -> int:
             errs.add_row(plain(row["model"]), plain(row["error_kind"]), plain(row["jobs"]),
                          plain(str(row["example"] or "")[:200]))
         console().print(errs)
+    from fasteval.cli.report import print_control
+
+    print_control(st.get("control"))
     if batches:
         bt = Table(title="batches at the provider (batch mode)", title_justify="left")
         for col in ("model", "batch_id", "requests", "state", "age"):

@@ -29,3 +29,16 @@ class RunFolderBusy(RuntimeError):
     Two sweeps on one folder would run, and pay for, every job twice. The CLI prints the message
     (which names the holder) and exits 2.
     """
+
+
+class NoSweepRunning(RuntimeError):
+    """``fasteval ctl`` found no live sweep behind a run folder's control socket (none, or a stale one).
+
+    The message is one line that says which (no socket; a socket left by a sweep that ended); the
+    CLI prints it and exits 2.
+    """
+
+
+class ControlRefused(RuntimeError):
+    """A running sweep's control socket cannot be taken over (another live sweep owns it, or the
+    path is not a socket we made): the new sweep refuses to start rather than steal or follow it."""

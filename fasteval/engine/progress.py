@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from fasteval.core.pricing import BATCH_TOKENS, TOKEN_KINDS, Price, cost_usd
 from fasteval.core.terminal import clean, plain
@@ -62,7 +63,8 @@ class ProgressDisplay:
                  extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
                  live: bool | None = None, interval_s: float = 10.0,
                  extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None,
-                 prices: dict[str, Price | None] | None = None, global_cap: int | None = None) -> None:
+                 prices: dict[str, Price | None] | None = None, global_cap: int | None = None,
+                 notes: Callable[[], str] | None = None) -> None:
         self.counters = counters
         self.prices = prices or {}
         self.clients = clients
@@ -72,6 +74,8 @@ class ProgressDisplay:
         self.interval_s = interval_s
         self.global_cap = global_cap
         """The sweep's in-flight cap: an endpoint's effective limit is the smaller of the two."""
+        self.notes = notes
+        """A line about steering (``fasteval ctl``: paused parts, drains, requeues), empty when none."""
         self._task: asyncio.Task[None] | None = None
         self.console = Console(stderr=True)
 
@@ -97,9 +101,12 @@ class ProgressDisplay:
         c = self.counters
         total = self.total_cost()
         spent = f" cost ${total:.2f}" if total is not None else ""
-        t = Table(title=(f"jobs {c.done + c.errors}/{c.total} (ok {c.done}, error {c.errors}, "
-                         f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}"),
-                  title_justify="left")
+        note = self.notes() if self.notes is not None else ""
+        title = Text(f"jobs {c.done + c.errors}/{c.total} (ok {c.done}, error {c.errors}, "
+                     f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}")
+        if note:  # names from the config: literal text, never markup
+            title.append("\n" + clean(note), style="yellow")
+        t = Table(title=title, title_justify="left")
         for col in ("endpoint", "in flight", "limit", "waiting", "requests", "retries", "429s", "backoff s", "tokens",
                     "cost $", "state"):
             t.add_column(col, justify="right" if col not in ("endpoint", "state") else "left")
@@ -121,6 +128,9 @@ class ProgressDisplay:
         total = self.total_cost()
         parts = [f"jobs {c.done + c.errors}/{c.total} ok={c.done} error={c.errors} in_flight={c.in_flight} "
                  f"eta={_fmt_eta(c.eta_s())}" + (f" cost=${total:.2f}" if total is not None else "")]
+        note = self.notes() if self.notes is not None else ""
+        if note:
+            parts.append(note)
         for name, cl in self.clients.items():
             s = cl.stats
             state = self._state(cl)

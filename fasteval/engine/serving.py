@@ -187,7 +187,7 @@ class Serving:
         state = self.state[model]
         if state == "up":
             return "run"
-        return "skip" if state == "failed" else "defer"
+        return "skip" if state in ("failed", "done") else "defer"
 
     async def wait_change(self) -> None:
         await self._changed.wait()
@@ -197,6 +197,11 @@ class Serving:
         try:
             await job
         finally:
+            self.forget(model)
+
+    def forget(self, model: str) -> None:
+        """One job of this model is over (run, or dropped by ``fasteval ctl drain``): its last stops the servers."""
+        if model in self.expected:
             self.expected[model] -= 1
             group = self.groups[model]
             if self.state[model] == "up" and group.exhausted:  # restarts used up: free its GPUs
@@ -204,6 +209,9 @@ class Serving:
                 self._spawn(self._stop(model, "failed"))
             if self.expected[model] <= 0 and model not in self.roles and self.state[model] in ("starting", "up"):
                 self._spawn(self._stop(model, "done"))
+            elif self.expected[model] <= 0 and self.state[model] == "waiting":  # drained before it started
+                self.state[model] = "done"
+                self._notify()
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:

@@ -34,6 +34,8 @@ from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
 from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
+from fasteval.engine.control import Controller
+from fasteval.engine.control_server import control_channel
 from fasteval.engine.notify import Health, Notifier, watching
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
@@ -323,6 +325,7 @@ class Sweep:
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
+        self.control = Controller(self)
 
     def _fault(self, err: RuntimeError) -> None:
         """A fault no job can survive (full disk, vanished run folder): stop everything now.
@@ -393,8 +396,11 @@ class Sweep:
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
-            jobs_total, _ = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
+            jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
+        sel = self.opts.selectors
+        self.control.set_plan(by["model"], index.counts(by=("model", "suite", "setting", "seed")),
+                              (sel.suites, sel.settings, [str(s) for s in sel.seeds]), self.opts.keep_errors)
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
                                      done=finished):
@@ -411,6 +417,7 @@ class Sweep:
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
+            await stack.enter_async_context(control_channel(self.control, self.opts.run_dir))
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"),
                                   index=index, on_failure=self._fault)
             self._writer = writer
@@ -428,7 +435,7 @@ class Sweep:
                 log.warning("%s", line)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
-            display = self._display()
+            display = self.control.display = self._display()
             display.start()
             stack.push_async_callback(display.stop)
             if self.cfg.notify is not None:  # endpoint down, error rate, disk: told while it runs
@@ -449,6 +456,9 @@ class Sweep:
         if result.down and not result.interrupted:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
+        if (steered := self.control.incomplete_line()) and not result.interrupted:
+            result.not_run += self.control.not_run
+            raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
     def _health(self) -> Health:
@@ -467,7 +477,7 @@ class Sweep:
         rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw, is_embedded),
+                               prices=model_prices(self.cfg.raw, is_embedded), notes=self.control.notes,
                                global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
 
     def _install_signals(self) -> None:
@@ -489,7 +499,7 @@ class Sweep:
     async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
                       result: SweepResult) -> None:
         cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
-        slots = asyncio.Semaphore(cap)
+        slots = self.control.global_limit(cap)  # `fasteval ctl set --global concurrency=N` moves it
         running: set[asyncio.Task[None]] = set()
         idle = asyncio.Event()
         idle.set()
@@ -528,7 +538,7 @@ class Sweep:
                 await start(job, run, setting, item)
             while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
                 for model in list(waiting_gpus):
-                    if serving.admission(model) != "defer":
+                    if serving.admission(model) != "defer" or self.control.dropped(model):  # drained: let go
                         for entry in waiting_gpus.pop(model):
                             await start(*entry)
                 if waiting_gpus:
@@ -541,27 +551,33 @@ class Sweep:
                 result.not_run += 1
                 result.down[breaker.endpoint] = breaker.reason
                 return
+            if not await self.control.admit((job, run, setting, item)):  # paused, drained or cancelled
+                return
             await slots.acquire()
             coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
             if serving is not None and serving.served(job.model):
                 coro = serving.track(job.model, coro)
             task = asyncio.create_task(coro)
+            self.control.track(job, task)
             running.add(task)
             idle.clear()
             task.add_done_callback(finished_one)
 
+        self.control.launch = lambda entry: start(*entry)  # resumed and requeued jobs
+        self.control.result = result
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())
         launch = asyncio.create_task(launcher())
-        idle_wait: asyncio.Task[bool] | None = None
+        idle_wait: asyncio.Task[Any] | None = None
         try:
             await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if launch.done():
                 launch.result()  # a failing plan or loader surfaces here
-                idle_wait = asyncio.create_task(idle.wait())
+                idle_wait = asyncio.create_task(self.control.settled(idle))
                 await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            await self.control.close()  # no resumed or requeued job starts after this
             for t in (launch, stop_wait, idle_wait):
                 if t is not None:
                     t.cancel()
@@ -611,6 +627,7 @@ class Sweep:
         rec = Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
                      seed=job.seed, status="error", score=None, answer=None)
         traj = Trajectory()
+        self.control.entered(job)
         async with self._job_scope(job):
             try:
                 await self._play(job, run, setting, item, blobs, tools_cache, rec, traj)
@@ -638,6 +655,7 @@ class Sweep:
             self.counters.errors += 1
             result.errors += 1
             result.add_error(job.model, rec.error_kind or "error", rec.error or "")
+        self.control.finished((job, run, setting, item), rec)
         writer.write(rec)
 
     async def _play(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, blobs: BlobStore,

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from fasteval.runfolder.blobs import pid_alive
+from fasteval.runfolder.control import append_trace, read_trace
 from fasteval.runfolder.index import RunIndex, RunIndexError, open_index
 from fasteval.runfolder.merged_index import Candidate, Chooser, write_merged
 from fasteval.runfolder.records import read_manifest, write_manifest
@@ -94,6 +95,7 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
         for index in indexes:
             index.close()
         blobs = _link_blobs(tmp, sources)
+        _merge_traces(tmp, sources)
         write_manifest(tmp, _merged_manifest(manifests, sources))
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # an empty target folder the user made
@@ -106,6 +108,14 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
             index.close()
     _fsync_dir(out.parent)
     return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
+
+
+def _merge_traces(dst_run: Path, sources: list[Path]) -> None:
+    """Every source's ``fasteval ctl`` changes, in time order, each naming its source: the merged
+    report must still say which figures were measured under changed limits."""
+    entries = [{**e, "source": str(src)} for src in sources for e in read_trace(src)]
+    for entry in sorted(entries, key=lambda e: str(e.get("at", ""))):
+        append_trace(dst_run, entry)
 
 
 def _link_blobs(dst_run: Path, sources: list[Path]) -> int:

@@ -25,6 +25,7 @@ import orjson
 
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.runfolder.blobs import open_blob
+from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import JobRow, RunIndex, open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
 from fasteval.runfolder.safe_open import open_nofollow
@@ -194,7 +195,7 @@ class RunSet:
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
                 "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
-                "cost_usd": rep.get("cost_usd"), "stats": stats,
+                "cost_usd": rep.get("cost_usd"), "stats": stats, "control": read_trace(run.path),
                 "leaderboard": leaderboard(rep, manifest.get("config") or {})}
 
     # ---- jobs (/jobs and /api/jobs) --------------------------------------------------------

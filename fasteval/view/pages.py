@@ -195,9 +195,24 @@ def summary_body(summary: dict[str, Any], *, live: bool = True) -> str:
                            + "</tr>" for k in kinds)
             parts.append(f'<h2>Score (%) per task type (all seeds)</h2><table class="by-type">'
                          f"<tr><th>task type</th>{head}</tr>{body}</table>")
+        parts.append(control_html(run.get("control") or []))
         figs = "".join(f"<figure><figcaption>{escape(c)}</figcaption>{svg}</figure>" for c, svg in run_plots(run))
         parts.append(f'<h2>Plots</h2><div class="plots">{figs}</div></section>')
     return "".join(parts)
+
+
+def control_html(trace: list[dict[str, Any]]) -> str:
+    """The changes made while the run ran (``fasteval ctl``: pauses, limits, requeues), escaped."""
+    if not trace:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(str(e.get('at', '')))}</td><td>{escape(str(e.get('who', '')))}</td>"
+        f"<td>{escape(str(e.get('command', '')))}</td><td>"
+        + "<br>".join(escape(f"{c.get('what')}: {c.get('old')} → {c.get('new')}") for c in e.get("changes") or [])
+        + "</td></tr>" for e in trace)
+    return (f'<h2>Steered while it ran ({len(trace)} changes)</h2><p class="meta">Figures after a change were '
+            f'measured under it (control.jsonl).</p><table class="control"><tr><th>when</th><th>who</th>'
+            f"<th>command</th><th>old → new</th></tr>{rows}</table>")
 
 
 def summary_page(summary: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasteval.core.pricing import cost_usd, model_prices
+from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import BATCH_TOKEN_COLUMNS, RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
 from providers.registry import is_embedded
@@ -51,6 +52,9 @@ def status(run_dir: Path) -> dict[str, Any]:
                 per_dim[dim][str(value)][st] += n
     out.update(counts(int(plan["total"]) if "total" in plan else None, overall))
     out["errors_by_kind"] = errors_by_kind(run_dir)
+    control = read_trace(run_dir)
+    if control:  # changed mid-run with `fasteval ctl`: figures measured under changed limits say so
+        out["control"] = control
     for dim in _DIMS:
         totals: dict[str, int] = plan.get(f"by_{dim}") or {}
         keys = sorted(set(totals) | set(per_dim[dim]))
@@ -209,9 +213,13 @@ def report(run_dir: Path) -> dict[str, Any]:
                 row["suite_metrics"] = extra
             rows.append(row)
     texts = (read_manifest(run_dir) or {}).get("texts") or {}
-    return {"run_dir": str(run_dir), "rows": rows,
-            "cost_usd": round(total_cost, 6) if total_cost is not None else None,
-            "texts": {name: texts_label(m) for name, m in texts.items()}}
+    out: dict[str, Any] = {"run_dir": str(run_dir), "rows": rows,
+                           "cost_usd": round(total_cost, 6) if total_cost is not None else None,
+                           "texts": {name: texts_label(m) for name, m in texts.items()}}
+    control = read_trace(run_dir)
+    if control:  # limits changed mid-run (`fasteval ctl`): latencies and throughput were measured under them
+        out["control"] = control
+    return out
 
 
 def texts_label(manifest: dict[str, Any]) -> str:

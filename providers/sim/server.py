@@ -36,7 +36,7 @@ class SimServer:
                  allowed_local_media_path: str | Path | None = None,
                  prefix_cache: PrefixCacheModel | None = None, die_after: int | None = None,
                  log_requests: bool = False, ready: bool = True, die_on: str | None = None,
-                 hostile: Hostile | None = None) -> None:
+                 hostile: Hostile | None = None, record_arrivals: bool = False) -> None:
         self.models = {m.name: m for m in models}
         # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
         self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
@@ -57,6 +57,8 @@ class SimServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.by_outcome: dict[str, int] = {}
+        self.arrivals: list[float] | None = [] if record_arrivals else None
+        """``time.monotonic()`` of each chat request, when asked for: the observed request rate."""
         self._rngs = {m.name: random.Random(m.seed) for m in models}
         self._schedules = {m.name: list(m.faults.schedule) for m in models}
         self._runner: web.AppRunner | None = None
@@ -138,6 +140,8 @@ class SimServer:
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
         self.requests += 1
+        if self.arrivals is not None:
+            self.arrivals.append(time.monotonic())
         if self.die_after is not None and self.requests > self.die_after:
             print(f"sim: dying after {self.die_after} requests (as configured)", flush=True)
             os._exit(17)  # a crash mid-request: the client sees its connection drop

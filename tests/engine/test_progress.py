@@ -33,3 +33,15 @@ async def test_line_shows_effective_limit_and_why_an_endpoint_is_down() -> None:
     table = display.table()
     assert [col.header for col in table.columns][-1] == "state"
     await client.close()
+
+
+def test_the_steering_note_is_on_the_line_and_the_panel_title_as_literal_text() -> None:
+    from rich.console import Console
+
+    note = "paused: model [red]x[/red] (now); limits set: m.rpm=5"
+    display = ProgressDisplay(Counters(total=10), {}, live=False, notes=lambda: note)
+    assert note in display.line()
+    console = Console(record=True, width=200)
+    console.print(display.table())
+    assert "[red]x[/red]" in console.export_text()  # printed as written, never parsed as markup
+    assert "paused" not in ProgressDisplay(Counters(total=10), {}, live=False).line()

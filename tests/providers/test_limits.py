@@ -76,3 +76,37 @@ async def test_tpm_budget_counts_tokens(monkeypatch: pytest.MonkeyPatch) -> None
     rl.record_tokens(1200)
     clock[0] = 5.0
     assert await rl.acquire() == pytest.approx(55.0)
+
+
+async def test_resize_admits_waiters_at_once_and_a_cut_admits_no_more() -> None:
+    lim = AdaptiveLimit(1)
+    await lim.acquire()
+    waiter = asyncio.ensure_future(lim.acquire())
+    await asyncio.sleep(0)
+    assert lim.waiting == 1
+    lim.resize(3)
+    await asyncio.wait_for(waiter, 1)
+    assert (lim.in_flight, lim.limit, lim.ceiling) == (2, 3, 3)
+    lim.resize(1)
+    late = asyncio.ensure_future(lim.acquire())
+    lim.release()
+    await asyncio.sleep(0)
+    assert not late.done()  # one still in flight: the cut to 1 holds
+    lim.release()
+    await asyncio.wait_for(late, 1)
+    late_cancelled = asyncio.ensure_future(lim.acquire())
+    await asyncio.sleep(0)
+    late_cancelled.cancel()
+    lim.release()  # _wake drops the cancelled waiter; its own cleanup must not fail
+    with pytest.raises(asyncio.CancelledError):
+        await late_cancelled
+
+
+async def test_set_rates_wakes_a_request_waiting_on_the_old_budget() -> None:
+    rl = RateLimiter(rpm=1)
+    await rl.acquire()
+    waiter = asyncio.ensure_future(rl.acquire())  # would wait ~60 s
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    rl.set_rates(None, None)
+    assert await asyncio.wait_for(waiter, 5) < 5

@@ -34,3 +34,14 @@ def test_value_table_turns_lists_of_objects_into_tables() -> None:
     assert "<th>item</th><th>weight</th><th>verdict</th>" in html
     assert "&lt;b&gt;" in html and "<b>" not in html
     assert "<pre>" in html  # a dict holding a list is shown as JSON
+
+
+def test_the_control_trace_is_shown_escaped() -> None:
+    from fasteval.view.pages import control_html
+
+    html = control_html([{"at": "2026-01-01T03:00:00+00:00", "who": "ann (uid 1000, pid 7)",
+                          "command": "set --model <script>x</script> rpm=30",
+                          "changes": [{"what": "<b>m</b>.rpm", "old": None, "new": 30.0}]}])
+    assert "Steered while it ran (1 changes)" in html and "<script>" not in html and "<b>" not in html
+    assert "&lt;script&gt;" in html and "None → 30.0" in html
+    assert control_html([]) == ""

@@ -1,0 +1,169 @@
+"""``fasteval ctl RUN ...``: steer the sweep running in a run folder, through its control socket.
+
+status, pause/resume (a model, a suite, an endpoint or everything; ``--now`` holds trajectories
+before their next model request), set (limits, retries, the global concurrency), requeue
+(this run's errors), drain and cancel. Every command takes ``--json``; every change lands in
+the run folder's trace (``control.jsonl``). Exit 0 when the sweep did it, 2 when no sweep runs
+there or it refused the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from fasteval.core.errors import NoSweepRunning
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.terminal import clean
+from fasteval.runfolder.control import ask
+
+COMMANDS = ("status", "pause", "resume", "set", "requeue", "drain", "cancel")
+
+
+def request_of(a: argparse.Namespace) -> dict[str, Any]:
+    """The wire request of a parsed ``ctl`` (or ``slurm ctl``) command line."""
+    req: dict[str, Any] = {"command": a.ctl_command}
+    for key in ("model", "suite", "endpoint", "kind"):
+        value = getattr(a, key, None)
+        if value:
+            req[key] = value
+    for flag in ("now", "errors"):
+        if getattr(a, flag, False):
+            req[flag] = True
+    if getattr(a, "global_", False):
+        req["global"] = True
+    if a.ctl_command == "set":
+        req["values"] = parse_values(a.values)
+    return req
+
+
+def parse_values(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{pair!r}: expected KEY=VALUE (e.g. rpm=30, concurrency=8, max_attempts=3)")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_ctl(a: argparse.Namespace) -> int:
+    from fasteval.cli.common import print_json
+
+    try:
+        request = request_of(a)
+    except ValueError as e:
+        print(f"error: {clean(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        answer = ask(Path(a.run_dir), request)
+    except NoSweepRunning as e:
+        if a.json:
+            print_json({"ok": False, "running": False, "error": str(e)})
+        else:
+            print(f"error: {clean(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    if a.json:
+        print_json(answer)
+    else:
+        for line in answer_lines(answer):
+            print(line)
+    return EXIT_OK if answer.get("ok") else EXIT_USAGE
+
+
+def answer_lines(answer: dict[str, Any]) -> list[str]:
+    """The human form of an answer; every value is the sweep's or a model's text: escaped."""
+    if not answer.get("ok"):
+        return [clean(f"refused: {answer.get('error')}")]
+    if "status" in answer:
+        return status_lines(answer)
+    lines = [clean(f"{c.get('what')}: {c.get('old')} -> {c.get('new')}") for c in answer.get("changes") or []]
+    for key in ("requeued", "cancelled"):
+        if key in answer:
+            lines.append(f"{key} {answer[key]} jobs")
+    return lines or ["no change"]
+
+
+def status_lines(answer: dict[str, Any]) -> list[str]:
+    st = answer["status"]
+    j = st["jobs"]
+    g = st["global"]
+    out = [clean(f"sweep pid {answer.get('pid')} in {answer.get('run_dir')}"),
+           f"jobs: {j['ok']} ok, {j['error']} error, {j['in_flight']} in flight, {j['waiting']} waiting, "
+           f"{j['held']} held, {j['resumed']} resumed, {j['not_run']} not run, of {j['total']}",
+           f"global concurrency: {g['in_flight']}/{g['concurrency']}"]
+    if st["paused"]:
+        out.append(clean("paused: " + ", ".join(
+            ("everything" if p["scope"] == "all" else f"{p['scope']} {p['name']}") + (" (now)" if p["now"] else "")
+            for p in st["paused"])))
+    if st["draining"] or st["cancelled"]:
+        out.append(clean(f"draining: {', '.join(st['draining'])}  cancelled: {', '.join(st['cancelled'])}"))
+    out.append(f"{'model':<24} {'to run':>6} {'ok':>6} {'error':>6} {'flight':>6} {'waiting':>7} {'held':>6} "
+               f"{'requeued':>8} {'not run':>7}")
+    for name, m in st["models"].items():
+        out.append(clean(f"{name:<24} {m['to_run']:>6} {m['ok']:>6} {m['error']:>6} {m['in_flight']:>6} "
+                         f"{m['waiting']:>7} {m['held']:>6} {m['requeued']:>8} {m['not_run']:>7}"))
+    out.append(f"{'endpoint':<24} {'flight':>6} {'limit':>6} {'waiting':>7} {'rpm':>8} {'tpm':>8} {'attempts':>8} "
+               f"{'requests':>8}  state")
+    for name, e in st["endpoints"].items():
+        out.append(clean(f"{name:<24} {e['in_flight']:>6} {e['concurrency']:>6} {e['waiting']:>7} "
+                         f"{_num(e['rpm']):>8} {_num(e['tpm']):>8} {e['max_attempts']:>8} {e['requests']:>8}  "
+                         f"{e['state']}"))
+    trace = answer.get("trace") or []
+    if trace:
+        from fasteval.runfolder.control import trace_summary
+
+        out.append("changes (control.jsonl):")
+        out += [clean("  " + line) for line in trace_summary(trace).splitlines()]
+    return out
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+def add_ctl_commands(p: argparse.ArgumentParser) -> None:
+    """The ``ctl`` subcommands (shared by ``fasteval ctl`` and ``fasteval slurm ctl``)."""
+    sub = p.add_subparsers(dest="ctl_command", required=True)
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_)
+        c.add_argument("--json", action="store_true", help="the sweep's answer as JSON")
+        return c
+
+    command("status", "jobs done, in flight, waiting and held, per model and endpoint, with current limits")
+    for name, help_ in (("pause", "start no new job of a model, suite, endpoint or everything"),
+                        ("resume", "lift a pause (every pause without a scope); held jobs start")):
+        c = command(name, help_)
+        scope = c.add_mutually_exclusive_group()
+        scope.add_argument("--model")
+        scope.add_argument("--suite")
+        scope.add_argument("--endpoint", help="a model's or a role's endpoint, by its name in the config")
+        if name == "pause":
+            c.add_argument("--now", action="store_true",
+                           help="also hold trajectories in flight before their next model request")
+    s = command("set", "change a model's or endpoint's concurrency, rpm, tpm, max_attempts, total_budget_s, "
+                       "attempt_timeout_s, "
+                       "or the run's global concurrency; effective at once")
+    target = s.add_mutually_exclusive_group(required=True)
+    target.add_argument("--model")
+    target.add_argument("--endpoint")
+    target.add_argument("--global", dest="global_", action="store_true", help="the run's global concurrency")
+    s.add_argument("values", nargs="+", metavar="KEY=VALUE", help="e.g. rpm=30 concurrency=8 (rpm=off: no budget)")
+    r = command("requeue", "run again now the jobs that ended in error in this run")
+    r.add_argument("--errors", action="store_true", required=True)
+    r.add_argument("--kind", help="only errors of this kind (e.g. transient, rate_limit, judge_error)")
+    r.add_argument("--model")
+    d = command("drain", "finish what is in flight, start nothing new, then end (exit 3: a rerun continues)")
+    d.add_argument("--model", help="drain one model only: its servers stop after its last job")
+    c = command("cancel", "stop a model's jobs now (no record; a later resume runs them)")
+    c.add_argument("--model", required=True)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("ctl", help="steer a running sweep: status, pause/resume, set limits, requeue, drain, cancel")
+    p.add_argument("run_dir")
+    add_ctl_commands(p)
+    p.set_defaults(func=cmd_ctl)
