@@ -22,6 +22,7 @@ from fasteval.core.exitcodes import (
     EXIT_OK,
     EXIT_USAGE,
     RunIncomplete,
+    exit_code_for,
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
@@ -93,6 +94,16 @@ def _print_error_summary(result: SweepResult) -> None:
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
 
 
+def _internal_error(e: Exception, run_dir: Path, handler: logging.Handler) -> int:
+    """One line on the terminal, the traceback in run.log only (never on the live terminal)."""
+    handler.handle(logging.getLogger("fasteval").makeRecord(
+        "fasteval", logging.ERROR, __file__, 0, "internal error: %s", (type(e).__name__,), sys.exc_info()))
+    print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
+          f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / 'run.log')}, "
+          "please report it", file=sys.stderr)
+    return exit_code_for(e)
+
+
 class _TerminalFilter(logging.Filter):
     """During a run the terminal shows only errors; warnings (ours and third-party libraries',
     e.g. math_verify's timeout notice) go to run.log, where they do not tear the live panel."""
@@ -124,10 +135,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def _run(a: argparse.Namespace, seen: _Started) -> int:
     from fasteval.config.load import load_config
-    from fasteval.core.errors import ConfigError
-    from fasteval.engine.clients import ModelConfigError
+    from fasteval.core.errors import ConfigError, UsageError
     from fasteval.engine.sweep import (
-        ConfigChanged,
         RunOptions,
         SweepIncomplete,
         default_run_dir,
@@ -217,11 +226,13 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     except RunDirUnwritable as e:
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:
+    except UsageError as e:  # ours: a config, a changed config, a damaged run folder
         if not existed and not (run_dir / "records.jsonl").exists():
             shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
+    except Exception as e:  # a bug of ours: its traceback in run.log, the folder kept for the report
+        return _internal_error(e, run_dir, handler)
     finally:
         logging.captureWarnings(False)
         for h in terminal:

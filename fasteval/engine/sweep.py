@@ -27,6 +27,7 @@ from typing import Any
 
 import fasteval.services.limiters  # noqa: F401  (registers the limiters service)
 from fasteval.config.load import SweepConfig, config_diff
+from fasteval.core.errors import ConfigChanged, ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
@@ -51,10 +52,6 @@ from providers.local import trajectory
 from providers.registry import is_embedded
 
 log = logging.getLogger("fasteval")
-
-
-class ConfigChanged(RuntimeError):
-    pass
 
 
 @dataclass(slots=True)
@@ -157,9 +154,12 @@ def usage_summary(turns: list[Usage]) -> dict[str, int]:
 
 def parse_shard(text: str) -> tuple[int, int]:
     i, _, n = text.partition("/")
-    idx, count = int(i), int(n)
+    try:
+        idx, count = int(i), int(n)
+    except ValueError:
+        idx, count = -1, 0
     if not 0 <= idx < count:
-        raise ValueError(f"--shard {text}: expected i/n with 0 <= i < n")
+        raise ConfigError(f"--shard {text}: expected i/n with 0 <= i < n")
     return idx, count
 
 
@@ -179,7 +179,7 @@ def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[S
     out = []
     for e in entries:
         if "extends" in e and e["extends"] not in defaults:
-            raise ValueError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
+            raise ConfigError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
                              f"of its default settings ({', '.join(defaults) or 'none'})")
         base = defaults.get(e.get("extends", e["name"]))
         merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
@@ -716,7 +716,7 @@ def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
     known = {s.name for r in runs if not selectors.suites or r.suite.name in selectors.suites for s in r.settings}
     unknown = [s for s in selectors.settings if s not in known]
     if unknown:
-        raise ValueError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
+        raise ConfigError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
 
 
 def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) -> None:
@@ -735,7 +735,7 @@ def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) ->
                 roles.add(role)
     if missing:
         example = ", ".join(f"{r}: {{provider: ..., model: ...}}" for r in sorted(roles))
-        raise ValueError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
+        raise ConfigError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
                          f"roles: {{{example}}} (docs/config.md, roles); nothing ran")
 
 

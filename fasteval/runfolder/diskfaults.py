@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.errors import RunDirUnwritable as RunDirUnwritable
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.core.redact import RedactingFilter
 from fasteval.runfolder.safe_open import open_nofollow
@@ -23,10 +24,6 @@ _UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _GONE = frozenset({errno.ENOENT, errno.ESTALE, errno.ENOTDIR})
 FATAL_ERRNOS = _FULL | _UNWRITABLE | _GONE | {errno.EIO}
 """Errors of a write into the run folder that no retry of the job can fix."""
-
-
-class RunDirUnwritable(RuntimeError):
-    """The run folder cannot be written at all (read-only, no permission): exit 2, nothing ran."""
 
 
 def shown(path: Path) -> str:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
+from fasteval.core.errors import DamagedRunFolder
 from fasteval.core.redact import redact_bytes, redact_text
 from fasteval.core.types import Record
 from fasteval.runfolder.diskfaults import database_failure, vanished, write_failure
@@ -347,5 +348,11 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     refuse_symlink(p, MANIFEST)  # a linked manifest would hand rescore and resume another config
     if not p.exists():
         return None
-    data: dict[str, Any] = orjson.loads(p.read_bytes())
+    try:
+        data = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise DamagedRunFolder(f"{p}: not the manifest fasteval writes ({e}); restore it or use a new --run-dir") from None
+    if not isinstance(data, dict):
+        raise DamagedRunFolder(f"{p}: not the manifest fasteval writes (a JSON {type(data).__name__}, not an object); "
+                               "restore it or use a new --run-dir")
     return data

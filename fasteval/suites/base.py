@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeGuard
 
+from fasteval.core.errors import ConfigError
 from fasteval.core.options import OptionSchema
 from fasteval.core.registry import LazyRegistry
 from fasteval.core.types import Message, Task, ToolCall, Trajectory
@@ -223,4 +224,14 @@ def suites_with_tables(names: Iterable[str]) -> list[str]:
 
 
 def make_suite(name: str, options: dict[str, Any], blobs: BlobStore) -> Suite:
-    return SUITES[name](options, blobs)
+    """The suite ``name`` with its options; an option a suite refuses is a ConfigError (exit 2).
+
+    Suites check their option values in ``__init__`` with a plain ValueError; the config schema
+    has checked their shape already, so what is left is the user's value, not our bug.
+    """
+    try:
+        return SUITES[name](options, blobs)
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(f"suite {name}: {e}") from e
