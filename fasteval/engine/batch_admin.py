@@ -19,6 +19,7 @@ from fasteval.runfolder.records import read_manifest
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
 from providers.batch.wires import wire_for
+from providers.registry import is_embedded
 
 
 def _batched_specs(run_dir: Path) -> list[dict[str, Any]]:
@@ -40,7 +41,7 @@ async def cancel_batches(run_dir: Path, *, poll_s: float = 5.0, say: Any = print
         for spec in _batched_specs(run_dir):
             if spec["name"] not in open_:
                 continue
-            if spec.get("provider") == "sim":
+            if is_embedded(spec):
                 say(f"model {spec['name']}: its batches were at the run's embedded sim, which ended with the run")
                 continue
             client = build_client(spec["name"], spec, sim_base_url=None, resolver=None)
