@@ -27,6 +27,7 @@ from fasteval.core.exitcodes import (
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.diskfaults import RunDirUnwritable, RunLogHandler, shown
+from fasteval.runfolder.names import RECORDS, RUN_LOG
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -99,7 +100,7 @@ def _internal_error(e: Exception, run_dir: Path, handler: logging.Handler) -> in
     handler.handle(logging.getLogger("fasteval").makeRecord(
         "fasteval", logging.ERROR, __file__, 0, "internal error: %s", (type(e).__name__,), sys.exc_info()))
     print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
-          f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / 'run.log')}, "
+          f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / RUN_LOG)}, "
           "please report it", file=sys.stderr)
     return exit_code_for(e)
 
@@ -191,7 +192,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     existed = run_dir.exists()
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        handler = RunLogHandler(run_dir / "run.log")
+        handler = RunLogHandler(run_dir / RUN_LOG)
     except OSError as e:
         print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
               "use a writable --run-dir", file=sys.stderr)
@@ -227,7 +228,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
     except UsageError as e:  # ours: a config, a changed config, a damaged run folder
-        if not existed and not (run_dir / "records.jsonl").exists():
+        if not existed and not (run_dir / RECORDS).exists():
             shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return exit_code_for(e)

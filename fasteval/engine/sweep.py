@@ -42,6 +42,7 @@ from fasteval.engine.serving import Serving, checkpoint_identities
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
+from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
@@ -356,9 +357,9 @@ class Sweep:
         try:
             try:
                 prepare_run_dir(self.cfg, self.opts)
-                blobs = BlobStore(self.opts.run_dir / "blobs")
+                blobs = BlobStore(self.opts.run_dir / BLOBS)
             except OSError as e:
-                raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+                raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
             blobs.on_failure = self._blob_fault
             await asyncio.to_thread(blobs.clean_temp)
             runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
@@ -389,7 +390,7 @@ class Sweep:
         try:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
-            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
@@ -417,7 +418,7 @@ class Sweep:
             rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
                                     breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
-                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt",
+                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / CACHE_KEYS,
                                     run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
             self.lanes = rt.lanes
@@ -744,7 +745,7 @@ def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:
     if not existed:
         shutil.rmtree(run_dir, ignore_errors=True)
     elif not claimed and not (run_dir / RECORDS).exists():
-        (run_dir / "manifest.json").unlink(missing_ok=True)
+        (run_dir / MANIFEST).unlink(missing_ok=True)
 
 
 async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:
