@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import fasteval.services.limiters  # noqa: F401  (registers the limiters service)
 from fasteval.config.load import SweepConfig, config_diff
 from fasteval.core.errors import ConfigChanged, ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete

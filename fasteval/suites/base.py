@@ -18,7 +18,7 @@ from fasteval.core.options import OptionSchema
 from fasteval.core.registry import LazyRegistry
 from fasteval.core.types import Message, Task, ToolCall, Trajectory
 from fasteval.runfolder.blobs import BlobStore
-from fasteval.tools.base import TOOLS, ToolResult
+from fasteval.tools.base import ToolResult
 from fasteval.tools.text_protocols.base import TextProtocol
 
 ToolProtocol = Literal["native", "text"]
@@ -197,11 +197,6 @@ SUITES: LazyRegistry[type[Suite]] = LazyRegistry("suite", {
     "treebench": "fasteval.suites.treebench",
     "visualprobe": "fasteval.suites.visualprobe",
 }, key=lambda cls: cls.name)
-
-# Tools that belong to one benchmark live with it (a benchmark is one place); the tool registry
-# learns where they are from here, so naming one imports that suite's tools module only.
-TOOLS.add_builtins({"image_search_tool": "fasteval.suites.vistahop.tools"})
-
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
     """Class decorator: make a suite available by name to configs and the CLI."""
