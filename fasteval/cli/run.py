@@ -59,13 +59,14 @@ def _names(values: list[str] | None) -> list[str]:
 
 
 def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
+    from fasteval.core.errors import UsageError
     from fasteval.engine.dry_run import preview
 
     try:
         pv = preview(cfg, opts)
-    except (ValueError, KeyError) as e:
+    except UsageError as e:  # ours only: a bug is an internal error (cli/main.py), never "usage"
         print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
                           f"{pv.total - pv.resumed} to run"))
     for col in ("model", "suite", "setting", "seed", "jobs"):

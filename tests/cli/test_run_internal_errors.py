@@ -13,7 +13,7 @@ import yaml
 
 from fasteval.cli.main import main
 from fasteval.core.exitcodes import EXIT_INTERNAL, EXIT_USAGE
-from fasteval.engine import sweep
+from fasteval.engine import dry_run, sweep
 
 
 def _config(tmp: Path, **suite: Any) -> Path:
@@ -105,3 +105,14 @@ def test_a_damaged_manifest_is_the_run_folders_fault_not_ours(
     assert code == EXIT_USAGE, err
     assert "manifest.json: not the manifest fasteval writes" in err and "new --run-dir" in err
     assert (run_dir / "manifest.json").read_bytes() == manifest, "a folder we did not create is never cleaned away"
+
+
+def test_the_dry_run_tells_a_bug_from_a_mistake_too(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    config = str(_config(tmp_path))
+    code, err = _run(capsys, config, "--dry-run", "--setting", "nosuch")
+    assert code == EXIT_USAGE and "--setting nosuch: no such setting" in err, err
+    monkeypatch.setattr(dry_run, "load_suite", _planted(KeyError("planted-dry-run-bug")))
+    code, err = _run(capsys, config, "--dry-run")
+    assert code == EXIT_INTERNAL, err
+    assert "planted-dry-run-bug" in err and "internal error (a bug in fasteval)" in err
