@@ -9,7 +9,7 @@ providers``) and the sim all read a provider's ``ProviderKind`` here, so no modu
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from fasteval.core.options import Opt, OptionSchema
@@ -68,6 +68,9 @@ class ProviderKind:
 
     api_option: bool = False
     """The entry may say ``api: responses`` to speak OpenAI's Responses API instead of Chat Completions."""
+    open_weights: bool = False
+    """A server of open-weights checkpoints (vLLM, SGLang): images go through the served model's own
+    processor, which the estimate guesses from the model id."""
 
     def options(self) -> OptionSchema:
         return self.options_of()
@@ -164,8 +167,8 @@ def _kinds() -> dict[str, ProviderKind]:
                      "Responses API", "openai", _openai_api_options, servable=True, needs_base_url=True,
                      api_option=True),
         _compatible("openai_compat", "alias of openai"),
-        _compatible("vllm", "a vLLM server (OpenAI-compatible)"),
-        _compatible("sglang", "an SGLang server (OpenAI-compatible)"),
+        replace(_compatible("vllm", "a vLLM server (OpenAI-compatible)"), open_weights=True),
+        replace(_compatible("sglang", "an SGLang server (OpenAI-compatible)"), open_weights=True),
         ProviderKind("anthropic", "the Anthropic Messages API, natively", "anthropic", _anthropic_options),
         ProviderKind("gemini", "the Gemini API, natively", "gemini", lambda: dict(_NATIVE)),
         ProviderKind("openai-responses", "OpenAI's Responses API, natively (reasoning kept across tool calls)",

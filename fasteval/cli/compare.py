@@ -18,6 +18,7 @@ from rich.table import Table
 from fasteval.cli.common import console, fmt, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
+from fasteval.runfolder.names import MANIFEST
 
 
 class UsageError(ValueError):
@@ -26,10 +27,10 @@ class UsageError(ValueError):
 
 def parse_side(arg: str) -> tuple[Path, str | None]:
     """``RUN`` or ``RUN:MODEL``; the run folder is the shortest prefix that is one (a path may hold ':')."""
-    if (Path(arg) / "manifest.json").exists():
+    if (Path(arg) / MANIFEST).exists():
         return Path(arg), None
     for i, ch in enumerate(arg):
-        if ch == ":" and (Path(arg[:i]) / "manifest.json").exists():
+        if ch == ":" and (Path(arg[:i]) / MANIFEST).exists():
             return Path(arg[:i]), arg[i + 1:] or None
     raise UsageError(f"{arg}: not a run folder (no manifest.json), nor RUN:MODEL of one")
 

@@ -20,6 +20,7 @@ from fasteval.cli.common import console, print_json
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.redact import redact_text
 from fasteval.core.terminal import clean, plain
+from fasteval.runfolder.names import RECORDS
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -117,7 +118,7 @@ def print_estimate(cfg: SweepConfig, opts: RunOptions, a: argparse.Namespace) ->
 
     evidence = [Path(p) for p in a.estimate_from or []]
     for p in evidence:
-        if not (p / "records.jsonl").exists():
+        if not (p / RECORDS).exists():
             print(f"error: --estimate-from {clean(p)}: not a run folder (no records.jsonl)", file=sys.stderr)
             return EXIT_USAGE
     if a.pilot:

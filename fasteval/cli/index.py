@@ -12,11 +12,12 @@ import orjson
 
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.runfolder.index import RECORDS, rebuild_index
+from fasteval.runfolder.names import MANIFEST
 
 
 def cmd_rebuild(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
-    if not (run_dir / "manifest.json").exists() and not (run_dir / RECORDS).exists():
+    if not (run_dir / MANIFEST).exists() and not (run_dir / RECORDS).exists():
         print(f"error: {run_dir} is not a run folder (no manifest.json or {RECORDS})", file=sys.stderr)
         return EXIT_USAGE
     if not (run_dir.is_dir() and os.access(run_dir, os.W_OK)):

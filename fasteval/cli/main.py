@@ -12,13 +12,15 @@ import logging
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from fasteval.cli import compare, data, merge, report, rescore, run, score_file, status, tool
-from fasteval.core.errors import RunFolderBusy, UnsafeRunFolder
-from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_USAGE
-from fasteval.core.redact import RedactingFilter
+from fasteval.core.errors import UsageError
+from fasteval.core.exitcodes import exit_code_for
+from fasteval.core.redact import RedactingFilter, redact_text
+from fasteval.core.terminal import clean
 
 BUILTIN_COMMANDS = (run, status, report, compare, merge, tool, rescore, score_file, data)
 
@@ -78,15 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         code: int = a.func(a)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except UnsafeRunFolder as e:  # a planted symbolic link in a run folder: one line, nothing followed
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except RunFolderBusy as e:  # another command writes this run folder: one line naming it, nothing written
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
+    except UsageError as e:  # ours, e.g. a planted link in a run folder: one line
+        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
+        return exit_code_for(e)
+    except Exception as e:  # a bug of ours: never exit 1 ("some jobs failed") or 2 ("fix your config")
+        print(clean(redact_text(traceback.format_exc()), block=True), file=sys.stderr, end="")
+        print(f"internal error (a bug in fasteval): {type(e).__name__}; please report it with the traceback above",
+              file=sys.stderr)
+        return exit_code_for(e)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

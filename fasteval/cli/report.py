@@ -13,12 +13,13 @@ from rich.table import Table
 from fasteval.cli.common import console, fmt, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, json_text, plain
+from fasteval.runfolder.names import MANIFEST
 from fasteval.view.report import report
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
-    if not (run_dir / "manifest.json").exists():
+    if not (run_dir / MANIFEST).exists():
         print(f"error: {clean(run_dir)} is not a run folder (no manifest.json)", file=sys.stderr)
         return EXIT_USAGE
     if a.html:

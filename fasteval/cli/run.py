@@ -22,11 +22,13 @@ from fasteval.core.exitcodes import (
     EXIT_OK,
     EXIT_USAGE,
     RunIncomplete,
+    exit_code_for,
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.diskfaults import RunDirUnwritable, RunLogHandler, shown
 from fasteval.runfolder.lock import run_folder_lock
+from fasteval.runfolder.names import RECORDS, RUN_LOG
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -58,13 +60,14 @@ def _names(values: list[str] | None) -> list[str]:
 
 
 def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
+    from fasteval.core.errors import UsageError
     from fasteval.engine.dry_run import preview
 
     try:
         pv = preview(cfg, opts)
-    except (ValueError, KeyError) as e:
+    except UsageError as e:  # ours only: a bug is an internal error (cli/main.py), never "usage"
         print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
                           f"{pv.total - pv.resumed} to run"))
     for col in ("model", "suite", "setting", "seed", "jobs"):
@@ -92,6 +95,16 @@ def _print_error_summary(result: SweepResult) -> None:
         for kind, (count, example) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
             t.add_row(plain(model), plain(kind), plain(count), plain(redact_text(str(example))[:200]))
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
+
+
+def _internal_error(e: Exception, run_dir: Path, handler: logging.Handler) -> int:
+    """One line on the terminal, the traceback in run.log only (never on the live terminal)."""
+    handler.handle(logging.getLogger("fasteval").makeRecord(
+        "fasteval", logging.ERROR, __file__, 0, "internal error: %s", (type(e).__name__,), sys.exc_info()))
+    print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
+          f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / RUN_LOG)}, "
+          "please report it", file=sys.stderr)
+    return exit_code_for(e)
 
 
 class _TerminalFilter(logging.Filter):
@@ -185,13 +198,12 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
 
 def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) -> int:
     """The sweep itself, holding the run folder's lock: run.log, the live run, the closing lines."""
-    from fasteval.core.errors import ControlRefused
-    from fasteval.engine.clients import ModelConfigError
-    from fasteval.engine.sweep import ConfigChanged, SweepIncomplete, run_sweep
+    from fasteval.core.errors import ControlRefused, UsageError
+    from fasteval.engine.sweep import SweepIncomplete, run_sweep
 
     run_dir = opts.run_dir
     try:
-        handler = RunLogHandler(run_dir / "run.log")
+        handler = RunLogHandler(run_dir / RUN_LOG)
     except OSError as e:
         print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
               "use a writable --run-dir", file=sys.stderr)
@@ -226,11 +238,13 @@ def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) ->
     except (RunDirUnwritable, ControlRefused) as e:  # ControlRefused: another sweep answers on its socket
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConfigChanged, ModelConfigError, KeyError, ValueError) as e:
-        if not existed and not (run_dir / "records.jsonl").exists():
+    except UsageError as e:  # ours: a config, a changed config, a damaged run folder
+        if not existed and not (run_dir / RECORDS).exists():
             shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
+    except Exception as e:  # a bug of ours: its traceback in run.log, the folder kept for the report
+        return _internal_error(e, run_dir, handler)
     finally:
         logging.captureWarnings(False)
         for h in terminal:

@@ -18,6 +18,7 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 from fasteval.engine.sweep import default_run_dir
+from fasteval.runfolder.names import MANIFEST
 from fasteval.slurm.cluster import ACTIVE, Cluster, SlurmError
 from fasteval.slurm.recorded import UntrustedJobs, trusted_options
 from fasteval.slurm.scripts import SubmitOptions, array_script, merge_script, submit_args, validate
@@ -142,7 +143,7 @@ def _status(run_dir: Path) -> dict[str, Any]:
                      "last_log_line": last_log_line(slurm_dir(run_dir) / "logs" / f"shard-{i}.log")})
     merge_id = (jobs.get("submissions") or [{}])[-1].get("merge_job_id")
     merge_state = cluster.states([merge_id]).get(merge_id) if merge_id else None
-    merged = (run_dir / "manifest.json").exists()
+    merged = (run_dir / MANIFEST).exists()
     return {"run_dir": str(run_dir), "shards": rows,
             "merge": {"job_id": merge_id, "slurm_state": merge_state.state if merge_state else None, "merged": merged}}
 
@@ -208,7 +209,7 @@ def _resubmit(a: argparse.Namespace, run_dir: Path, o: SubmitOptions, jobs: dict
         old_merge = (jobs.get("submissions") or [{}])[-1].get("merge_job_id")
         if old_merge:
             cluster.cancel(old_merge)  # a merge waiting on a failed array can never run
-        if not todo and (run_dir / "manifest.json").exists() and not a.merge:
+        if not todo and (run_dir / MANIFEST).exists() and not a.merge:
             print(f"{run_dir}: every shard is complete and merged; nothing to do")
             return EXIT_OK
         sub = _submit(cluster, o, todo, jobs)

@@ -31,6 +31,7 @@ from fasteval.config.schema import (
 from fasteval.config.secrets import secret_problems
 from fasteval.config.yaml_read import read_yaml
 from fasteval.core.errors import ConfigError
+from fasteval.runfolder.names import MANIFEST
 
 OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
                                   "breaker", "gpus"})
@@ -203,11 +204,11 @@ def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig
     """The config a run folder was started with, its relative paths read from the original
     config file's folder (recorded in the manifest) as they were at run time."""
     raw = manifest["config"]
-    base = Path(str(manifest.get("config_path") or run_dir / "manifest.json")).parent
+    base = Path(str(manifest.get("config_path") or run_dir / MANIFEST)).parent
     problems = Problems(check_paths=False)
-    suites = [check_suite(e, ("suites", i), Source(run_dir / "manifest.json"), problems, base)
+    suites = [check_suite(e, ("suites", i), Source(run_dir / MANIFEST), problems, base)
               for i, e in enumerate(raw.get("suites") or [])]
-    return SweepConfig(raw=raw, path=run_dir / "manifest.json", models=raw["models"], roles=raw.get("roles") or {},
+    return SweepConfig(raw=raw, path=run_dir / MANIFEST, models=raw["models"], roles=raw.get("roles") or {},
                        suites=suites, seeds=[], run=dict(raw.get("run") or {}))
 
 

@@ -7,7 +7,15 @@ the config loader (which imports the suites and tools: a cycle, before this modu
 from __future__ import annotations
 
 
-class ConfigError(ValueError):
+class UsageError(Exception):
+    """What every error the user can fix before anything runs shares: one line, exit 2.
+
+    A config, a flag, a run folder that is not ours to continue. The CLI catches this base and
+    nothing broader, so a KeyError or ValueError from a bug of ours is never passed off as one.
+    """
+
+
+class ConfigError(ValueError, UsageError):
     """A config that cannot run; ``problems`` holds one line per problem (file:line: key.path: message)."""
 
     def __init__(self, message: str, problems: list[str] | None = None) -> None:
@@ -15,7 +23,22 @@ class ConfigError(ValueError):
         self.problems = problems or [message]
 
 
-class UnsafeRunFolder(RuntimeError):
+class ModelConfigError(ConfigError):
+    """A model or role entry that cannot become a client (its provider, ``serve``, limits, images): exit 2."""
+
+
+class ConfigChanged(RuntimeError, UsageError):
+    """The config, or a served checkpoint, differs from what the run folder was started with.
+
+    Resuming would mix two experiments under one folder; ``--force`` or a new ``--run-dir`` (exit 2).
+    """
+
+
+class RunDirUnwritable(RuntimeError, UsageError):
+    """The run folder cannot be written at all (read-only, no permission): exit 2, nothing ran."""
+
+
+class UnsafeRunFolder(RuntimeError, UsageError):
     """A run folder file that is a symbolic link (or otherwise not ours to open): refused, never followed.
 
     Run folders are shared (clusters, e-mail): a planted link would make a report embed, or a
@@ -23,7 +46,7 @@ class UnsafeRunFolder(RuntimeError):
     """
 
 
-class RunFolderBusy(RuntimeError):
+class RunFolderBusy(RuntimeError, UsageError):
     """Another command holds the run folder's lock (``runfolder/lock.py``): refused before writing.
 
     Two sweeps on one folder would run, and pay for, every job twice. The CLI prints the message
@@ -31,7 +54,7 @@ class RunFolderBusy(RuntimeError):
     """
 
 
-class NoSweepRunning(RuntimeError):
+class NoSweepRunning(RuntimeError, UsageError):
     """``fasteval ctl`` found no live sweep behind a run folder's control socket (none, or a stale one).
 
     The message is one line that says which (no socket; a socket left by a sweep that ended); the
@@ -39,6 +62,14 @@ class NoSweepRunning(RuntimeError):
     """
 
 
-class ControlRefused(RuntimeError):
+class ControlRefused(RuntimeError, UsageError):
     """A running sweep's control socket cannot be taken over (another live sweep owns it, or the
     path is not a socket we made): the new sweep refuses to start rather than steal or follow it."""
+
+
+class DamagedRunFolder(RuntimeError, UsageError):
+    """A run folder file that is not what fasteval writes (a manifest that is no JSON object): exit 2.
+
+    A crash of another tool, a hand edit or a copy cut short; the message names the file, and the
+    user restores it or starts a new ``--run-dir``.
+    """

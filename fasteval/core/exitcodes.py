@@ -2,11 +2,14 @@
 
 0: everything finished ok; 1: finished, some jobs ended in error; 2: a config, usage or preflight
 error (nothing ran, no run folder claimed); 3: incomplete (an endpoint stayed down, or a fatal
-local fault such as a full disk stopped the sweep; rerun to continue); 130: interrupted.
+local fault such as a full disk stopped the sweep; rerun to continue); 70: an internal error (a
+bug of ours, reported with its traceback in run.log; the run folder is kept); 130: interrupted.
 ``fasteval compare --gate`` exits 1 when a comparison finds a regression.
 """
 
 from __future__ import annotations
+
+from fasteval.core.errors import UsageError
 
 EXIT_OK = 0
 EXIT_JOB_ERRORS = 1
@@ -14,6 +17,9 @@ EXIT_REGRESSION = 1
 """``fasteval compare --gate``: some suite × setting is worse than the baseline."""
 EXIT_USAGE = 2
 EXIT_INCOMPLETE = 3
+EXIT_INTERNAL = 70
+"""sysexits' EX_SOFTWARE: neither the config nor the run's data is at fault, so 2 would send the
+user hunting for a typo and 1 would claim some jobs ran."""
 EXIT_INTERRUPTED = 130
 
 
@@ -23,3 +29,18 @@ class RunIncomplete(RuntimeError):
     The message is one readable line for the terminal (e.g. ``disk full writing
     runs/x/records.jsonl: free space, then rerun``); details go to ``run.log``.
     """
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code an exception that ends a command stands for; anything not ours is a bug (70).
+
+    Our errors say what the user can do (fix the config, free space, rerun); a KeyError or
+    ValueError that reaches a command's top is a bug in fasteval and must never pass for one.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    if isinstance(exc, RunIncomplete):
+        return EXIT_INCOMPLETE
+    if isinstance(exc, UsageError):
+        return EXIT_USAGE
+    return EXIT_INTERNAL

@@ -21,6 +21,7 @@ from fasteval.runfolder.records import read_manifest
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
 from providers.batch.wires import wire_for
+from providers.registry import is_embedded
 
 
 def batched_specs(config: dict[str, Any]) -> list[dict[str, Any]]:
@@ -51,7 +52,7 @@ async def cancel_batches(run_dir: Path, specs: list[dict[str, Any]], *, poll_s: 
         for spec in specs:
             if spec["name"] not in open_:
                 continue
-            if spec.get("provider") == "sim":
+            if is_embedded(spec):
                 say(f"model {spec['name']}: its batches were at the run's embedded sim, which ended with the run")
                 continue
             client = build_client(spec["name"], spec, sim_base_url=None, resolver=None)

@@ -12,6 +12,7 @@ from dataclasses import fields
 from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
+from fasteval.core.errors import ModelConfigError
 from fasteval.images.processor import ProcessorResize, processor_resize
 from providers.base import Capabilities, Provider, ProviderError
 from providers.body import ByteBudget
@@ -24,10 +25,6 @@ from providers.sim.spec import SimModel
 
 DEFAULT_MAX_BODY_MB = 1024
 """Request body bytes in flight per model before new requests wait (``limits.max_body_mb``)."""
-
-
-class ModelConfigError(ValueError):
-    pass
 
 
 def sim_models(models: list[dict[str, Any]], roles: dict[str, dict[str, Any]]) -> list[SimModel]:

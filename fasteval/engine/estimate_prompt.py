@@ -68,12 +68,12 @@ def _entry_rule(entry: dict[str, Any]) -> TokenRule:
         if resize is not None:
             return processor_rule(resize)
     served = entry.get("serve") or {}
-    if served or str(entry.get("provider")) in ("vllm", "sglang"):
+    kind = provider_kind(str(entry.get("provider")))
+    if served or (kind is not None and kind.open_weights):
         model_id = str(served.get("model") or entry.get("model") or entry.get("name", "")).lower()
         for piece, preset in _PROCESSOR_BY_ID:
             if piece in model_id:
                 return processor_rule(PROCESSOR_PRESETS[preset])
-    kind = provider_kind(str(entry.get("provider")))
     if kind is None:
         return OPENAI
     return token_rule(kind.wire_of(entry), embedded=kind.embedded, base_url=entry.get("base_url"))

@@ -23,6 +23,7 @@ from fasteval.engine.runtime import open_runtime
 from fasteval.engine.sweep import build_settings, load_suite
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
+from fasteval.runfolder.names import BLOBS
 from fasteval.runfolder.records import RECORDS, RecordWriter
 from fasteval.suites.base import ScoreContext
 from providers.base import ProviderError
@@ -56,7 +57,7 @@ def _record_from(old: dict[str, Any]) -> Record:
 
 async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     """Re-judge every finished trajectory in ``run_dir`` with the roles of ``cfg``."""
-    blobs = BlobStore(run_dir / "blobs")
+    blobs = BlobStore(run_dir / BLOBS)
     runs = {e["name"]: await asyncio.to_thread(load_suite, e, blobs) for e in cfg.suites}
     index = await asyncio.to_thread(open_index, run_dir)
     # Only (job, offset, length) per rescorable job is held; each trajectory is read when judged.

@@ -24,6 +24,7 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig
 from fasteval.core.exitcodes import RunIncomplete
+from fasteval.runfolder.names import BLOBS
 from providers.base import Provider
 from providers.local import (
     GpuPool,
@@ -54,7 +55,7 @@ def serve_specs(cfg: SweepConfig, run_dir: Path) -> dict[str, ServeSpec]:
             continue
         spec = ServeSpec.from_config(name, entry["serve"])
         if entry.get("local_media") and spec.allowed_local_media_path is None:
-            spec.allowed_local_media_path = str((run_dir / "blobs").resolve())
+            spec.allowed_local_media_path = str((run_dir / BLOBS).resolve())
         out[name] = spec
     return out
 

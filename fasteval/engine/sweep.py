@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import fasteval.services.limiters  # noqa: F401  (registers the limiters service)
 from fasteval.config.load import SweepConfig, config_diff
+from fasteval.core.errors import ConfigChanged, ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
@@ -43,6 +43,7 @@ from fasteval.engine.serving import Serving, checkpoint_identities
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
+from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
 from fasteval.tools.base import TOOLS, make_tool
@@ -53,10 +54,6 @@ from providers.local import trajectory
 from providers.registry import is_embedded
 
 log = logging.getLogger("fasteval")
-
-
-class ConfigChanged(RuntimeError):
-    pass
 
 
 @dataclass(slots=True)
@@ -159,9 +156,12 @@ def usage_summary(turns: list[Usage]) -> dict[str, int]:
 
 def parse_shard(text: str) -> tuple[int, int]:
     i, _, n = text.partition("/")
-    idx, count = int(i), int(n)
+    try:
+        idx, count = int(i), int(n)
+    except ValueError:
+        idx, count = -1, 0
     if not 0 <= idx < count:
-        raise ValueError(f"--shard {text}: expected i/n with 0 <= i < n")
+        raise ConfigError(f"--shard {text}: expected i/n with 0 <= i < n")
     return idx, count
 
 
@@ -181,7 +181,7 @@ def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[S
     out = []
     for e in entries:
         if "extends" in e and e["extends"] not in defaults:
-            raise ValueError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
+            raise ConfigError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
                              f"of its default settings ({', '.join(defaults) or 'none'})")
         base = defaults.get(e.get("extends", e["name"]))
         merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
@@ -359,9 +359,9 @@ class Sweep:
         try:
             try:
                 prepare_run_dir(self.cfg, self.opts)
-                blobs = BlobStore(self.opts.run_dir / "blobs")
+                blobs = BlobStore(self.opts.run_dir / BLOBS)
             except OSError as e:
-                raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+                raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
             blobs.on_failure = self._blob_fault
             await asyncio.to_thread(blobs.clean_temp)
             runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
@@ -392,7 +392,7 @@ class Sweep:
         try:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
-            raise write_failure(e, self.opts.run_dir / "manifest.json", self.opts.run_dir) from None
+            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
@@ -424,7 +424,7 @@ class Sweep:
             rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
                                     breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
-                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / "cache_keys.txt",
+                                    local_media_root=blobs.root, used_keys=self.opts.run_dir / CACHE_KEYS,
                                     run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
             self.lanes = rt.lanes
@@ -736,7 +736,7 @@ def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
     known = {s.name for r in runs if not selectors.suites or r.suite.name in selectors.suites for s in r.settings}
     unknown = [s for s in selectors.settings if s not in known]
     if unknown:
-        raise ValueError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
+        raise ConfigError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
 
 
 def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) -> None:
@@ -755,7 +755,7 @@ def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) ->
                 roles.add(role)
     if missing:
         example = ", ".join(f"{r}: {{provider: ..., model: ...}}" for r in sorted(roles))
-        raise ValueError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
+        raise ConfigError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
                          f"roles: {{{example}}} (docs/config.md, roles); nothing ran")
 
 
@@ -764,7 +764,7 @@ def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:
     if not existed:
         shutil.rmtree(run_dir, ignore_errors=True)
     elif not claimed and not (run_dir / RECORDS).exists():
-        (run_dir / "manifest.json").unlink(missing_ok=True)
+        (run_dir / MANIFEST).unlink(missing_ok=True)
 
 
 async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:

@@ -11,6 +11,7 @@ import orjson
 from fasteval.core.types import Task, Turn
 from fasteval.engine.agent import AgentEnv, execute_tool
 from fasteval.runfolder.blobs import BlobStore
+from fasteval.runfolder.names import BLOBS
 from fasteval.services.registry import start_services
 from fasteval.tools.base import TOOLS, ToolContext, make_tool
 from providers.base import ToolCallRequest
@@ -21,7 +22,7 @@ def _store_inputs(images: list[Path], out: Path) -> tuple[BlobStore, list[str]]:
         if not p.is_file():
             raise FileNotFoundError(f"image {p} does not exist")
     out.mkdir(parents=True, exist_ok=True)
-    blobs = BlobStore(out / "blobs")
+    blobs = BlobStore(out / BLOBS)
     return blobs, [blobs.put(p.read_bytes()) for p in images]
 
 

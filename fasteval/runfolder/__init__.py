@@ -1,4 +1,4 @@
-"""The run folder: records.jsonl (the source of truth), blobs, the run index, merge, disk faults.
+"""The run folder: records.jsonl (the source of truth), blobs, the run index, merge, disk faults, file names.
 
 Everything that reads or writes a run folder goes through here; it imports only ``fasteval.core``.
 
@@ -14,11 +14,10 @@ from fasteval.core.face import lazy_face
 if TYPE_CHECKING:
     from fasteval.runfolder.blobs import BlobStore
     from fasteval.runfolder.diskfaults import RunDirUnwritable
-    from fasteval.runfolder.index import INDEX, JobRow, RunIndex, RunIndexError, open_index, rebuild_index
+    from fasteval.runfolder.index import JobRow, RunIndex, RunIndexError, open_index, rebuild_index
     from fasteval.runfolder.merge import MergeConflict, merge_runs
+    from fasteval.runfolder.names import BLOBS, CACHE_KEYS, INDEX, MANIFEST, RECORDS, RUN_LOG
     from fasteval.runfolder.records import (
-        MANIFEST,
-        RECORDS,
         RecordWriter,
         iter_records,
         latest_by_job,
@@ -29,7 +28,8 @@ if TYPE_CHECKING:
 __getattr__, __all__ = lazy_face("fasteval.runfolder", {
     "blobs": ("BlobStore",),
     "diskfaults": ("RunDirUnwritable",),
-    "index": ("INDEX", "JobRow", "RunIndex", "RunIndexError", "open_index", "rebuild_index"),
+    "index": ("JobRow", "RunIndex", "RunIndexError", "open_index", "rebuild_index"),
     "merge": ("MergeConflict", "merge_runs"),
-    "records": ("MANIFEST", "RECORDS", "RecordWriter", "iter_records", "latest_by_job", "read_manifest", "write_manifest"),
+    "names": ("BLOBS", "CACHE_KEYS", "INDEX", "MANIFEST", "RECORDS", "RUN_LOG"),
+    "records": ("RecordWriter", "iter_records", "latest_by_job", "read_manifest", "write_manifest"),
 })

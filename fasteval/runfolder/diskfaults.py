@@ -14,8 +14,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.errors import RunDirUnwritable as RunDirUnwritable
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.core.redact import RedactingFilter
+from fasteval.runfolder.names import RUN_LOG
 from fasteval.runfolder.safe_open import open_nofollow
 
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -23,10 +25,6 @@ _UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _GONE = frozenset({errno.ENOENT, errno.ESTALE, errno.ENOTDIR})
 FATAL_ERRNOS = _FULL | _UNWRITABLE | _GONE | {errno.EIO}
 """Errors of a write into the run folder that no retry of the job can fix."""
-
-
-class RunDirUnwritable(RuntimeError):
-    """The run folder cannot be written at all (read-only, no permission): exit 2, nothing ran."""
 
 
 def shown(path: Path) -> str:
@@ -96,7 +94,7 @@ class RunLogHandler(logging.FileHandler):
 
     def _open(self) -> Any:
         # O_NOFOLLOW: a run.log planted as a link never makes the sweep append to another file.
-        fd = open_nofollow(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND | os.O_CREAT, "run.log")
+        fd = open_nofollow(Path(self.baseFilename), os.O_WRONLY | os.O_APPEND | os.O_CREAT, RUN_LOG)
         return os.fdopen(fd, "a", encoding=self.encoding)
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -32,12 +32,12 @@ from typing import Any, Literal
 import orjson
 
 from fasteval.core.pricing import BATCH_TOKENS
+from fasteval.runfolder.names import INDEX as INDEX  # importers of index keep their names
+from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger("fasteval")
 
-RECORDS = "records.jsonl"
-INDEX = "index.sqlite"
 SCHEMA_VERSION = "3"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096

@@ -28,6 +28,7 @@ from fasteval.runfolder.blobs import pid_alive
 from fasteval.runfolder.control import append_trace, read_trace
 from fasteval.runfolder.index import RunIndex, RunIndexError, open_index
 from fasteval.runfolder.merged_index import Candidate, Chooser, write_merged
+from fasteval.runfolder.names import BLOBS
 from fasteval.runfolder.records import read_manifest, write_manifest
 
 _COMPARED = ("status", "score", "answer", "model", "suite", "setting", "task_id", "seed")
@@ -121,10 +122,10 @@ def _merge_traces(dst_run: Path, sources: list[Path]) -> None:
 def _link_blobs(dst_run: Path, sources: list[Path]) -> int:
     blobs = 0
     for src in sources:
-        for p in (src / "blobs").glob("*/*"):
+        for p in (src / BLOBS).glob("*/*"):
             if ".tmp-" in p.name:
                 continue  # a blob write that a killed sweep never finished
-            dst = dst_run / "blobs" / p.parent.name / p.name
+            dst = dst_run / BLOBS / p.parent.name / p.name
             if not dst.exists():
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 try:

@@ -21,10 +21,13 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
+from fasteval.core.errors import DamagedRunFolder
 from fasteval.core.redact import redact_bytes, redact_text
 from fasteval.core.types import Record
 from fasteval.runfolder.diskfaults import database_failure, vanished, write_failure
 from fasteval.runfolder.index import IndexRowTuple, RunIndex, row_of_written
+from fasteval.runfolder.names import MANIFEST as MANIFEST  # importers of records keep their names
+from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger("fasteval")
@@ -32,8 +35,6 @@ log = logging.getLogger("fasteval")
 INDEX_EVERY_S = 0.5
 INDEX_EVERY_ROWS = 2000
 
-RECORDS = "records.jsonl"
-MANIFEST = "manifest.json"
 FsyncPolicy = Literal["always", "batch", "never"]
 
 
@@ -43,13 +44,13 @@ def repair_tail(path: Path) -> int:
     The last line is found by scanning back for newlines in 1 MiB steps, so a valid record of
     any length (a 20 MB trajectory) is kept whole and a torn one is cut at its start.
     """
-    refuse_symlink(path, "records.jsonl")  # never cut a file the folder merely points at
+    refuse_symlink(path, RECORDS)  # never cut a file the folder merely points at
     if not path.exists():
         return 0
     size = path.stat().st_size
     if size == 0:
         return 0
-    with os.fdopen(open_nofollow(path, os.O_RDWR, "records.jsonl"), "rb+") as f:
+    with os.fdopen(open_nofollow(path, os.O_RDWR, RECORDS), "rb+") as f:
         f.seek(size - 1)
         terminated = f.read(1) == b"\n"
         end = size - 1 if terminated else size
@@ -81,10 +82,10 @@ def _line_start(f: BinaryIO, end: int) -> int:
 
 def iter_records(path: Path) -> Iterator[dict[str, Any]]:
     """Every complete record line; a torn line (only possible last) is skipped."""
-    refuse_symlink(path, "records.jsonl")
+    refuse_symlink(path, RECORDS)
     if not path.exists():
         return
-    with os.fdopen(open_nofollow(path, os.O_RDONLY, "records.jsonl"), "rb") as f:
+    with os.fdopen(open_nofollow(path, os.O_RDONLY, RECORDS), "rb") as f:
         for line in f:
             if not line.endswith(b"\n"):
                 break
@@ -198,7 +199,7 @@ class RecordWriter:
         if self.index is not None:
             self.index.refresh()  # every line before our first one is indexed
             self.index.set_busy_timeout(self.index_wait_s)
-        self._fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "records.jsonl")
+        self._fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, RECORDS)
         self._size = os.fstat(self._fd).st_size
         self._task = asyncio.create_task(self._run())
 
@@ -347,5 +348,11 @@ def read_manifest(run_dir: Path) -> dict[str, Any] | None:
     refuse_symlink(p, MANIFEST)  # a linked manifest would hand rescore and resume another config
     if not p.exists():
         return None
-    data: dict[str, Any] = orjson.loads(p.read_bytes())
+    try:
+        data = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise DamagedRunFolder(f"{p}: not the manifest fasteval writes ({e}); restore it or use a new --run-dir") from None
+    if not isinstance(data, dict):
+        raise DamagedRunFolder(f"{p}: not the manifest fasteval writes (a JSON {type(data).__name__}, not an object); "
+                               "restore it or use a new --run-dir")
     return data

@@ -12,10 +12,10 @@ from fasteval.core.face import lazy_face
 if TYPE_CHECKING:
     from fasteval.services.cache_http import response_cache
     from fasteval.services.limiters import Limiters
-    from fasteval.services.registry import Closer, register_service, start_services
+    from fasteval.services.registry import SERVICES, Closer, register_service, start_services
 
 __getattr__, __all__ = lazy_face("fasteval.services", {
     "cache_http": ("response_cache",),
     "limiters": ("Limiters",),
-    "registry": ("Closer", "register_service", "start_services"),
+    "registry": ("SERVICES", "Closer", "register_service", "start_services"),
 })

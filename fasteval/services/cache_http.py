@@ -7,11 +7,13 @@ retrieval tools and by model roles (judge verdicts) so rescoring and reruns cost
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import aiohttp
 
 from cache import Cache, CacheMiss, CacheValue, chat_key, parse_modes
+from fasteval.core.errors import ConfigError
 from fasteval.core.types import Usage
 from fasteval.services.registry import Closer, register_service
 from providers.base import ChatRequest, ChatResponse, ProviderError, ToolCallRequest
@@ -19,17 +21,25 @@ from providers.client import ModelClient, ResponseCache
 
 
 def cache_from_config(run_cfg: dict[str, Any]) -> Cache:
+    """The cache ``run.cache`` (or ``--cache``/``--cache-mode``) asks for; a bad mode is a ConfigError."""
     opts = dict(run_cfg.get("cache") or {})
     modes = opts.get("modes")
-    if isinstance(modes, str):
-        modes = parse_modes(modes)
-    return Cache(opts.get("path"), modes=modes)
+    try:
+        if isinstance(modes, str):
+            modes = parse_modes(modes)
+        return Cache(opts.get("path"), modes=modes)
+    except ValueError as e:
+        raise ConfigError(f"run.cache (or --cache-mode): {e}") from None
 
 
 @register_service("cache")
 async def start_cache(run_cfg: dict[str, Any]) -> tuple[Cache, Closer]:
     cache = cache_from_config(run_cfg)
-    await cache.open()
+    try:
+        await cache.open()
+    except (OSError, sqlite3.Error) as e:  # a path the user gave that cannot hold a database
+        raise ConfigError(f"cannot open the cache {cache.path} ({getattr(e, 'strerror', None) or e}): use a "
+                          "writable --cache or run.cache.path") from None
     return cache, cache.close
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeGuard
 
+from fasteval.core.errors import ConfigError
 from fasteval.core.options import OptionSchema
 from fasteval.core.registry import LazyRegistry
 from fasteval.core.types import Message, Task, ToolCall, Trajectory
 from fasteval.runfolder.blobs import BlobStore
-from fasteval.tools.base import TOOLS, ToolResult
+from fasteval.tools.base import ToolResult
 from fasteval.tools.text_protocols.base import TextProtocol
 
 ToolProtocol = Literal["native", "text"]
@@ -197,11 +198,6 @@ SUITES: LazyRegistry[type[Suite]] = LazyRegistry("suite", {
     "visualprobe": "fasteval.suites.visualprobe",
 }, key=lambda cls: cls.name)
 
-# Tools that belong to one benchmark live with it (a benchmark is one place); the tool registry
-# learns where they are from here, so naming one imports that suite's tools module only.
-TOOLS.add_builtins({"image_search_tool": "fasteval.suites.vistahop.tools"})
-
-
 def register_suite(cls: type[Suite]) -> type[Suite]:
     """Class decorator: make a suite available by name to configs and the CLI."""
     return SUITES.register(cls)
@@ -223,4 +219,14 @@ def suites_with_tables(names: Iterable[str]) -> list[str]:
 
 
 def make_suite(name: str, options: dict[str, Any], blobs: BlobStore) -> Suite:
-    return SUITES[name](options, blobs)
+    """The suite ``name`` with its options; an option a suite refuses is a ConfigError (exit 2).
+
+    Suites check their option values in ``__init__`` with a plain ValueError; the config schema
+    has checked their shape already, so what is left is the user's value, not our bug.
+    """
+    try:
+        return SUITES[name](options, blobs)
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise ConfigError(f"suite {name}: {e}") from e

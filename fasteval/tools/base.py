@@ -89,6 +89,9 @@ TOOLS: LazyRegistry[type[Tool]] = LazyRegistry("tool", {
     "historical_weather": "fasteval.tools.retrieval.weather",
     "browser_get_page_text": "fasteval.tools.retrieval.browse",
     "text_search_tool": "fasteval.tools.retrieval.text_search",
+    # A tool of one benchmark lives with it (a benchmark is one place); named here by module, so the
+    # registry knows it before any suite is imported, and naming it imports that module only.
+    "image_search_tool": "fasteval.suites.vistahop.tools",
 }, key=lambda cls: cls.name)
 
 

@@ -27,6 +27,7 @@ from fasteval.core.errors import UnsafeRunFolder
 from fasteval.runfolder.blobs import open_blob
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import JobRow, RunIndex, open_index
+from fasteval.runfolder.names import BLOBS
 from fasteval.runfolder.records import RECORDS, read_manifest
 from fasteval.runfolder.safe_open import open_nofollow
 from fasteval.view.report import report
@@ -304,7 +305,7 @@ class RunSet:
         """The file of an image reference and its sniffed content type."""
         if not _REF_RE.match(ref):
             raise NotFound(f"{ref!r} is not an image reference (64 hex digits)")
-        root = self.run(run_name).path / "blobs"
+        root = self.run(run_name).path / BLOBS
         try:
             with os.fdopen(open_blob(root, ref), "rb") as f:
                 head = f.read(16)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.runfolder.blobs import read_blob
+from fasteval.runfolder.names import BLOBS
 from fasteval.view.data import RunSet, sniff_image_type
 from fasteval.view.pages import layout, summary_body
 from fasteval.view.trajectory import job_body
@@ -75,7 +76,7 @@ def render_report(run_dir: Path, examples: int = 0, image_budget: int = DEFAULT_
     run = next(iter(runs.runs.values()))
     body = [summary_body(runs.summary(), live=False)]
     if examples > 0:
-        embed = ImageEmbedder(run_dir / "blobs", image_budget)
+        embed = ImageEmbedder(run_dir / BLOBS, image_budget)
         body.append(f"<h1>Example trajectories ({examples} per model)</h1>")
         for job in runs.example_jobs(run.name, examples):
             body.append(f'<section class="example">{job_body(job, embed, live=False)}</section>')

@@ -14,9 +14,11 @@ import shutil
 import subprocess
 from typing import Any
 
+from fasteval.core.errors import ConfigError
 
-class GpuConfigError(ValueError):
-    pass
+
+class GpuConfigError(ConfigError):
+    """GPU placement the node cannot give (``run.gpus``, a model's GPU count): a config error, exit 2."""
 
 
 def detect_gpus(setting: Any = "auto") -> list[str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.errors import ConfigError
 from fasteval.core.options import Opt
 
 SERVE_OPTIONS: dict[str, Opt] = {
@@ -44,8 +45,8 @@ SERVE_OPTIONS: dict[str, Opt] = {
 SERVE_KEYS = frozenset(SERVE_OPTIONS)
 
 
-class ServeConfigError(ValueError):
-    pass
+class ServeConfigError(ConfigError):
+    """A ``serve:`` entry that cannot start (a user's config, exit 2; still a ValueError)."""
 
 
 @dataclass(slots=True)

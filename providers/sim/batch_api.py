@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from providers.sim import anthropic_api
+from providers.sim.batch_host import BatchHost
 from providers.sim.batch_state import SimBatch, iso, reply_of
 from providers.sim.batch_state import ids as _ids
 from providers.sim.gemini_batch import GeminiBatches
@@ -29,16 +30,13 @@ from providers.sim.wire import Rejected
 OPENAI_ENDPOINTS = ("/v1/chat/completions", "/v1/responses")
 """The two endpoints of OpenAI's Batch API that fasteval's wires send to."""
 
-if TYPE_CHECKING:
-    from providers.sim.server import SimServer
-
 log = logging.getLogger(__name__)
 
 
 class BatchAPIs:
     """State of every file and batch the sim holds (in memory: the sim process is the provider)."""
 
-    def __init__(self, server: SimServer) -> None:
+    def __init__(self, server: BatchHost) -> None:
         self.server = server
         self.files: dict[str, dict[str, Any]] = {}
         self.contents: dict[str, bytes] = {}

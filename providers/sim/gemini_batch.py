@@ -30,17 +30,15 @@ import hashlib
 import secrets
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
 
 from providers.sim import gemini_api
+from providers.sim.batch_host import BatchCore
 from providers.sim.batch_state import SimBatch, ids, iso, reply_of
 from providers.sim.wire import Rejected
-
-if TYPE_CHECKING:
-    from providers.sim.batch_api import BatchAPIs
 
 INLINE_MAX = 20 * 1000 * 1000
 FILE_MAX = 2 * 1000 * 1000 * 1000
@@ -81,7 +79,7 @@ def _either(obj: Any, camel: str, snake: str) -> Any:
 class GeminiBatches:
     """Gemini's batches and files, on the shared batch core of ``BatchAPIs`` (processing, faults)."""
 
-    def __init__(self, apis: BatchAPIs) -> None:
+    def __init__(self, apis: BatchCore) -> None:
         self.apis = apis
         self.files: dict[str, SimFile] = {}
         self.uploads: dict[str, UploadSession] = {}

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import ConfigChanged, RunOptions, run_sweep
+from fasteval.core.errors import ConfigChanged
+from fasteval.engine.sweep import RunOptions, run_sweep
 from fasteval.runfolder.merge import MergeConflict, merge_runs
 from fasteval.runfolder.records import repair_tail
 from fasteval.view.report import report, status

@@ -24,8 +24,8 @@ from aiohttp import web
 from PIL import Image
 
 from fasteval.config.load import load_config
-from fasteval.core.errors import ConfigError
-from fasteval.engine.clients import ModelConfigError, build_client, image_resolver
+from fasteval.core.errors import ConfigError, ModelConfigError
+from fasteval.engine.clients import build_client, image_resolver
 from fasteval.engine.sweep import RunOptions, run_sweep
 from fasteval.images import ImageEncoder, processor_resize, smart_resize
 from fasteval.runfolder.blobs import BlobStore

@@ -49,6 +49,9 @@ def test_qwen_processor_grid() -> None:
     ({"provider": "anthropic"}, "anthropic pixels/750"),
     ({"provider": "gemini"}, "gemini tiles"),
     ({"provider": "vllm", "serve": {"model": "Qwen/Qwen2.5-VL-7B-Instruct"}}, "processor qwen2_5_vl"),
+    # an open-weights server the config points at (ProviderKind.open_weights): its model id names the processor
+    ({"provider": "sglang", "base_url": "http://127.0.0.1:30000/v1", "model": "Qwen/Qwen2.5-VL-7B-Instruct"},
+     "processor qwen2_5_vl"),
     ({"provider": "openai", "base_url": "http://127.0.0.1:8000/v1", "image_resize": "qwen3_vl"}, "processor qwen3_vl"),
 ])
 def test_a_model_entry_picks_its_rule(entry: dict[str, object], name: str) -> None:
