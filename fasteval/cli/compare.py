@@ -16,12 +16,13 @@ from typing import Any
 from rich.table import Table
 
 from fasteval.cli.common import console, fmt, print_json
+from fasteval.core.errors import UsageError
 from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.names import MANIFEST
 
 
-class UsageError(ValueError):
+class CompareError(ValueError, UsageError):
     """A side that names no run folder or no model: one line, exit 2."""
 
 
@@ -32,19 +33,19 @@ def parse_side(arg: str) -> tuple[Path, str | None]:
     for i, ch in enumerate(arg):
         if ch == ":" and (Path(arg[:i]) / MANIFEST).exists():
             return Path(arg[:i]), arg[i + 1:] or None
-    raise UsageError(f"{arg}: not a run folder (no manifest.json), nor RUN:MODEL of one")
+    raise CompareError(f"{arg}: not a run folder (no manifest.json), nor RUN:MODEL of one")
 
 
 def _pick(run: Path, wanted: str | None, hint: str | None, models: list[str]) -> str:
     if wanted is not None:
         if wanted not in models:
-            raise UsageError(f"{run}: no model {wanted!r} (has {', '.join(models) or 'no records'})")
+            raise CompareError(f"{run}: no model {wanted!r} (has {', '.join(models) or 'no records'})")
         return wanted
     if hint is not None and hint in models:
         return hint
     if len(models) == 1:
         return models[0]
-    raise UsageError(f"{run} has several models ({', '.join(models)}): name one as {run}:MODEL")
+    raise CompareError(f"{run} has several models ({', '.join(models)}): name one as {run}:MODEL")
 
 
 def pairs(args: argparse.Namespace) -> list[tuple[Any, Any]]:
@@ -52,16 +53,16 @@ def pairs(args: argparse.Namespace) -> list[tuple[Any, Any]]:
     from fasteval.view.compare import Side, checkpoint_series, models_of
 
     if len(args.sides) > 2:
-        raise UsageError("compare takes one run with --series, or two sides RUN_A[:MODEL] RUN_B[:MODEL]")
+        raise CompareError("compare takes one run with --series, or two sides RUN_A[:MODEL] RUN_B[:MODEL]")
     parsed = [parse_side(s) for s in args.sides]
     if len(parsed) == 1 or args.series:
         if len(parsed) != 1 or parsed[0][1] is not None:
-            raise UsageError("--series compares the steps of one run: fasteval compare RUN --series NAME")
+            raise CompareError("--series compares the steps of one run: fasteval compare RUN --series NAME")
         run = parsed[0][0]
         series = checkpoint_series(models_of(run))
         chosen = {args.series: series[args.series]} if args.series in series else series if not args.series else {}
         if not chosen:
-            raise UsageError(f"{run}: no checkpoint series{f' {args.series!r}' if args.series else ''} "
+            raise CompareError(f"{run}: no checkpoint series{f' {args.series!r}' if args.series else ''} "
                              f"(models named NAME@STEP, two steps or more; found: {', '.join(series) or 'none'})")
         return [(Side(run, x), Side(run, y)) for steps in chosen.values() for x, y in pairwise(steps)]
     (run_a, ma), (run_b, mb) = parsed
@@ -82,7 +83,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         todo = pairs(a)
-    except UsageError as e:
+    except CompareError as e:
         print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     results = [compare(x, y, alpha=a.alpha, n_resamples=a.resamples) for x, y in todo]
