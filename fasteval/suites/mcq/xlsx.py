@@ -162,7 +162,7 @@ def _column(ref: str | None, fallback: int) -> int:
     for ch in m.group(1):
         col = col * 26 + ord(ch) - 64
     if col > MAX_COLUMNS:
-        raise XlsxError(f"cell {(ref or "")[:24]!r} is past column XFD, the last a spreadsheet has")
+        raise XlsxError(f"cell {(ref or '')[:24]!r} is past column XFD, the last a spreadsheet has")
     return col - 1
 
 
