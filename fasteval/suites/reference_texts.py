@@ -48,6 +48,8 @@ TextKind = Literal["plain", "format", "data"]
 TEXT_MODES = ("reference", "own")
 MAX_FORMAT_WIDTH = 1000
 """The widest format width or precision a reference template may ask for."""
+MAX_REFERENCE_BYTES = 4 << 20
+"""The largest reference file we parse (the harnesses' prompt and tool files are tens of KB)."""
 
 
 class ReferenceTextError(ConfigError):
@@ -311,9 +313,17 @@ def _concat_operand(node: ast.AST) -> Any:
     return _py_value(node)
 
 
+def _read_reference(path: Path) -> str:
+    """A reference file's text, refused past ``MAX_REFERENCE_BYTES`` before it is read."""
+    size = path.stat().st_size
+    if size > MAX_REFERENCE_BYTES:
+        raise ValueError(f"{size:,} bytes is too large for a reference text file (at most {MAX_REFERENCE_BYTES:,})")
+    return path.read_text(encoding="utf-8")
+
+
 def python_value(path: Path, symbol: str) -> Any:
     """The literal at ``symbol`` in a Python file, read with ``ast`` (never imported or run)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = ast.parse(_read_reference(path), filename=str(path))
     node: ast.AST = tree
     for step in parse_symbol(symbol):
         node = _py_step(node, step)
@@ -327,7 +337,7 @@ def python_value(path: Path, symbol: str) -> Any:
 
 def yaml_value(path: Path, symbol: str) -> Any:
     """The value at ``symbol`` (key path) in a YAML file, read safely and bounded (no alias bombs)."""
-    value: Any = load_bounded(path.read_text(encoding="utf-8"))[0]
+    value: Any = load_bounded(_read_reference(path))[0]
     for step in parse_symbol(symbol):
         if step.kind == "index":
             if not isinstance(value, list) or step.index >= len(value):

@@ -200,3 +200,17 @@ def test_a_reference_yaml_of_aliases_of_aliases_is_refused_unexpanded(tmp_path: 
     spec = TextSpec("j", "judge", "prompts.yaml", "prompts.judge", {}, kind="data")
     with pytest.raises(ReferenceTextError, match="expands to more than"):
         load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+
+
+def test_a_reference_yaml_of_one_long_string_aliased_is_refused_by_its_text(tmp_path: Path) -> None:
+    """Few values but megabytes once expanded: 200 KB aliased 100 times is 20 MB of text."""
+    body = "s: &s " + "x" * 200_000 + "\ntools:\n" + "".join(f"  - {{name: t{i}, d: *s}}\n" for i in range(100))
+    (tmp_path / "tools.yaml").write_text(body)
+    spec = TextSpec("t", "tool_spec", "tools.yaml", "tools[0]", {}, kind="data")
+    with pytest.raises(ReferenceTextError, match=r"expands to more than 4,194,304 characters of text"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+    (tmp_path / "tools.yaml").write_text("tools: [{name: t0, d: " + "y" * 5_000_000 + "}]\n")
+    with pytest.raises(ReferenceTextError, match=r"too large for a reference text file"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+    (tmp_path / "tools.yaml").write_text("s: &s short\ntools:\n" + "  - {name: t0, d: *s}\n" * 100)
+    assert load_text_book("tirbench", [spec], "reference", tmp_path, "fetch").get("t")["name"] == "t0"
