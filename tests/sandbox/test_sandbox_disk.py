@@ -163,3 +163,28 @@ async def test_without_the_jail_the_pool_budget_empties_the_folder_that_passes_i
         await p.release("a")
         fourth = await p.run(six.replace("TAG", "d"), session_id="d", keep="files")
         assert fourth.status == "ok", fourth.error
+
+
+async def test_a_session_released_mid_call_frees_its_bytes_for_the_next_job(tmp_path: Path) -> None:
+    """A job that fails while its tool call runs (its task cancelled, then the session released)
+    gives back its folder: the next jobs get the whole pool budget again."""
+    import asyncio
+
+    async with SandboxPool(1, limits=POOL_LIMITS, root=str(tmp_path / "sbx")) as p:
+        if p.isolation != "jail":
+            pytest.skip("namespaces unavailable: the hard quota needs jail isolation")
+        six = FILL.replace("n < 100", "n < 6")
+        for keep in ("files", "state"):
+            first = await p.run(six.replace("TAG", "a"), session_id="a", keep=keep)
+            assert first.status == "ok", first.error
+            call = asyncio.create_task(p.run(six.replace("TAG", "a2") + "\nimport time; time.sleep(30)",
+                                             session_id="a", keep=keep))
+            await asyncio.sleep(1.0)  # the call is writing (or asleep) in the worker
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            await p.release("a")
+            for k in ("b", "c"):  # 12 MiB of 14: both fit only if a's 6 to 12 MiB are free
+                r = await p.run(six.replace("TAG", k), session_id=k, keep=keep)
+                assert r.status == "ok" and _count(r.stdout, "wrote") == 6, (keep, k, r.stdout, r.error)
+            for k in ("b", "c"):
+                await p.release(k)
