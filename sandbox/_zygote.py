@@ -172,6 +172,8 @@ class Zygote:
         for uid, child in self._after:  # the answered calls' children die now; their uids are swept later
             self._end(uid, child, wait=False)
         self._after.clear()
+        if req.get("op") == "run":  # now, not as a chore: a chore left over runs during the next call
+            self._retire_stateless()
         self._chores = [self._sweep, self._reap, self._tidy_folders]
         return True
 
@@ -365,6 +367,13 @@ class Zygote:
         else:
             self._new_folder(self.work, uid)
         self.current = key
+
+    def _retire_stateless(self) -> None:
+        """A stateless call's folder is nobody's once the call answered: to the trash now (its
+        tmpfs is memory), not when this worker's next call comes, which may be never."""
+        if self.current is None and self.quota.occupied(self.work):
+            self._trash += 1
+            self.quota.move(self.work, self.parked / f".trash-{self._trash}", keep_src=True)
 
     def _new_folder(self, path: Path, uid: int) -> None:
         self.quota.create(path, uid, chown=self.jailed)

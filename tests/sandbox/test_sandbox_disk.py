@@ -188,3 +188,38 @@ async def test_a_session_released_mid_call_frees_its_bytes_for_the_next_job(tmp_
                 assert r.status == "ok" and _count(r.stdout, "wrote") == 6, (keep, k, r.stdout, r.error)
             for k in ("b", "c"):
                 await p.release(k)
+
+
+def _tmpfs_bytes(pid: int) -> int:
+    """Bytes held by the tmpfs mounts of a worker's mount namespace (what its folders pin in memory)."""
+    total = 0
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        if fstype == "tmpfs":
+            try:
+                st = os.statvfs(f"/proc/{pid}/root{fields[4]}")
+            except OSError:
+                continue
+            total += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return total
+
+
+async def test_a_stateless_calls_folder_is_freed_after_its_reply_not_at_the_next_call(tmp_path: Path) -> None:
+    """A stateless call's 6 MiB stayed mounted at ``work`` until the worker's next call: memory
+    held by nobody while the worker idled or served the next job."""
+    import asyncio
+
+    async with SandboxPool(1, limits=POOL_LIMITS, root=str(tmp_path / "sbx")) as p:
+        if p.isolation != "jail":
+            pytest.skip("namespaces unavailable: the folders are tmpfs only in the jail")
+        worker = p._slots[0]
+        assert worker is not None
+        idle = _tmpfs_bytes(worker.proc.pid)
+        r = await p.run(FILL.replace("TAG", "s").replace("n < 100", "n < 6"))
+        assert _count(r.stdout, "wrote") == 6
+        for _ in range(100):  # the worker tidies once the reply is sent, before it reads the next request
+            await asyncio.sleep(0.05)
+            if _tmpfs_bytes(worker.proc.pid) - idle < MIB:
+                break
+        assert _tmpfs_bytes(worker.proc.pid) - idle < MIB
