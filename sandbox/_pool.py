@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from sandbox._caps import cap_reply, clock_marks, exit_reason, image_pixels, reply_bounds
+from sandbox._ledger import SLOTS, clear_slot, create_ledger
 from sandbox._protocol import UID_BLOCK, FrameError, blob_sizes, decode_header, encode, header_size
 from sandbox._stale import clean_stale_roots, root_prefix
 
@@ -41,6 +42,13 @@ _GRACE_S = 10.0
 # process, so a killed worker's leftovers never share a uid with its replacement.
 _UID_BASE = 200_000 + (os.getpid() % 1000) * 1000 * UID_BLOCK
 _uid_counter = itertools.count()
+
+
+LEDGER_NAME = "disk-ledger"
+
+
+def _ledger_slot(uid: int) -> int:
+    return (uid - _UID_BASE) // UID_BLOCK % SLOTS
 
 
 class SandboxStartError(RuntimeError):
@@ -70,6 +78,9 @@ class SandboxLimits:
     trajectory_disk_bytes: int = 1 << 30
     """What a session's or kept work folder's files may hold in all, over the trajectory's calls."""
     trajectory_disk_inodes: int = 20_000
+    pool_disk_bytes: int = 4 << 30
+    """What all working folders of the pool may hold together: in the jail they are tmpfs, so
+    this is memory; each call's allowance is capped by what is left (sandbox/_ledger.py)."""
 
     def __post_init__(self) -> None:
         """A zero or negative limit would forbid every call (or, for some, mean "none"): refused here."""
@@ -178,6 +189,7 @@ class SandboxPool:
         self.root = Path(self._root_arg or tempfile.mkdtemp(prefix=root_prefix()))
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "jail").mkdir(exist_ok=True)
+        create_ledger(self.root / LEDGER_NAME)
         self._slots = [None] * self.size
         if self.isolation == "auto":
             self.isolation = "jail" if os.geteuid() == 0 else "process"
@@ -428,6 +440,8 @@ class SandboxPool:
             "mount_point": str(self.root / "jail"),
             "uid": uid,
             "limits": asdict(self.limits),
+            "ledger": str(self.root / LEDGER_NAME),
+            "ledger_slot": _ledger_slot(uid),
         }
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-s", "-m", "sandbox._worker", json.dumps(config),
@@ -482,6 +496,7 @@ class SandboxPool:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
         await proc.wait()  # in jail mode the worker's PID namespace, and every call in it, died with it
+        clear_slot(self.root / LEDGER_NAME, _ledger_slot(worker.uid))  # its tmpfs mounts died with it
         await asyncio.to_thread(shutil.rmtree, worker.host_dir, True)
 
 

@@ -13,6 +13,10 @@ Without the jail (``isolation="process"``, no mount rights) folders are plain di
 each call the folder is measured and a call or trajectory over its quota gets an error and the
 folder's files are removed. That stops a trajectory from growing, not one call from writing up to
 its file-size limit times its open-file limit before it ends.
+
+All workers' folders together hold at most ``pool_disk_bytes`` (``sandbox._ledger``): a call's
+allowance is also capped by what the pool has left, so a call that would pass the pool's budget
+meets the same full folder (jail) or emptied folder (process isolation) as one past its own.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from sandbox._ledger import DiskLedger
 
 _MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_MOVE = 2, 4, 32, 8192
 _MNT_DETACH = 2
@@ -71,12 +77,15 @@ def walk_usage(path: Path, stop_at: int) -> tuple[int, int]:
 class FolderQuota:
     """Makes, moves, resizes and removes working folders under the quotas of ``limits``."""
 
-    def __init__(self, limits: dict[str, Any], mounts: bool) -> None:
+    def __init__(self, limits: dict[str, Any], mounts: bool, ledger: DiskLedger | None = None) -> None:
         self.call = int(limits.get("call_disk_bytes", 512 << 20)), int(limits.get("call_disk_inodes", 10_000))
         self.trajectory = (int(limits.get("trajectory_disk_bytes", 1 << 30)),
                            int(limits.get("trajectory_disk_inodes", 20_000)))
         self.mounts = mounts
+        self.ledger = ledger
         self._before: dict[str, tuple[int, int]] = {}
+        self.held: dict[str, int] = {}
+        """Bytes each session's folder held after its last call (what this worker adds to the ledger)."""
 
     def _options(self, size: int, inodes: int, uid: int | None) -> str:
         owner = f",uid={uid},gid={uid}" if uid is not None else ""
@@ -108,18 +117,30 @@ class FolderQuota:
             os.replace(src, dst)
 
     def before_call(self, path: Path, key: str | None) -> None:
-        """Give a session's folder room for one more call, within the trajectory's quota."""
-        if key is None:
+        """Give the call's folder room for one more call, within the trajectory's quota and what
+        the pool's budget has left (a stateless call's folder too, when there is a ledger)."""
+        if key is None and self.ledger is None:
             return
         if not self.mounts:
-            self._before[key] = walk_usage(path, self.trajectory[1])
+            if key is not None:
+                self._before[key] = walk_usage(path, self.trajectory[1])
             return
         used, inodes = usage(path)
-        self._before[key] = used, inodes
-        size = min(self.trajectory[0], used + self.call[0])
-        count = min(self.trajectory[1], inodes + self.call[1])
+        if key is not None:
+            self._before[key] = used, inodes
+        size = min(self.trajectory[0], used + self.call[0]) if key is not None else self.call[0]
+        if self.ledger is not None:
+            others = sum(v for k, v in self.held.items() if k != key)
+            size = used + self.ledger.reserve(others + used, max(size - used, 0))
+        count = min(self.trajectory[1], inodes + self.call[1]) if key is not None else self.call[1]
         _mount(None, str(path), None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
                f"size={max(size, used, 1 << 16)},nr_inodes={max(count, inodes, 2)}")
+
+    def _settle(self, key: str | None, used: int) -> int:
+        """Record a session folder's bytes after its call; the bytes the other workers hold."""
+        if key is not None:
+            self.held[key] = used
+        return self.ledger.settle(sum(self.held.values())) if self.ledger is not None else 0
 
     def after_call(self, path: Path, key: str | None, wipe: Callable[[Path], None]) -> str | None:
         """A note for the call's reply when the folder hit a quota (None when it did not)."""
@@ -130,6 +151,7 @@ class FolderQuota:
                 return None
             # tmpfs keeps no reserve: a full folder has (next to) no free block or no free inode.
             before = self._before.pop(key, (0, 0)) if key is not None else (0, 0)
+            self._settle(key, usage(path)[0])
             if st.f_bavail * st.f_frsize >= 1 << 16 and st.f_favail > 0:
                 return None
             if usage(path) == before:  # a call that only read a full folder hit nothing
@@ -141,19 +163,28 @@ class FolderQuota:
         before = self._before.pop(key, (0, 1)) if key is not None else (0, 1)
         over_call = used - before[0] > self.call[0] or inodes - before[1] > self.call[1]
         over_traj = used > self.trajectory[0] or inodes > self.trajectory[1]
-        if not (over_call or over_traj):
+        others = self._settle(key, used)
+        over_pool = self.ledger is not None and others + sum(self.held.values()) + (0 if key else used) > self.ledger.budget
+        if not (over_call or over_traj or over_pool):
             return None
         for entry in list(os.scandir(path)):
             wipe(Path(entry.path))
+        self._settle(key, 0)
         return self._note("the work folder went over its quota and its files were removed")
 
     def _note(self, what: str) -> str:
         return (f"SandboxError: {what}: a call may add {self.call[0]} bytes and {self.call[1]} files, a "
-                f"trajectory keep {self.trajectory[0]} bytes and {self.trajectory[1]} files "
-                "(SandboxLimits call_disk_* / trajectory_disk_*)")
+                f"trajectory keep {self.trajectory[0]} bytes and {self.trajectory[1]} files, all trajectories "
+                f"together {self.ledger.budget if self.ledger else 'any number of'} bytes "
+                "(SandboxLimits call_disk_* / trajectory_disk_* / pool_disk_bytes)")
 
-    def remove(self, path: Path, fallback: Callable[[Path], None]) -> None:
-        """Drop a folder: a lazy unmount of its tmpfs (frees it at once), else ``fallback``."""
+    def remove(self, path: Path, fallback: Callable[[Path], None], key: str | None = None) -> None:
+        """Drop a folder: a lazy unmount of its tmpfs (frees it at once), else ``fallback``;
+        ``key``'s bytes leave the ledger."""
+        if key is not None:
+            self.held.pop(key, None)
+        if self.ledger is not None:  # also ends a reservation no after_call settled (a crashed call)
+            self.ledger.settle(sum(self.held.values()))
         if self.mounts and os.path.ismount(path):
             _check(_libc.umount2(str(path).encode(), _MNT_DETACH), f"umount {path}")
             os.rmdir(path)

@@ -91,6 +91,11 @@ def main() -> None:
         # Looks up the interpreter tool's optional packages once, here, not in every call child.
         reference_namespace("interpreter", Path(os.devnull))
 
+        from sandbox._ledger import DiskLedger
+
+        # Opened before the jail hides the pool's folder; the calls' children close it.
+        ledger = DiskLedger(os.open(config["ledger"], os.O_RDWR | os.O_CLOEXEC), int(config["ledger_slot"]),
+                            int(config["limits"]["pool_disk_bytes"])) if config.get("ledger") else None
         if jailed:
             _jail.apply_limits(config["limits"])
             _jail.enter_namespaces()  # from here on we are PID 1 of a fresh PID namespace
@@ -101,7 +106,7 @@ def main() -> None:
             os.chdir(home)
             _jail.apply_limits(config["limits"])
             _jail.harden_zygote()
-        zygote = Zygote(req_fd, resp_fd, home, config["limits"], jailed, int(config["uid"]))
+        zygote = Zygote(req_fd, resp_fd, home, config["limits"], jailed, int(config["uid"]), ledger)
         # Everything imported so far lives as long as the zygote: frozen, a child's garbage
         # collection never walks (and so never copies) those pages.
         gc.freeze()

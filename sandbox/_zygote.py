@@ -45,6 +45,7 @@ from sandbox import _jail
 from sandbox._caps import cap_reply, clock_marks, exit_reason, reply_bounds
 from sandbox._executor import CallRunner
 from sandbox._forkserver import ForkClient, serve_forks
+from sandbox._ledger import DiskLedger
 from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
 from sandbox._quota import FolderQuota
 
@@ -84,7 +85,8 @@ class _Session:
 class Zygote:
     """Serves frames from the pool on ``req_fd``/``resp_fd``; see the module docstring."""
 
-    def __init__(self, req_fd: int, resp_fd: int, home: str, limits: dict[str, Any], jailed: bool, uid: int) -> None:
+    def __init__(self, req_fd: int, resp_fd: int, home: str, limits: dict[str, Any], jailed: bool, uid: int,
+                 ledger: DiskLedger | None = None) -> None:
         self.req_fd, self.resp_fd = req_fd, resp_fd
         self.home = home
         self.work = Path(home) / "work"
@@ -104,7 +106,7 @@ class Zygote:
         self._ready_at = 0.0  # when the tidying between calls ended (phase timestamps, on request)
         self._child_marks: dict[str, float] = {}
         self._chores: list[Callable[[], None]] = []  # tidying left over from the last call
-        self.quota = FolderQuota(limits, mounts=jailed)  # each working folder its own sized tmpfs in the jail
+        self.quota = FolderQuota(limits, mounts=jailed, ledger=ledger)  # each working folder its own sized tmpfs in the jail
         self.parked.mkdir(mode=0o700, exist_ok=True)
 
     def start(self) -> None:
@@ -170,6 +172,8 @@ class Zygote:
         for uid, child in self._after:  # the answered calls' children die now; their uids are swept later
             self._end(uid, child, wait=False)
         self._after.clear()
+        if req.get("op") == "run":  # now, not as a chore: a chore left over runs during the next call
+            self._retire_stateless()
         self._chores = [self._sweep, self._reap, self._tidy_folders]
         return True
 
@@ -183,6 +187,7 @@ class Zygote:
             uid = self.uid + self.turn
             self._make_clean(uid)  # leftovers of its last call: usually swept long ago
             self._enter_folder(None, uid)
+            self.quota.before_call(self.work, None)  # within what the pool's budget has left
             reply, out = self._one_call(uid, req, blobs, deadline)
             self._disk_note(reply, None)
         else:
@@ -363,6 +368,13 @@ class Zygote:
             self._new_folder(self.work, uid)
         self.current = key
 
+    def _retire_stateless(self) -> None:
+        """A stateless call's folder is nobody's once the call answered: to the trash now (its
+        tmpfs is memory), not when this worker's next call comes, which may be never."""
+        if self.current is None and self.quota.occupied(self.work):
+            self._trash += 1
+            self.quota.move(self.work, self.parked / f".trash-{self._trash}", keep_src=True)
+
     def _new_folder(self, path: Path, uid: int) -> None:
         self.quota.create(path, uid, chown=self.jailed)
 
@@ -423,9 +435,9 @@ class Zygote:
 
     def _remove_folder(self, key: str) -> None:
         if self.current == key:
-            self.quota.remove(self.work, _remove)
+            self.quota.remove(self.work, _remove, key)
             self.current = None
-        self.quota.remove(self.parked / key, _remove)
+        self.quota.remove(self.parked / key, _remove, key)
 
     def _kill(self, uid: int, pid: int) -> None:
         if self.jailed:

@@ -5,7 +5,8 @@ is bounded before anything walks it: PyYAML builds a "billion laughs" document (
 aliases) as a small graph of shared objects, and the first walker that expands it (the secret
 scan, the manifest's JSON, the config hash) runs out of time or memory. The composed node
 graph is measured without expanding it (``fasteval.core.yaml_bounds``), and a file past
-``MAX_CONFIG_BYTES`` or ``MAX_NODES`` is refused. A key given twice in one mapping (PyYAML
+``MAX_CONFIG_BYTES``, or one that expands past ``MAX_NODES`` values or ``MAX_EXPANDED_CHARS``
+characters of text (one long string aliased a thousand times), is refused. A key given twice in one mapping (PyYAML
 silently keeps the last) is a config error with its line.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import yaml
 
 from fasteval.core.errors import ConfigError
-from fasteval.core.yaml_bounds import MAX_NODES, KeyPath, duplicate_keys, expanded_size, node_lines
+from fasteval.core.yaml_bounds import KeyPath, duplicate_keys, expansion_problem, node_lines
 
 MAX_CONFIG_BYTES = 1 << 20
 """A sweep config or model list is a few KB; 1 MiB is far past any real one (and reads in about a second)."""
@@ -35,10 +36,9 @@ def read_yaml(path: Path) -> tuple[Any, dict[KeyPath, int]]:
             root = loader.get_single_node()
             if root is None:
                 return None, {}
-            n = expanded_size(root, MAX_NODES)
-            if n > MAX_NODES:
-                raise ConfigError(f"{path}:{root.start_mark.line + 1}: the document expands to more than "
-                                  f"{MAX_NODES:,} values (aliases of aliases?): refused")
+            problem = expansion_problem(root)
+            if problem:
+                raise ConfigError(f"{path}:{problem.removeprefix('line ')}")
             dupes = duplicate_keys(root)
             if dupes:
                 raise ConfigError(f"{path}: {len(dupes)} problem{'s' if len(dupes) > 1 else ''}:\n  " + "\n  ".join(

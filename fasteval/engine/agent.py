@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import orjson
 
 from fasteval.core.redact import redact_text
+from fasteval.core.tagged import Tagged
 from fasteval.core.types import ImageRef, Message, Task, ToolCall, Trajectory, Usage
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting, Suite
@@ -30,7 +30,7 @@ from fasteval.tools.text_protocols.base import TextProtocol
 from providers.base import TOOL_IMAGES_PREFIX, ChatRequest, ChatResponse, ProviderError, ToolCallRequest
 from providers.client import ModelClient
 
-_TEXT_CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+_TEXT_CALL = Tagged("<tool_call>", "</tool_call>")
 
 
 @dataclass(slots=True)
@@ -53,11 +53,11 @@ def parse_text_tool_call(content: str, arguments_only: bool = False) -> ToolCall
     ``arguments_only`` reads the arguments from ``"arguments"`` alone (VistaHop's runner), not
     from ``"parameters"`` as a fallback.
     """
-    m = _TEXT_CALL.search(content or "")
-    if not m:
+    call = _TEXT_CALL.first(content or "")
+    if call is None:
         return None
     try:
-        obj = orjson.loads(m.group(1).strip())
+        obj = orjson.loads(call.strip())
     except orjson.JSONDecodeError:
         return None
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):

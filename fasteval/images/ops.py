@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import pyvips
 
@@ -64,6 +64,21 @@ def smart_resize(
     return h_bar, w_bar
 
 
+MAX_MAGNITUDE = 1e15
+"""The largest number a model's argument may hold (past it no pixel count or angle is meant)."""
+MAX_COORDINATE = 1_000_000
+"""The largest box coordinate in pixels (no image we decode has a side near it)."""
+
+
+def real_number(v: Any, limit: float = MAX_MAGNITUDE) -> TypeGuard[int | float]:
+    """Whether ``v`` is a number we can compute with: an int or float (not a bool) within
+    ``±limit``. An int is compared exactly, so a 400-digit integer is refused here instead of
+    raising OverflowError in ``math.isfinite`` or ``float()``; NaN fails every comparison."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    return -limit <= v <= limit
+
+
 def parse_bbox(value: Any) -> tuple[float, float, float, float]:
     """Validate a model-supplied box ``[x1, y1, x2, y2]``: 4 finite numbers, x1<x2, y1<y2.
 
@@ -85,8 +100,8 @@ def parse_bbox(value: Any) -> tuple[float, float, float, float]:
     for v in value:
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ImageError(f"coordinates must be numbers, got {v!r}")
-        if not math.isfinite(v):
-            raise ImageError(f"coordinates must be finite, got {v!r}")
+        if not real_number(v, MAX_COORDINATE):
+            raise ImageError(f"coordinates must be finite numbers within ±{MAX_COORDINATE:,}, got {str(v)[:40]}")
         nums.append(float(v))
     x1, y1, x2, y2 = nums
     if not x1 < x2:
@@ -151,8 +166,8 @@ def rotate(img: Any, angle: float, background: tuple[int, ...] = (0, 0, 0)) -> A
     Right angles are exact pixel moves; other angles interpolate bilinearly and fill the new
     corners with ``background``.
     """
-    if not math.isfinite(angle):
-        raise ImageError(f"angle must be a finite number, got {angle!r}")
+    if not real_number(angle):
+        raise ImageError(f"angle must be a finite number, got {str(angle)[:40]}")
     a = angle % 360.0
     right_angles = {0.0: None, 90.0: "d270", 180.0: "d180", 270.0: "d90"}
     if a in right_angles:
@@ -178,8 +193,8 @@ def adjust(img: Any, *, brightness: float = 1.0, contrast: float = 1.0, gamma: f
     (out = 255 * (in/255) ** (1/gamma)). Alpha is left alone.
     """
     for name, v in (("brightness", brightness), ("contrast", contrast), ("gamma", gamma)):
-        if not math.isfinite(v) or v < 0:
-            raise ImageError(f"{name} must be a finite non-negative number, got {v!r}")
+        if not real_number(v) or v < 0:
+            raise ImageError(f"{name} must be a finite non-negative number, got {str(v)[:40]}")
     if gamma == 0:
         raise ImageError("gamma must be positive")
     alpha = img.extract_band(3) if img.bands == 4 else None

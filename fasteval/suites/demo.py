@@ -16,6 +16,7 @@ from typing import Any
 import pyvips
 
 from fasteval.core.options import Opt
+from fasteval.core.tagged import Tagged
 from fasteval.core.types import Task, Trajectory, Turn
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 
@@ -46,6 +47,9 @@ def render(rng: random.Random, width: int, height: int) -> tuple[bytes, list[int
             box = [max(0, min(1000, v)) for v in box]
     img = pyvips.Image.new_from_memory(pixels.tobytes(), width, height, 1, "uchar")
     return bytes(img.pngsave_buffer(compression=1)), box, level
+
+
+_ANSWER = Tagged("<answer>", "</answer>")
 
 
 @register_suite
@@ -83,8 +87,8 @@ class DemoSuite(Suite):
         return [Setting(name="tools", max_rounds=6), Setting(name="no-tools", tools=[], max_rounds=6)]
 
     def extract_answer(self, text: str, setting: Setting) -> str:
-        m = re.search(r"<answer>(.*?)</answer>", text, re.S)
-        return (m.group(1) if m else text).strip()
+        tag = _ANSWER.first(text)
+        return (tag if tag is not None else text).strip()
 
     async def score(self, task: Task, trajectory: Trajectory, setting: Setting, ctx: ScoreContext) -> Score:
         per_turn: list[float] = []

@@ -48,6 +48,8 @@ TextKind = Literal["plain", "format", "data"]
 TEXT_MODES = ("reference", "own")
 MAX_FORMAT_WIDTH = 1000
 """The widest format width or precision a reference template may ask for."""
+MAX_REFERENCE_BYTES = 4 << 20
+"""The largest reference file we parse (the harnesses' prompt and tool files are tens of KB)."""
 
 
 class ReferenceTextError(ConfigError):
@@ -311,9 +313,17 @@ def _concat_operand(node: ast.AST) -> Any:
     return _py_value(node)
 
 
+def _read_reference(path: Path) -> str:
+    """A reference file's text, refused past ``MAX_REFERENCE_BYTES`` before it is read."""
+    size = path.stat().st_size
+    if size > MAX_REFERENCE_BYTES:
+        raise ValueError(f"{size:,} bytes is too large for a reference text file (at most {MAX_REFERENCE_BYTES:,})")
+    return path.read_text(encoding="utf-8")
+
+
 def python_value(path: Path, symbol: str) -> Any:
     """The literal at ``symbol`` in a Python file, read with ``ast`` (never imported or run)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    tree = ast.parse(_read_reference(path), filename=str(path))
     node: ast.AST = tree
     for step in parse_symbol(symbol):
         node = _py_step(node, step)
@@ -327,7 +337,7 @@ def python_value(path: Path, symbol: str) -> Any:
 
 def yaml_value(path: Path, symbol: str) -> Any:
     """The value at ``symbol`` (key path) in a YAML file, read safely and bounded (no alias bombs)."""
-    value: Any = load_bounded(path.read_text(encoding="utf-8"))[0]
+    value: Any = load_bounded(_read_reference(path))[0]
     for step in parse_symbol(symbol):
         if step.kind == "index":
             if not isinstance(value, list) or step.index >= len(value):
@@ -351,29 +361,55 @@ def yaml_value(path: Path, symbol: str) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
+_SHA = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
+_REF_NAME = re.compile(r"refs/[A-Za-z0-9._/-]{1,200}")
+
+
+def _sha(text: str) -> str | None:
+    """``text`` when it is a commit id (SHA-1 or SHA-256 hex), else None: the manifest records
+    nothing else as ``reference_commit``."""
+    text = text.strip()
+    return text if _SHA.fullmatch(text) else None
+
+
+def _ref_name(name: str) -> str | None:
+    """A ref HEAD may name (``refs/heads/main``); None for ``../../file`` and other paths out of ``.git``."""
+    ok = _REF_NAME.fullmatch(name) and ".." not in name and "//" not in name and not name.endswith("/")
+    return name if ok else None
+
+
+def _first_kb(path: Path) -> str:
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return f.read(4096)
+
+
 def repo_commit(root: Path) -> str | None:
-    """HEAD's commit of a git checkout, read from ``.git`` (no git process); None when unknown."""
+    """HEAD's commit of a git checkout, read from ``.git`` (no git process); None when unknown.
+    The checkout is not ours: a HEAD naming a ref outside ``refs/`` or a file that is no commit
+    id is unknown, never recorded."""
     git = root / ".git"
     if git.is_file():  # a worktree or submodule: "gitdir: <path>"
-        line = git.read_text(encoding="utf-8").strip()
+        line = _first_kb(git).strip()
         if line.startswith("gitdir:"):
             git = (root / line.split(":", 1)[1].strip()).resolve()
     head = git / "HEAD"
     if not head.is_file():
         return None
-    ref = head.read_text(encoding="utf-8").strip()
+    ref = _first_kb(head).strip()
     if not ref.startswith("ref:"):
-        return ref or None
-    name = ref.split(":", 1)[1].strip()
+        return _sha(ref)
+    name = _ref_name(ref.split(":", 1)[1].strip())
+    if name is None:
+        return None
     loose = git / name
     if loose.is_file():
-        return loose.read_text(encoding="utf-8").strip() or None
+        return _sha(_first_kb(loose))
     packed = git / "packed-refs"
-    if packed.is_file():
-        for line in packed.read_text(encoding="utf-8").splitlines():
+    if packed.is_file() and packed.stat().st_size <= MAX_REFERENCE_BYTES:
+        for line in packed.read_text(encoding="utf-8", errors="replace").splitlines():
             sha, _, refname = line.partition(" ")
             if refname == name:
-                return sha
+                return _sha(sha)
     return None
 
 

@@ -8,12 +8,11 @@ on; image work runs in a thread so the event loop stays free.
 from __future__ import annotations
 
 import asyncio
-import math
 from typing import Any, ClassVar
 
 from fasteval.core.options import OptionSchema
 from fasteval.core.types import ImageRef
-from fasteval.images import ImageError, crop_original, parse_bbox, rotate_original
+from fasteval.images import ImageError, crop_original, parse_bbox, real_number, rotate_original
 from fasteval.images.decode import decode, drop_alpha, vips_errors
 from fasteval.images.ops import crop, resize, smart_resize
 from fasteval.images.render import (
@@ -59,8 +58,8 @@ def _image_index(args: dict[str, Any], ctx: ToolContext, key: str = "img_idx") -
     raw = args.get(key, 0)
     if raw is None:
         raw = 0
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw != int(raw):
-        return f"Invalid {key}: expected a whole number, got {raw!r}"
+    if not real_number(raw) or raw != int(raw):
+        return f"Invalid {key}: expected a whole number, got {str(raw)[:40]}"
     idx = int(raw)
     if not ctx.images:
         return "No image is available in this task."
@@ -202,8 +201,8 @@ class RotateImageTool(Tool):
                 angle = float(angle)
             except ValueError:
                 pass
-        if isinstance(angle, bool) or not isinstance(angle, int | float) or not math.isfinite(angle):
-            return ToolResult.fail(f"Invalid angle: expected a finite number of degrees, got {angle!r}")
+        if not real_number(angle):
+            return ToolResult.fail(f"Invalid angle: expected a finite number of degrees, got {str(angle)[:40]}")
         found = _image_index(args, ctx)
         if isinstance(found, str):
             return ToolResult.fail(found)

@@ -124,3 +124,15 @@ def test_a_command_that_only_names_the_vllm_binary_keeps_its_options(tmp_path: P
     path = _served(tmp_path, {"command": ["/opt/venv/bin/vllm"], "args": ["--enforce-eager"], "max_model_len": 4096})
     code, err = check(capsys, path)
     assert "is not applied when serve.command is set" not in err, err
+
+
+def test_one_long_string_aliased_many_times_is_refused_by_its_text(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """1,000 values, under the node bound, but 400 MB of text once the manifest's JSON expands it."""
+    path = tmp_path / "sweep.yaml"
+    big = "description: &big " + "y" * 400_000 + "\n"
+    path.write_text(big + BASE.replace("    policy: tools\n", "    policy: tools\n    params: {metadata: ["
+                                       + ", ".join(["*big"] * 1_000) + "]}\n"))
+    code, err = check(capsys, path)
+    assert code == 2, err
+    assert f"{path}:1: the document expands to more than 4,194,304 characters of text" in err

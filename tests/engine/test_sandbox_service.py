@@ -56,6 +56,7 @@ async def test_run_sandbox_limits_reach_the_pool(tmp_path: Path) -> None:
     ({"memory_bytes": -1}, "run.sandbox.limits.memory_bytes: must be positive"),
     ({"memroy_bytes": 1}, "memroy_bytes"),
     ({"cpu_s": "lots"}, "cpu_s"),
+    ({"pool_disk_bytes": 0}, "run.sandbox.limits.pool_disk_bytes: must be positive"),
 ])
 def test_bad_sandbox_limits_are_config_errors(tmp_path: Path, limits: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError) as e:

@@ -200,3 +200,33 @@ def test_a_reference_yaml_of_aliases_of_aliases_is_refused_unexpanded(tmp_path: 
     spec = TextSpec("j", "judge", "prompts.yaml", "prompts.judge", {}, kind="data")
     with pytest.raises(ReferenceTextError, match="expands to more than"):
         load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+
+
+def test_a_reference_yaml_of_one_long_string_aliased_is_refused_by_its_text(tmp_path: Path) -> None:
+    """Few values but megabytes once expanded: 200 KB aliased 100 times is 20 MB of text."""
+    body = "s: &s " + "x" * 200_000 + "\ntools:\n" + "".join(f"  - {{name: t{i}, d: *s}}\n" for i in range(100))
+    (tmp_path / "tools.yaml").write_text(body)
+    spec = TextSpec("t", "tool_spec", "tools.yaml", "tools[0]", {}, kind="data")
+    with pytest.raises(ReferenceTextError, match=r"expands to more than 4,194,304 characters of text"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+    (tmp_path / "tools.yaml").write_text("tools: [{name: t0, d: " + "y" * 5_000_000 + "}]\n")
+    with pytest.raises(ReferenceTextError, match=r"too large for a reference text file"):
+        load_text_book("tirbench", [spec], "reference", tmp_path, "fetch")
+    (tmp_path / "tools.yaml").write_text("s: &s short\ntools:\n" + "  - {name: t0, d: *s}\n" * 100)
+    assert load_text_book("tirbench", [spec], "reference", tmp_path, "fetch").get("t")["name"] == "t0"
+
+
+def test_a_head_naming_a_path_out_of_git_records_no_commit(tmp_path: Path) -> None:
+    """``ref: ../../secret`` would have recorded that file's first line as ``reference_commit``."""
+    git = tmp_path / "repo" / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (tmp_path / "secret").write_text("hunter2-api-key\n")
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    (git / "refs" / "heads" / "main").write_text(sha + "\n")
+    for head, want in [("ref: refs/heads/main", sha), ("ref: ../../secret", None), (f"{sha}\n", sha),
+                       ("ref: refs/../../../secret", None), ("not a commit", None)]:
+        (git / "HEAD").write_text(head)
+        assert repo_commit(tmp_path / "repo") == want, head
+    (git / "refs" / "heads" / "main").write_text("hunter2-api-key\n")
+    (git / "HEAD").write_text("ref: refs/heads/main")
+    assert repo_commit(tmp_path / "repo") is None

@@ -22,6 +22,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
+from fasteval.core.tagged import Tagged
+
 MatcherVersion = Literal["upstream", "fork", "hrbench"]
 MATCHER_VERSIONS: tuple[str, ...] = ("upstream", "fork", "hrbench")
 
@@ -136,7 +138,7 @@ def lmms_eval_letter(response: str) -> str | None:
     return None
 
 
-_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_ANSWER_TAG = Tagged("<answer>", "</answer>", ignore_case=True)
 _THINK_END = re.compile(r"</think>", re.I)
 _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _FINAL_ANSWER = re.compile(
@@ -150,7 +152,7 @@ _TRIM = " \t\n\r*`'\".:;!"
 def answer_span(text: str) -> tuple[str, str]:
     """Where the answer is: (the text of the last <answer> tag | last \\boxed{} | the reply after
     its reasoning, how it was found). Reasoning in <think> never counts."""
-    tags = _ANSWER_TAG.findall(text)
+    tags = _ANSWER_TAG.all(text)
     if tags:
         inner = _BOXED.findall(tags[-1])
         return (inner[-1], "answer_tag:boxed") if inner else (tags[-1], "answer_tag")

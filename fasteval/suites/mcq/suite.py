@@ -11,12 +11,12 @@ chosen ``scorer`` and by our fixed rule — and the setting's fidelity picks the
 
 from __future__ import annotations
 
-import re
 from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fasteval.core.options import Opt, OptionSchema
+from fasteval.core.tagged import Tagged
 from fasteval.core.types import Message, Task, Trajectory
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Score, ScoreContext, Setting, Suite
@@ -28,7 +28,7 @@ from fasteval.suites.mcq.vlmevalkit_prompt import prompt_texts, vlmevalkit_promp
 from fasteval.suites.option_checks import FIDELITIES, fidelity_option, limit_option
 from fasteval.suites.reference_texts import TextBook
 
-_FIRST_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_ANSWER = Tagged("<answer>", "</answer>")
 ZOOM_TOOL = "image_zoom_in_tool"
 CODE_TOOL = "python_image_processing"
 CODE_TOOL_OPTIONS = {CODE_TOOL: {"fidelity": "fixed", "stateful": True}}
@@ -179,8 +179,8 @@ class ChoiceSuite(Suite):
         draw_key = f"{task.id}|{trajectory.seed}"
         prediction = response
         if self.strip_answer_tag and response is not None:
-            tag = _FIRST_ANSWER.search(response)
-            prediction = tag.group(1).strip() if tag else response
+            tag = _ANSWER.first(response)
+            prediction = tag.strip() if tag is not None else response
         ref = await self.reference_score(task, prediction, options, gold, ctx, draw_key)
         fixed = self.fixed_score(task, response, options, gold)
         details: dict[str, Any] = {

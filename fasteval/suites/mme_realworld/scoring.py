@@ -10,14 +10,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
+from fasteval.core.tagged import Tagged
 from fasteval.suites.mcq.matching import PREFIXES_MME_SCRIPT, extract_characters_regex
 
 SCORERS = ("official", "vlmevalkit", "lmms-eval")
 EMPTY_CRASH = "VLMEvalKit's MMERealWorld.evaluate raises TypeError on an empty prediction (one kills the whole run)"
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_ANSWER = Tagged("<answer>", "</answer>")
 
 
 def answer_choices(options: Mapping[str, str]) -> list[str]:
@@ -30,8 +30,8 @@ def official_letter(output: str, options: Mapping[str, str]) -> str:
 
 
 def vlmevalkit_letter(prediction: str) -> str:
-    m = _ANSWER.search(prediction)
-    pred = m.group(1).strip().upper() if m else prediction
+    tag = _ANSWER.first(prediction)
+    pred = tag.strip().upper() if tag is not None else prediction
     return extract_characters_regex(pred)
 
 

@@ -18,11 +18,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from fasteval.core.tagged import Tagged
+
 Box = tuple[float, float, float, float]
 CONVENTIONS = ("auto", "pixel", "norm1000", "norm1")
 
-_THINK = re.compile(r"<think>(.*?)</think>", re.S)
-_BOX = re.compile(r"<box>(.*?)</box>", re.S)
+_THINK = Tagged("<think>", "</think>")
+_BOX = Tagged("<box>", "</box>")
 _STRICT = re.compile(r"\[(\d+),(\d+),(\d+),(\d+)\]")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
@@ -41,7 +43,7 @@ def mean_best_iou(targets: Sequence[Box], boxes: Sequence[Box]) -> float:
 
 def strict_boxes(text: str) -> list[Box]:
     out: list[Box] = []
-    for content in _BOX.findall(text):
+    for content in _BOX.all(text):
         m = _STRICT.match(content.strip())
         if m:
             x1, y1, x2, y2 = (float(g) for g in m.groups())
@@ -51,8 +53,8 @@ def strict_boxes(text: str) -> list[Box]:
 
 
 def vlmevalkit_iou(prediction: str, targets: Sequence[Box]) -> float:
-    think = _THINK.search(prediction)
-    cot = think.group(1).strip() if think else prediction
+    think = _THINK.first(prediction)
+    cot = think.strip() if think is not None else prediction
     boxes = strict_boxes(cot)
     if not boxes:
         return 0.0
@@ -79,7 +81,7 @@ def _to_pixels(values: list[float], convention: str, width: int, height: int) ->
 
 def lenient_boxes(text: str, convention: str, width: int, height: int) -> list[Box]:
     out: list[Box] = []
-    for content in _BOX.findall(text):
+    for content in _BOX.all(text):
         numbers = [float(x) for x in _NUMBER.findall(content)]
         for i in range(0, len(numbers) - 3, 4):
             box = _to_pixels(numbers[i:i + 4], convention, width, height)

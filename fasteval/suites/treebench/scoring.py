@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import re
-
+from fasteval.core.tagged import Tagged
 from fasteval.suites.mcq.matching import extract_characters_regex
 from fasteval.suites.treebench.boxes import Box, treevgr_iou, vlmevalkit_iou
 
 EMPTY_CRASH = "VLMEvalKit's TreeBench.evaluate raises TypeError on an empty prediction (one kills the whole run)"
 BOX_INSTRUCTION = ("When your reasoning refers to an object, give its box in the original image's pixels as "
                    "<box>[x1,y1,x2,y2]</box>.")
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_ANSWER = Tagged("<answer>", "</answer>")
 
 
 def reference_letter(scorer: str, prediction: str, gold: str) -> tuple[float, str]:
     """(score, letter read) by VLMEvalKit's or TreeVGR's rule."""
-    m = _ANSWER.search(prediction)
-    pred = m.group(1).strip().upper() if m else prediction
+    tag = _ANSWER.first(prediction)
+    pred = tag.strip().upper() if tag is not None else prediction
     if scorer == "treevgr":
         return (1.0 if pred.upper() == gold.upper() else 0.0), pred
     letter = extract_characters_regex(pred)

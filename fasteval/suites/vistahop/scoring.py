@@ -15,6 +15,7 @@ import string
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from fasteval.core.tagged import Tagged
 from fasteval.core.types import ImageRef, Message
 from fasteval.images.decode import probe, thumbnail
 from fasteval.images.ops import smart_resize
@@ -30,7 +31,7 @@ JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 8192}
 JUDGE_IMAGE_PROFILE = "jpeg85"
 """The reference sends the judge its image as JPEG quality 85."""
 
-_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_ANSWER = Tagged("<answer>", "</answer>")
 _THINK_END_RE = re.compile(r"</think(?:ing)?>")
 _JUDGE_RE = re.compile(r"<judge>\s*(Yes|No)\s*</judge>", re.IGNORECASE | re.DOTALL)
 _PUNCT = frozenset(string.punctuation)
@@ -56,7 +57,7 @@ def extract_answer(text: str) -> str:
         return ""
     text = text.rsplit("<|im_start|>assistant", 1)[-1]
     text = _THINK_END_RE.split(text)[-1]
-    matches = _ANSWER_RE.findall(text)
+    matches = _ANSWER.all(text)
     if matches:
         return str(matches[-1]).strip()
     return text.split("<|im_end|>")[0].strip()

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
 from fasteval.core.options import Opt
+from fasteval.core.tagged import Tagged
 from fasteval.core.types import Message, Task, ToolCall, Trajectory
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
@@ -334,18 +334,18 @@ def _switch(setting: Setting, name: str, fidelity: str) -> bool:
     return FIDELITY_SWITCHES.get(setting.fidelity, FIDELITY_SWITCHES[fidelity])[name]
 
 
-_TOOL_CALL_RE = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
+_TOOL_CALL = Tagged("<tool_call>", "</tool_call>")
 
 
 def _non_object_tool_call(trajectory: Trajectory) -> bool:
     """Whether the last assistant reply holds a <tool_call> whose JSON parses to a truthy non-object."""
     for msg in reversed(trajectory.messages):
         if msg.get("role") == "assistant":
-            m = _TOOL_CALL_RE.search(_text_of(msg))
-            if m is None:
+            call = _TOOL_CALL.first(_text_of(msg))
+            if call is None:
                 return False
             try:
-                obj = json.loads(m.group(1).strip())
+                obj = json.loads(call.strip())
             except json.JSONDecodeError:
                 return False
             return bool(obj) and not isinstance(obj, dict)

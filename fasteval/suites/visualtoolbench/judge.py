@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from fasteval.core.tagged import Tagged
 from fasteval.suites.reference_texts import Template
 from providers.base import ChatRequest, ChatResponse
 
@@ -67,7 +67,7 @@ def parse_reference_verdict(text: str | None) -> Verdict:
     return Verdict(met=met, reason=reason if isinstance(reason, str) else "")
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_FENCE = Tagged("```", "```")
 _MET = {"met": True, "not met": False, "not_met": False, "notmet": False, "unmet": False}
 
 
@@ -89,7 +89,8 @@ def parse_verdict(text: str | None) -> Verdict:
 
 
 def _find_json_object(text: str) -> dict[str, Any] | None:
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    fenced = [c[4:] if c[:4].lower() == "json" else c for c in _FENCE.all(text)]  # ```json ... ```
+    candidates = [*fenced, text]
     for cand in candidates:
         cand = cand.strip()
         try:

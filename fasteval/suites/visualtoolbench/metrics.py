@@ -145,6 +145,8 @@ def tool_metrics(records: list[dict[str, Any]]) -> dict[str, Any]:
 
 IMAGE_OPS = ("crop", "resize", "rotate", "flip", "brightness", "contrast", "editing", "other")
 
+# Model code is untrusted: every repeat that can fail is bounded (``[^)]{0,400}``, not ``[^)]*``), so
+# a reply of "convertScaleAbs(" repeated costs linear time, not a minute per 200 KB.
 _OP_PATTERNS: dict[str, re.Pattern[str]] = {
     "crop": re.compile(r"\.crop\s*\(|getRectSubPix|\bImageOps\.crop\b"),
     "resize": re.compile(
@@ -156,12 +158,12 @@ _OP_PATTERNS: dict[str, re.Pattern[str]] = {
     ),
     "flip": re.compile(r"\bImageOps\.(?:flip|mirror)\b|\bcv2\.flip\b|\bnp\.(?:flip|fliplr|flipud)\b|FLIP_(?:LEFT_RIGHT|TOP_BOTTOM)"),
     "brightness": re.compile(
-        r"ImageEnhance\.Brightness|\bbrightness\b|\bgamma\b|convertScaleAbs\s*\([^)]*\bbeta\b|adjust_gamma|adjust_log",
+        r"ImageEnhance\.Brightness|\bbrightness\b|\bgamma\b|convertScaleAbs\s*\([^)]{0,400}\bbeta\b|adjust_gamma|adjust_log",
         re.IGNORECASE,
     ),
     "contrast": re.compile(
         r"ImageEnhance\.Contrast|autocontrast|equalizeHist|ImageOps\.equalize|CLAHE|\bcontrast\b"
-        r"|convertScaleAbs\s*\([^)]*\balpha\b|rescale_intensity|cv2\.normalize|NORM_MINMAX",
+        r"|convertScaleAbs\s*\([^)]{0,400}\balpha\b|rescale_intensity|cv2\.normalize|NORM_MINMAX",
         re.IGNORECASE,
     ),
     "editing": re.compile(

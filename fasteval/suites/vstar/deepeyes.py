@@ -14,10 +14,10 @@ unreadable is 0.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Mapping
 from typing import Any
 
+from fasteval.core.tagged import Tagged
 from fasteval.suites.judge_retry import JudgeModel
 from fasteval.suites.reference_texts import Template, TextBook, TextSpec, load_text_book, text_options
 from providers.base import ChatRequest
@@ -39,7 +39,7 @@ SPECS = [
       for i in range(1, N_EXAMPLES + 1)),
     TextSpec("test", "judge_prompt", JUDGE_FILE, "get_prompt.test_prompt", OWN_TEST),
 ]
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_ANSWER = Tagged("<answer>", "</answer>")
 
 
 def deepeyes_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
@@ -48,8 +48,8 @@ def deepeyes_texts(options: Mapping[str, Any], fidelity: str) -> TextBook:
 
 
 def pred_ans(reply: str) -> str:
-    m = _ANSWER.search(reply)
-    text = m.group(1) if m else reply
+    tag = _ANSWER.first(reply)
+    text = tag if tag is not None else reply
     if "\\boxed" in text and "\\boxed{" in text:
         text = text.split("\\boxed{")[1].split("}")[0]
     return text

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from fasteval.core.yaml_bounds import MAX_NODES, expanded_size
+from fasteval.core.yaml_bounds import expansion_problem
 from fasteval.suites.reference_texts import (
     ReferenceTextError,
     TextBook,
@@ -74,8 +74,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         root = loader.get_single_node()
         if root is None:
             return {}
-        if expanded_size(root, MAX_NODES) > MAX_NODES:
-            raise ValueError(f"{path.name} expands to more than {MAX_NODES:,} values")
+        problem = expansion_problem(root)
+        if problem:
+            raise ValueError(f"{path.name}: {problem}")
         data = loader.construct_document(root)
     finally:
         loader.dispose()

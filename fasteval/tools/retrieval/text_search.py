@@ -12,11 +12,11 @@ for this one call, never an exception that aborts the sweep.
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from cache import CacheMiss, CacheValue, cache_key
+from fasteval.core.tagged import Tagged
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
 from fasteval.tools.retrieval.browse import read_page
 from fasteval.tools.retrieval.page import Extractor, FetchLimits, PageSkipped
@@ -40,11 +40,11 @@ SUMMARY_SYSTEM_PROMPT = (
 SUMMARY_USER_PROMPT = "Webpage Content (first {content_limit} characters) is: {content}\nQuestion: {query}"
 """The reference's prompt (mmsearch-r1 style), used for page summaries and the final summary alike."""
 
-_THINK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_THINK = Tagged("<think>", "</think>", ignore_case=True)
 
 
 def strip_think(text: str) -> str:
-    return _THINK.sub("", text).strip()
+    return _THINK.remove(text).strip()
 
 
 class SummaryFailed(Exception):

@@ -25,8 +25,18 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from fasteval.core.types import ImageRef, Message, ToolCall
-from fasteval.images import ImageError, decode, drop_alpha, parse_bbox, pixel_box, png_bytes, smart_resize
+from fasteval.images import (
+    ImageError,
+    decode,
+    drop_alpha,
+    parse_bbox,
+    pixel_box,
+    png_bytes,
+    real_number,
+    smart_resize,
+)
 from fasteval.images.decode import vips_errors
+from fasteval.images.ops import MAX_COORDINATE
 from fasteval.tools.base import Tool, ToolContext, ToolResult
 from fasteval.tools.text_protocols.base import (
     ParsedTurn,
@@ -41,6 +51,8 @@ RESPONSE_START, RESPONSE_END = "<tool_response>", "</tool_response>"
 FACTOR = 28
 MIN_PIXELS = 4 * 28 * 28
 MAX_PIXELS = 16384 * 28 * 28
+MAX_CROP_SCALE = 2
+"""A box may cover at most this many times the image's pixels (the rest is black padding)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +69,8 @@ def _numbers(value: Any, what: str) -> list[float | int]:
         raise ValueError(f"{what} must be a list of 4 numbers [x1, y1, x2, y2], got {bounded(repr(value), 80)}")
     out: list[float | int] = []
     for v in value:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ValueError(f"{what} must hold 4 finite numbers, got {bounded(repr(v), 40)}")
+        if not real_number(v, MAX_COORDINATE):
+            raise ValueError(f"{what} must hold 4 numbers within ±{MAX_COORDINATE:,}, got {bounded(str(v)[:80], 40)}")
         out.append(v)
     return out
 
@@ -103,6 +115,12 @@ def deepeyes_crop(data: bytes, bbox: Sequence[float], *, clamp: bool) -> tuple[b
     w, h = right - left, bottom - top
     if w <= 0 or h <= 0:
         raise ImageError(f"box {list(bbox)} is empty ({w}x{h} px)")
+    # The reference pads a box past the image with black, so its cost follows the box, not the
+    # image: 60000x60000 was 9 s of CPU per call. No box we can show is larger than the image
+    # itself (or the largest crop the harness sends back), so twice that is refused.
+    if w * h > max(MAX_CROP_SCALE * img.width * img.height, MAX_PIXELS):
+        raise ImageError(f"box {list(bbox)} is {w}x{h} px, more than {MAX_CROP_SCALE} times the image "
+                         f"({img.width}x{img.height}); zoom into a part of the image")
     # The harness passes (width, height) where smart_resize takes (height, width), and unpacks the
     # result swapped again: the net effect is each side rounded on its own, as here. They size
     # the crop from the box as written (before PIL rounds it).

@@ -30,9 +30,11 @@ from typing import Any, ClassVar
 
 import orjson
 
+from fasteval.core.tagged import Tagged
 from fasteval.core.types import ImageRef, Message, ToolCall
-from fasteval.images import ImageError, decode, drop_alpha, pixel_box, png_bytes
+from fasteval.images import ImageError, decode, drop_alpha, pixel_box, png_bytes, real_number
 from fasteval.images.decode import vips_errors
+from fasteval.images.ops import MAX_COORDINATE
 from fasteval.tools.base import Tool, ToolContext, ToolResult
 from fasteval.tools.text_protocols.base import (
     ParsedTurn,
@@ -42,8 +44,7 @@ from fasteval.tools.text_protocols.base import (
     read_call_object,
 )
 
-GROUNDING = re.compile(r"<grounding>(.*?)</grounding>", re.S)
-REFERENCE_CALL = re.compile(r'.*<grounding>{"bbox_2d": (.*),.*"source": [\',"](.*)[\',"]}</grounding>', re.S)
+GROUNDING = Tagged("<grounding>", "</grounding>")
 OBSERVATION = re.compile(r"observation_([0-9]*)")
 VISION_PLACEHOLDER = "<|vision_start|><|image_pad|><|vision_end|>"
 """Where Mini-o3's observation prompt puts the crop (Qwen2.5-VL's image tokens)."""
@@ -63,6 +64,34 @@ class MiniO3Texts:
     system: str
     observation: Callable[[int, int], str]
     error: Callable[[str], str]
+
+
+_CALL_HEAD, _SOURCE, _CALL_TAIL, _QUOTES = '<grounding>{"bbox_2d": ', '"source": ', "}</grounding>", "',\""
+
+
+def reference_call(kept: str) -> tuple[str, str] | None:
+    """(box text, source) as the harness's regex reads them from a reply cut at its first
+    ``</grounding>``, or None where that regex does not match.
+
+    The harness matches ``.*<grounding>{"bbox_2d": (.*),.*"source": [',"](.*)[',"]}</grounding>``
+    (DOTALL). Run as a regex that is cubic on a reply of many ``<grounding>{"bbox_2d": `` and
+    commas (a 10 KB reply: minutes); this finds the same groups with a few reverse searches:
+    every greedy part takes the last place the rest still fits, so the source is the last
+    ``"source": <quote>`` before the closing quote, the box ends at the last comma before it,
+    and begins after the last call head before that comma."""
+    end = len(kept) - len(_CALL_TAIL) - 1
+    if end < 0 or not kept.endswith(_CALL_TAIL) or kept[end] not in _QUOTES:
+        return None
+    source = kept.rfind(_SOURCE, 0, end - 1)  # its quote must come before the closing one
+    while source >= 0 and kept[source + len(_SOURCE)] not in _QUOTES:
+        source = kept.rfind(_SOURCE, 0, source + len(_SOURCE) - 1)
+    if source < 0:
+        return None
+    comma = kept.rfind(",", 0, source)
+    head = kept.rfind(_CALL_HEAD, 0, comma) if comma >= 0 else -1
+    if head < 0:
+        return None
+    return kept[head + len(_CALL_HEAD):comma], kept[source + len(_SOURCE) + 1:end]
 
 
 def _view_size(w: int, h: int) -> tuple[int, int]:
@@ -95,9 +124,8 @@ def _source_index(source: Any, fidelity: str) -> int:
 
 
 def _box(bbox: Any, w: int, h: int, fidelity: str) -> tuple[int, int, int, int]:
-    if not isinstance(bbox, list) or len(bbox) != 4 or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in bbox):
-        raise ValueError(f"'bbox_2d' must be a list of 4 numbers, got {bounded(repr(bbox), 80)}")
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(real_number(v, MAX_COORDINATE) for v in bbox):
+        raise ValueError(f"'bbox_2d' must be a list of 4 numbers, got {bounded(str(bbox)[:200], 80)}")
     x0, y0, x1, y1 = bbox[0] * w, bbox[1] * h, bbox[2] * w, bbox[3] * h
     if fidelity == "fixed":
         if not (x0 < x1 and y0 < y1):
@@ -185,26 +213,26 @@ class MiniO3Protocol(TextProtocol):
         return {self.tool_name: self.tool}
 
     def parse(self, content: str) -> ParsedTurn:
-        found = GROUNDING.search(content)
+        found = next(GROUNDING.spans(content), None)
         if found is None:
             return ParsedTurn(content)
-        kept = content[:found.end()]  # the harness stops generation at </grounding>
+        kept, raw = content[:found[3]], content[found[1]:found[2]]  # the harness stops generation at </grounding>
         try:
             if self.fidelity == "reference":
-                m = REFERENCE_CALL.match(kept)
-                if m is None:
+                call = reference_call(kept)
+                if call is None:
                     raise ValueError('write it as <grounding>{"bbox_2d": [x0, y0, x1, y1], '
                                      '"source": "original_image"}</grounding>')
-                args: Any = {"bbox_2d": read_call_object(m.group(1)), "source": m.group(2)}
+                args: Any = {"bbox_2d": read_call_object(call[0]), "source": call[1]}
             else:
-                args = read_call_object(found.group(1).strip())
+                args = read_call_object(raw.strip())
                 if not isinstance(args, dict) or "bbox_2d" not in args or "source" not in args:
                     raise ValueError('the grounding must be a JSON object with "bbox_2d" and "source"')
                 args = {"bbox_2d": args["bbox_2d"], "source": args["source"]}
             orjson.dumps(args)
         except (ValueError, TypeError, orjson.JSONEncodeError) as e:
             return ParsedTurn(kept, rejected=bounded(f"could not read the grounding: {e}"),
-                              raw_call=bounded(found.group(1)))
+                              raw_call=bounded(raw))
         return ParsedTurn(kept, [call_request(self.tool_name, args)])
 
     def result_messages(self, call: ToolCall, result: ToolResult) -> list[Message]:

@@ -149,3 +149,79 @@ def test_a_bomb_or_a_broken_file_is_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "torn.xlsx").write_bytes(buf.getvalue())
     with pytest.raises(XlsxError, match=r"torn\.xlsx: xl/workbook\.xml is not well-formed XML"):
         xlsx_rows(tmp_path / "torn.xlsx")
+
+
+def _raw_xlsx(path: Path, rows_xml: str, *, strings: list[str] | None = None, active: str = "0") -> Path:
+    """A minimal workbook whose sheet XML we write by hand (what no spreadsheet program would)."""
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    rel = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("xl/workbook.xml", f'<workbook {ns} {rel}><bookViews><workbookView activeTab="{active}"/>'
+                                       f'</bookViews><sheets><sheet name="s" sheetId="1" r:id="rId1"/></sheets></workbook>')
+        zf.writestr("xl/_rels/workbook.xml.rels", '<Relationships><Relationship Id="rId1" '
+                                                   'Target="worksheets/sheet1.xml"/></Relationships>')
+        zf.writestr("xl/worksheets/sheet1.xml", f"<worksheet {ns}><sheetData>{rows_xml}</sheetData></worksheet>")
+        if strings is not None:
+            zf.writestr("xl/sharedStrings.xml", f"<sst {ns}>" + "".join(f"<si><t>{s}</t></si>" for s in strings)
+                        + "</sst>")
+    return path
+
+
+_HEAD = '<row><c r="A1" t="inlineStr"><is><t>index</t></is></c><c r="B1" t="inlineStr"><is><t>prediction</t></is></c></row>'
+
+
+@pytest.mark.parametrize("column", ["ZZZZZ", "ABCDEFGHIJKLMNOPQRST"])
+def test_a_column_past_xfd_is_one_clear_error_not_a_huge_row(tmp_path: Path, column: str) -> None:
+    path = _raw_xlsx(tmp_path / "wide.xlsx", _HEAD + f'<row><c r="A2"><v>1</v></c><c r="{column}2"><v>2</v></c></row>')
+    with pytest.raises(XlsxError, match=r"wide\.xlsx: cell .* past column XFD|wide\.xlsx: cell reference"):
+        xlsx_rows(path)
+
+
+def test_cells_far_right_of_the_header_cost_no_memory(tmp_path: Path) -> None:
+    """Every row has a cell at XFD (the last column): only the header's two columns are kept."""
+    import tracemalloc
+
+    rows = "".join(f'<row><c r="A{n}"><v>{n}</v></c><c r="XFD{n}"><v>9</v></c></row>' for n in range(2, 202))
+    path = _raw_xlsx(tmp_path / "far.xlsx", _HEAD + rows)
+    tracemalloc.start()
+    try:
+        got = xlsx_rows(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(got) == 200 and got[0] == {"index": 2, "prediction": None}
+    assert peak < 8 << 20  # 200 rows x 16,384 columns would be 26 MB of list slots alone
+
+
+def test_rows_are_read_one_at_a_time_and_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracemalloc
+
+    from fasteval.suites.mcq import xlsx
+
+    path = _raw_xlsx(tmp_path / "long.xlsx", _HEAD + "<row/>" * 100_000 + '<row><c r="A9"><v>7</v></c></row>')
+    tracemalloc.start()
+    try:
+        assert xlsx_rows(path) == [{"index": 7, "prediction": None}]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20  # 100,000 row elements kept in the tree would be ~10 MB
+    monkeypatch.setattr(xlsx, "MAX_ROWS", 50_000)
+    with pytest.raises(XlsxError, match=r"long\.xlsx: the sheet has more than 50,000 rows"):
+        xlsx_rows(path)
+    monkeypatch.setattr(xlsx, "MAX_CELLS", 3)
+    path = _raw_xlsx(tmp_path / "cells.xlsx", _HEAD + '<row><c r="A2"><v>1</v></c><c r="B2"><v>2</v></c></row>')
+    with pytest.raises(XlsxError, match=r"cells\.xlsx: the sheet has more than 3 cells"):
+        xlsx_rows(path)
+
+
+def test_a_bad_active_tab_or_shared_string_index_names_the_file(tmp_path: Path) -> None:
+    path = _raw_xlsx(tmp_path / "tab.xlsx", _HEAD, active="x")
+    with pytest.raises(XlsxError, match=r"tab\.xlsx: xl/workbook\.xml: activeTab 'x' is not a sheet number"):
+        xlsx_rows(path)
+    row = '<row><c r="A2"><v>0</v></c><c r="B2" t="s"><v>-1</v></c></row>'
+    path = _raw_xlsx(tmp_path / "neg.xlsx", _HEAD + row, strings=["first", "last"])
+    with pytest.raises(XlsxError, match=r"neg\.xlsx: cell B2 names shared string '-1', of 2"):
+        xlsx_rows(path)
+    ok = _raw_xlsx(tmp_path / "ok.xlsx", _HEAD + row.replace("-1", "1"), strings=["first", "last"])
+    assert xlsx_rows(ok) == [{"index": 0, "prediction": "last"}]
