@@ -70,6 +70,7 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     for (m, su, st, sd), n in pv.groups.items():
         t.add_row(plain(m), plain(su), plain(st), plain(sd), plain(n))
     console().print(t)
+    _print_series(cfg)
     f = Table(title="first jobs to run")
     for col in ("job_id", "model", "suite", "setting", "task_id", "seed"):
         f.add_column(col)
@@ -77,6 +78,19 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
         f.add_row(*(plain(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
     console().print(f)
     return EXIT_OK
+
+
+def _print_series(cfg: SweepConfig) -> None:
+    """Each series' checkpoints in serving order, with their steps (and folders not loadable yet)."""
+    for name, ckpts in cfg.series.items():
+        t = Table(title=plain(f"series {name}: {len(ckpts)} checkpoint(s), served in this order"))
+        for col in ("step", "model", "folder"):
+            t.add_column(col, justify="right" if col == "step" else "left", overflow="fold")
+        for c in ckpts:
+            t.add_row(plain(c.step), plain(f"{name}@{c.step}"), plain(c.model_dir))
+        console().print(t)
+        for line in cfg.pending.get(name, []):
+            console().print(plain(f"  not ready: {line}"))
 
 
 def _print_error_summary(result: SweepResult) -> None:

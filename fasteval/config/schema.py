@@ -312,6 +312,11 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
         schema["base_url"] = replace(schema["base_url"], required=True)
     if not role:
         schema["name"] = Opt("str", required=True)
+        if kind.servable:
+            from fasteval.config.series import CHECKPOINT_OPTIONS
+
+            schema["checkpoints"] = Opt("dict", "a training run's checkpoints, one model per step (docs/serving.md)",
+                                        fields=CHECKPOINT_OPTIONS)
     check_mapping(spec, schema, path, src, problems)
     if isinstance(spec.get("serve"), dict) and spec["serve"].get("command") is not None:
         check_serve_command(spec["serve"], str(spec.get("name") or path[-1]), (*path, "serve"), src, problems)
