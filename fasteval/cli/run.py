@@ -122,6 +122,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def _run(a: argparse.Namespace) -> int:
     from fasteval.config.load import load_config
+    from fasteval.config.series import not_loadable
     from fasteval.core.errors import ConfigError
     from fasteval.engine.clients import ModelConfigError
     from fasteval.engine.sweep import (
@@ -134,7 +135,7 @@ def _run(a: argparse.Namespace) -> int:
     )
 
     try:
-        cfg = load_config(a.config)
+        cfg = load_config(a.config, ready=not_loadable if a.watch else None)  # watch: a half-written one waits
         shard = parse_shard(a.shard) if a.shard else None
         selectors = _selectors(a, cfg)
     except ConfigError as e:
@@ -195,6 +196,8 @@ def _run(a: argparse.Namespace) -> int:
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     try:
+        if a.watch:
+            return _watch(a, opts)
         result = uvloop.run(run_sweep(cfg, opts))
     except SweepIncomplete as e:
         r = e.result
@@ -235,6 +238,32 @@ def _run(a: argparse.Namespace) -> int:
     return result.exit_code()
 
 
+def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
+    """``--watch``: sweeps into one run folder as checkpoints complete (fasteval/engine/watch.py)."""
+    from fasteval.core.errors import ConfigError
+    from fasteval.engine.watch import WatchOptions, watch_sweep
+
+    if a.watch_interval <= 0 or (a.idle_timeout is not None and a.idle_timeout <= 0):
+        print("error: --watch-interval and --idle-timeout must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout)
+    try:
+        w = uvloop.run(watch_sweep(Path(a.config), opts, wopts))
+    except KeyboardInterrupt:  # between rounds: nothing is running, the run folder is whole
+        print("watch interrupted: rerun the same command to go on watching", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ConfigError as e:  # the config was edited into an invalid one under the watch
+        print_config_error(e)
+        return EXIT_USAGE
+    print(f"{opts.run_dir}: watch ended ({w.stopped_by}) after {w.rounds} round(s), "
+          f"{len(w.evaluated)} checkpoint model(s) taken", file=sys.stderr)
+    if w.interrupted:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+    if w.incomplete:
+        return EXIT_INCOMPLETE
+    return w.last.exit_code() if w.last is not None else EXIT_OK
+
+
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="run (or resume) a sweep")
     r.add_argument("config")
@@ -254,6 +283,12 @@ def add_parser(sub: Any) -> None:
                    help="batched models: submit their batches and exit 3; a rerun collects the results")
     r.add_argument("--shared-run-dir", action="store_true",
                    help="create the run folder with your umask (readable by others) instead of 0700 with 0600 files")
+    r.add_argument("--watch", action="store_true",
+                   help="keep evaluating a series' checkpoints as the trainer writes them (docs/serving.md)")
+    r.add_argument("--watch-interval", type=float, default=30.0,
+                   help="--watch: seconds between looks; a checkpoint unchanged over one is complete (default 30)")
+    r.add_argument("--until-step", type=int, help="--watch: evaluate steps up to N, stop once one at or past N lands")
+    r.add_argument("--idle-timeout", type=float, help="--watch: stop after this many seconds without a new checkpoint")
     r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
     r.add_argument("--suite", action="append", help="only this suite (repeatable)")
