@@ -192,7 +192,7 @@ class RunSet:
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
                 "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
-                "cost_usd": rep.get("cost_usd"), "stats": stats}
+                "cost_usd": rep.get("cost_usd"), "stats": stats, "curves": rep.get("curves") or {}}
 
     # ---- jobs (/jobs and /api/jobs) --------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.index import BATCH_TOKEN_COLUMNS, RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
+from fasteval.view.curves import learning_curves
 from providers.registry import is_embedded
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
@@ -209,9 +210,13 @@ def report(run_dir: Path) -> dict[str, Any]:
                 row["suite_metrics"] = extra
             rows.append(row)
     texts = (read_manifest(run_dir) or {}).get("texts") or {}
-    return {"run_dir": str(run_dir), "rows": rows,
-            "cost_usd": round(total_cost, 6) if total_cost is not None else None,
-            "texts": {name: texts_label(m) for name, m in texts.items()}}
+    out = {"run_dir": str(run_dir), "rows": rows,
+           "cost_usd": round(total_cost, 6) if total_cost is not None else None,
+           "texts": {name: texts_label(m) for name, m in texts.items()}}
+    curves = learning_curves(rows, manifest.get("config") or {})
+    if curves:  # only runs with a series (a training run's checkpoints) have a curve
+        out["curves"] = curves
+    return out
 
 
 def texts_label(manifest: dict[str, Any]) -> str:
