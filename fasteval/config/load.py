@@ -195,7 +195,7 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
     raw["models"] = written  # as written: a checkpoint that lands later does not change the hash
     if not expanded and "models" in raw:
         problems.add(src, ("models",), "'models' is empty")
-    names = [m.get("name") for m in models]
+    names = [m.get("name") for m in models] + [n for n in series if n not in {m.get("name") for m in models}]
     dupes = sorted({str(n) for n in names if names.count(n) > 1})
     if dupes:
         problems.add(src, ("models",), f"model names must be unique: {', '.join(dupes)} repeated")

@@ -9,7 +9,8 @@ later does not change the config, it only adds jobs, and resume runs exactly tho
 
 The step is read from the folder names trainers write: HF Trainer ``checkpoint-N``, verl
 ``global_step_N`` (its HF files in ``actor/huggingface``), Megatron ``iter_000N``, and plain
-``step-N`` / ``step_N``. A folder the glob matches that vLLM could not load is a config error
+``step-N`` / ``step_N``. When the checkpoints are LoRA adapters (``checkpoints.glob`` names them,
+``serve.model`` their base), the sweep serves the base once with every adapter on it. A folder the glob matches that vLLM could not load is a config error
 naming the folder and why (a missing weight file its index names, verl's config-only
 ``huggingface/`` folder, a Megatron distributed checkpoint); watch mode instead waits for it.
 """
@@ -59,6 +60,8 @@ class Checkpoint:
     step: int
     folder: Path
     model_dir: Path
+    adapter: bool = False
+    """A LoRA adapter of the entry's ``serve.model`` (one server for the whole series)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,12 +189,25 @@ def expand_series(spec: SeriesSpec, entry: dict[str, Any],
     for step, folder in spec.candidates():
         why = ready(folder)
         if why is None:
-            taken.append(Checkpoint(step, folder.resolve(), hf_folder(folder).resolve()))
+            model_dir = hf_folder(folder).resolve()
+            taken.append(Checkpoint(step, folder.resolve(), model_dir, adapter=is_adapter(model_dir)))
         else:
             refused.append(f"{folder}: {why}")
+    if taken and any(c.adapter for c in taken):
+        base = str((entry.get("serve") or {}).get("model") or "")
+        if not all(c.adapter for c in taken):
+            raise SeriesError(f"series {spec.name}: LoRA adapters and full checkpoints in one series")
+        if _GLOB_CHARS.search(base) or base == spec.pattern:
+            raise SeriesError(f"series {spec.name}: these are LoRA adapters: name the base model in serve.model "
+                              "and the adapters in checkpoints.glob")
     if spec.newest_first:
         taken.reverse()
     return taken, refused
+
+
+def is_adapter(model_dir: Path) -> bool:
+    """A PEFT LoRA adapter folder (served on its base model), not a full checkpoint."""
+    return (model_dir / "adapter_config.json").is_file() and not (model_dir / "config.json").is_file()
 
 
 def series_entry(entry: dict[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
@@ -199,7 +215,10 @@ def series_entry(entry: dict[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
     name = f"{entry['name']}{SERIES_SEP}{ckpt.step}"
     out = {k: v for k, v in entry.items() if k != "checkpoints"}
     out["name"] = name
-    out["serve"] = {**entry["serve"], "model": str(ckpt.model_dir)}
+    if ckpt.adapter:  # the base stays; the sweep serves every adapter of the series on one server
+        out["serve"] = {**entry["serve"], "lora_modules": {name: str(ckpt.model_dir)}}
+    else:
+        out["serve"] = {**entry["serve"], "model": str(ckpt.model_dir)}
     if entry.get("endpoint_id"):
         out["endpoint_id"] = f"{entry['endpoint_id']}{SERIES_SEP}{ckpt.step}"
     return out

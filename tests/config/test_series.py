@@ -143,3 +143,25 @@ def test_each_step_gets_its_own_cache_identity(tmp_path: Path) -> None:
     path = config(tmp_path, {"endpoint_id": "lab-run7", "serve": {"model": str(tmp_path / "run" / "checkpoint-*")}})
     assert [m["endpoint_id"] for m in load_config(path).models] == ["lab-run7@1", "lab-run7@2"]
     assert series_of("run7@2000") == ("run7", 2000) and series_of("gpt-4o") is None
+
+
+def adapter(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8}')
+    (folder / "adapter_model.safetensors").write_bytes(b"\0" * 16)
+    return folder
+
+
+def test_a_lora_series_keeps_its_base_and_serves_each_adapter_by_its_step_name(tmp_path: Path) -> None:
+    base = hf_checkpoint(tmp_path / "base")
+    for step in (5, 10):
+        adapter(tmp_path / "lora" / f"checkpoint-{step}")
+    cfg = load_config(config(tmp_path, {"serve": {"model": str(base)}, "checkpoints": {"glob": "lora/checkpoint-*"}}))
+    assert [m["serve"]["model"] for m in cfg.models] == [str(base)] * 2
+    assert cfg.models[1]["serve"]["lora_modules"] == {"run7@10": str((tmp_path / "lora" / "checkpoint-10").resolve())}
+    assert all(c.adapter for c in cfg.series["run7"])
+    with pytest.raises(ConfigError, match="name the base model in serve.model"):
+        load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "lora" / "checkpoint-*")}}))
+    hf_checkpoint(tmp_path / "lora" / "checkpoint-15")
+    with pytest.raises(ConfigError, match="LoRA adapters and full checkpoints in one series"):
+        load_config(config(tmp_path, {"serve": {"model": str(base)}, "checkpoints": {"glob": "lora/checkpoint-*"}}))

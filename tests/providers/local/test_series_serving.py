@@ -142,3 +142,41 @@ def test_watch_killed_mid_run_resumes_exactly_with_the_same_command(tmp_path: Pa
     assert sorted(Counter(r["job_id"] for r in recs).values()) == [1] * (2 * N_TASKS)
     whole = [line for line in before.splitlines(keepends=True) if line.endswith(b"\n")]
     assert (run_dir / "records.jsonl").read_bytes().startswith(b"".join(whole)), "a finished record was rewritten"
+
+
+def lora_adapter(folder: Path, policy: str, rank: int = 8) -> Path:
+    """A PEFT adapter folder (the sim reads only its name and the policy file beside it)."""
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(orjson.dumps({"peft_type": "LORA", "r": rank}).decode())
+    (folder / "adapter_model.safetensors").write_bytes(b"\0" * 64)
+    (folder / "policy").write_text(policy)
+    return folder
+
+
+def test_a_lora_series_runs_every_adapter_on_one_server_of_its_base(tmp_path: Path) -> None:
+    base = make_checkpoint(tmp_path / "base")
+    for step, policy in ((10, "direct"), (20, "tools"), (30, "tools")):
+        lora_adapter(tmp_path / "adapters" / f"checkpoint-{step}", policy, rank=step)
+    serve = serve_block(base, "--log-requests")
+    serve["command"] += ["--lora-modules", "{lora_modules}"]
+    entry = {"name": "run7", "provider": "vllm", "serve": serve,
+             "checkpoints": {"glob": str(tmp_path / "adapters" / "checkpoint-*")}}
+    config = write_config(tmp_path, [entry], gpus=[0], n_tasks=N_TASKS)
+    run_dir = tmp_path / "run"
+    proc = run(config, run_dir)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (run_dir / "servers").glob("*.json")) == ["run7-0.json"]  # one server, one start
+    log = (run_dir / "servers" / "run7-0.log").read_text()
+    assert log.count("=== fasteval: start") == 1
+    assert f"run7@10={tmp_path / 'adapters' / 'checkpoint-10'}" in log
+    recs = records(run_dir)
+    assert Counter(r["model"] for r in recs) == {f"run7@{s}": N_TASKS for s in (10, 20, 30)}
+    calls = {m: sum(len(r["trajectory"]["tool_calls"]) for r in recs if r["model"] == m) for m in ("run7@10", "run7@20")}
+    assert calls["run7@10"] == 0 < calls["run7@20"], "each step's requests reached its own adapter"
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    ids = manifest["checkpoints"]
+    assert ids["run7@10"]["base"] == str(base.resolve()) and len({ids[f"run7@{s}"]["fingerprint"]
+                                                                 for s in (10, 20, 30)}) == 3
+    (tmp_path / "adapters" / "checkpoint-20" / "adapter_model.safetensors").write_bytes(b"\1" * 128)
+    proc = run(config, run_dir)  # an adapter retrained under its step's folder
+    assert proc.returncode == 2 and "run7@20" in proc.stderr
