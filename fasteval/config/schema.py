@@ -432,4 +432,4 @@ def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: So
         except (ServeConfigError, ValueError, KeyError, IndexError, AttributeError) as e:
             problems.add(src, (*path, "command", i), f"{str(e).removeprefix(f'model {name}: ')} in {part!r}: "
                          "placeholders are {model} {port} {host} {served_model_name} {tensor_parallel_size} "
-                         "{replica} {python}; write {{ and }} for a literal brace (e.g. '{{\"temperature\": 0}}')")
+                         "{replica} {cpus} {gpus} {python} {lora_modules}; write {{ and }} for a literal brace (e.g. '{{\"temperature\": 0}}')")
