@@ -1,6 +1,6 @@
 """A LoRA series on one server against one server per step, on real vLLM (the CPU build on a CPU node).
 
-    python benchmarks/lora_series.py [--steps 3] [--tasks 8] [--json]
+    python benchmarks/lora_series.py [--steps 3] [--tasks 8] [--base CHECKPOINT] [--json]
 
 Not run in CI. The same training run evaluated twice with ``fasteval run``, in the same process
 and on the same tasks (calculator questions):
@@ -108,13 +108,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--tasks", type=int, default=8)
+    ap.add_argument("--base", help="the base checkpoint (default: the tiny calculator one, built if missing)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     vllm = find_vllm()
     if vllm is None:
         print("no vllm binary (not on PATH, no .venv-vllm/bin/vllm): run `make vllm`", file=sys.stderr)
         return 2
-    base = ensure_checkpoint(str(Path(vllm).with_name("python")))
+    base = Path(a.base) if a.base else ensure_checkpoint(str(Path(vllm).with_name("python")))
     tmp = Path(tempfile.mkdtemp(prefix="fasteval-lora-"))
     try:
         tasks = tmp / "tasks.jsonl"

@@ -45,7 +45,7 @@ from typing import Any
 
 RECIPE_VERSION = 2
 DEFAULT_STEPS = 500
-SAVE_STEPS = (60, 200)
+SAVE_STEPS = (20, 200)
 """Intermediate steps saved under ``steps/checkpoint-N`` (the final step is saved as the checkpoint)."""
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
