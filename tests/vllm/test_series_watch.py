@@ -4,8 +4,8 @@ The test plays the trainer. The tiny calculator checkpoint saves intermediate st
 (providers/local/tiny_checkpoint.py, ``SAVE_STEPS``); they are copied into a watched folder one
 by one as ``checkpoint-N``, the last one written slowly in pieces. The watch serves each on real
 vLLM and scores it; it is killed with ``kill -9`` once the first checkpoint's first records are
-written and the same command resumes. Two or three vLLM starts (the first step again when the
-kill came before its last job, and the last step): a few minutes on a CPU node.
+written (one job at a time, so the step is half done) and the same command resumes. Three vLLM
+starts (the first step twice, around the kill, and the last step): a few minutes on a CPU node.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def series_config(tmp: Path, vllm: str, watched: Path) -> Path:
         "models": [{"name": "tiny", "provider": "vllm", "serve": serve,
                     "params": {"temperature": 0.0, "max_tokens": 48}}],
         "suites": [{"name": "jsonl", "options": {"path": str(data), "max_rounds": 3}}],
-        "run": {"max_concurrency": 8}}
+        "run": {"max_concurrency": 1}}  # one job at a time: the kill after the first record lands mid-step
     path = tmp / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
