@@ -32,10 +32,15 @@ def cmd_report(a: argparse.Namespace) -> int:
         from fasteval.cli.leaderboard import print_leaderboard
 
         return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
-    if a.format in ("csv", "markdown"):
-        print("error: --format csv and markdown are for --leaderboard", file=sys.stderr)
+    if a.format == "markdown" or (a.format == "csv" and a.series is None):
+        print("error: --format csv is for --leaderboard or --series, markdown for --leaderboard", file=sys.stderr)
         return EXIT_USAGE
     rep = report(run_dir)
+    if a.series is not None:
+        return _print_series(rep, a.series, a.format)
+    if a.format == "csv":
+        print("error: --format csv gives a learning curve: name the series with --series NAME", file=sys.stderr)
+        return EXIT_USAGE
     if a.format == "json":
         print_json(rep)
         return EXIT_OK
@@ -71,6 +76,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     for r in rep["rows"]:
         if r.get("suite_metrics"):
             _print_metrics(f"{r['suite']}: {r['model']} / {r['setting']}", r["suite_metrics"])
+    for name, series in (rep.get("curves") or {}).items():
+        _print_curves(name, series)
     typed = [r for r in rep["rows"] if r.get("by_task_type")]
     if typed:
         kinds = sorted({k for r in typed for k in r["by_task_type"]})
@@ -93,6 +100,45 @@ def print_control(trace: list[dict[str, Any]] | None) -> None:
     console().print(plain(f"steered while it ran ({len(trace)} changes, control.jsonl):"))
     for line in trace_summary(trace).splitlines():
         console().print(plain("  " + line))
+
+
+def _print_series(rep: dict[str, Any], name: str, form: str) -> int:
+    """``--series NAME``: one series' learning curve as a table, JSON or CSV."""
+    from fasteval.view.curves import curves_csv
+
+    curves = rep.get("curves") or {}
+    if name not in curves:
+        known = ", ".join(sorted(curves)) or "none: this run has no series with results"
+        print(f"error: no series {clean(name)!r} in {clean(rep['run_dir'])} (series: {clean(known)})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if form == "json":
+        print_json({"series": name, **curves[name]})
+    elif form == "csv":
+        sys.stdout.write(curves_csv(name, curves[name]))
+    else:
+        _print_curves(name, curves[name])
+    return EXIT_OK
+
+
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def _print_curves(name: str, series: dict[str, Any]) -> None:
+    """Per suite and setting: score (%) ± the between-seed std and tool calls per step, best marked."""
+    for curve in series["curves"]:
+        best = (curve.get("best") or {}).get("step")
+        t = Table(title=plain(f"learning curve of {name}: {curve['suite']} / {curve['setting']} "
+                              f"(best step {best if best is not None else '-'})"), title_justify="left")
+        for col in ("step", "score (%)", "± std", "", "tool calls/traj", "n_ok", "n_error"):
+            t.add_column(col, justify="left" if col == "" else "right")
+        for p in curve["points"]:
+            mean = p["mean"]
+            bar = "-" if mean is None else _BLOCKS[min(len(_BLOCKS) - 1, round(mean * (len(_BLOCKS) - 1)))]
+            calls = p["tool_calls_per_trajectory"]
+            t.add_row(plain(p["step"]), fmt(mean), fmt(p["std"]), bar + (" best" if p["step"] == best else ""),
+                      "-" if calls is None else f"{calls:.2f}", str(p["n_ok"]), str(p["n_error"]))
+        console().print(t)
 
 
 def fmt_rate(v: float | None) -> str:
@@ -151,7 +197,9 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
-                   help="csv and markdown with --leaderboard")
+                   help="csv: with --leaderboard, or with --series (one line per suite, setting and step); "
+                        "markdown: with --leaderboard")
+    p.add_argument("--series", metavar="NAME", help="only this series' learning curve (score and tool calls by step)")
     p.add_argument("--leaderboard", action="store_true",
                    help="one row per model, one column per suite, published numbers beside ours")
     p.add_argument("--sort", default="average", metavar="KEY",

@@ -75,6 +75,7 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     for (m, su, st, sd), n in pv.groups.items():
         t.add_row(plain(m), plain(su), plain(st), plain(sd), plain(n))
     console().print(t)
+    _print_series(cfg)
     f = Table(title="first jobs to run")
     for col in ("job_id", "model", "suite", "setting", "task_id", "seed"):
         f.add_column(col)
@@ -82,6 +83,19 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
         f.add_row(*(plain(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
     console().print(f)
     return EXIT_OK
+
+
+def _print_series(cfg: SweepConfig) -> None:
+    """Each series' checkpoints in serving order, with their steps (and folders not loadable yet)."""
+    for name, ckpts in cfg.series.items():
+        t = Table(title=plain(f"series {name}: {len(ckpts)} checkpoint(s), served in this order"))
+        for col in ("step", "model", "folder"):
+            t.add_column(col, justify="right" if col == "step" else "left", overflow="fold")
+        for c in ckpts:
+            t.add_row(plain(c.step), plain(f"{name}@{c.step}"), plain(c.model_dir))
+        console().print(t)
+        for line in cfg.pending.get(name, []):
+            console().print(plain(f"  not ready: {line}"))
 
 
 def _print_error_summary(result: SweepResult) -> None:
@@ -138,11 +152,12 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def _run(a: argparse.Namespace, seen: _Started) -> int:
     from fasteval.config.load import load_config
+    from fasteval.config.series import not_loadable
     from fasteval.core.errors import ConfigError
     from fasteval.engine.sweep import RunOptions, default_run_dir, parse_shard
 
     try:
-        cfg = load_config(a.config)
+        cfg = load_config(a.config, ready=not_loadable if a.watch else None)  # watch: a half-written one waits
         shard = parse_shard(a.shard) if a.shard else None
         selectors = _selectors(a, cfg)
     except ConfigError as e:
@@ -193,10 +208,10 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
               "use a writable --run-dir", file=sys.stderr)
         return EXIT_USAGE
     with run_folder_lock(run_dir, "run"):  # before run.log: a refused second run writes nothing
-        return _sweep(cfg, opts, existed, seen)
+        return _sweep(a, cfg, opts, existed, seen)
 
 
-def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) -> int:
+def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) -> int:
     """The sweep itself, holding the run folder's lock: run.log, the live run, the closing lines."""
     from fasteval.core.errors import ControlRefused, UsageError
     from fasteval.engine.sweep import SweepIncomplete, run_sweep
@@ -223,6 +238,8 @@ def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) ->
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     try:
+        if a.watch:
+            return _watch(a, opts)
         result = uvloop.run(run_sweep(cfg, opts))
     except SweepIncomplete as e:
         r = seen.result = e.result
@@ -266,6 +283,32 @@ def _sweep(cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) ->
     return result.exit_code()
 
 
+def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
+    """``--watch``: sweeps into one run folder as checkpoints complete (fasteval/engine/watch.py)."""
+    from fasteval.core.errors import ConfigError
+    from fasteval.engine.watch import WatchOptions, watch_sweep
+
+    if a.watch_interval <= 0 or (a.idle_timeout is not None and a.idle_timeout <= 0):
+        print("error: --watch-interval and --idle-timeout must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout)
+    try:
+        w = uvloop.run(watch_sweep(Path(a.config), opts, wopts))
+    except KeyboardInterrupt:  # between rounds: nothing is running, the run folder is whole
+        print("watch interrupted: rerun the same command to go on watching", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except ConfigError as e:  # the config was edited into an invalid one under the watch
+        print_config_error(e)
+        return EXIT_USAGE
+    print(f"{opts.run_dir}: watch ended ({w.stopped_by}) after {w.rounds} round(s), "
+          f"{len(w.evaluated)} checkpoint model(s) taken", file=sys.stderr)
+    if w.interrupted:
+        print("interrupted: rerun the same command to resume", file=sys.stderr)
+    if w.incomplete:
+        return EXIT_INCOMPLETE
+    return w.last.exit_code() if w.last is not None else EXIT_OK
+
+
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help="run (or resume) a sweep")
     r.add_argument("config")
@@ -293,6 +336,12 @@ def add_parser(sub: Any) -> None:
                    help="batched models: submit their batches and exit 3; a rerun collects the results")
     r.add_argument("--shared-run-dir", action="store_true",
                    help="create the run folder with your umask (readable by others) instead of 0700 with 0600 files")
+    r.add_argument("--watch", action="store_true",
+                   help="keep evaluating a series' checkpoints as the trainer writes them (docs/serving.md)")
+    r.add_argument("--watch-interval", type=float, default=30.0,
+                   help="--watch: seconds between looks; a checkpoint unchanged over one is complete (default 30)")
+    r.add_argument("--until-step", type=int, help="--watch: evaluate steps up to N, stop once one at or past N lands")
+    r.add_argument("--idle-timeout", type=float, help="--watch: stop after this many seconds without a new checkpoint")
     r.add_argument("--limit", type=int, help="only the first N tasks of each suite")
     r.add_argument("--model", action="append", help="only this model (repeatable, or a,b)")
     r.add_argument("--suite", action="append", help="only this suite (repeatable)")

@@ -8,6 +8,7 @@ operational knobs (concurrency, fsync, progress), which may change between attem
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from fasteval.config.schema import (
     did_you_mean,
 )
 from fasteval.config.secrets import secret_problems
+from fasteval.config.series import Checkpoint, SeriesError, SeriesSpec, expand_series, series_entry
 from fasteval.config.yaml_read import read_yaml
 from fasteval.core.errors import ConfigError
 from fasteval.runfolder.names import MANIFEST
@@ -52,6 +54,10 @@ class SweepConfig:
     notify: NotifySpec | None = None
     """Who is told when the sweep ends or goes wrong (``notify:``)."""
     """Each model's and role's entry typed once (``EndpointSpec``), by model or role name."""
+    series: dict[str, list[Checkpoint]] = field(default_factory=dict)
+    """Each series entry's checkpoints taken, in serving order (their models are in ``models``)."""
+    pending: dict[str, list[str]] = field(default_factory=dict)
+    """Per series, the matched folders not taken (not loadable yet), one line each: watch mode's wait."""
 
     def hash(self) -> str:
         return config_hash(self.raw)
@@ -135,11 +141,41 @@ def _expand_includes(items: list[Any], src: Source, base: Path, problems: Proble
     return out
 
 
-def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
+Readiness = Callable[[Path], str | None]
+
+
+def _expand(spec: dict[str, Any], src: Source, where: KeyPath, base: Path, problems: Problems,
+            ready: Readiness | None, series: dict[str, list[Checkpoint]],
+            pending: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """A model entry, or the entries of its series' checkpoints (one per step)."""
+    found = SeriesSpec.of(spec, base)
+    if found is None:
+        return [spec]
+    if not isinstance(spec.get("serve"), dict):
+        problems.add(src, (*where, "checkpoints"), "a series needs serve: (its checkpoints are served locally)")
+        return []
+    try:
+        taken, refused = expand_series(found, spec) if ready is None else expand_series(found, spec, ready)
+    except SeriesError as e:
+        problems.add(src, (*where, "serve", "model"), str(e))
+        return []
+    if ready is None:
+        for line in refused:
+            problems.add(src, (*where, "serve", "model"), f"not a loadable checkpoint: {line}")
+        if not taken and not refused:
+            problems.add(src, (*where, "serve", "model"), f"no checkpoint folder matches {found.pattern}")
+    series[found.name] = taken
+    pending[found.name] = refused
+    return [series_entry(spec, ckpt) for ckpt in taken]
+
+
+def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness | None = None) -> SweepConfig:
     """Read and validate a sweep config; every problem is reported at once (ConfigError.problems).
 
     Relative paths are read from the config file's folder. ``check_paths=False`` skips the check
-    that data files exist (for tools that only inspect a config).
+    that data files exist (for tools that only inspect a config). A series entry expands into one
+    model per checkpoint; a matched folder that is not loadable is a config error, unless
+    ``ready`` (watch mode) is given: then it is left out, listed in ``pending``, until ready.
     """
     p = Path(path)
     raw, src = _read(p)
@@ -150,17 +186,21 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
     top = check_mapping(raw, TOP_LEVEL, (), src, problems, base)
     expanded = _expand_includes(raw.get("models") or [] if isinstance(raw.get("models"), list) else [],
                                 src, base, problems)
+    written: list[dict[str, Any]] = []
     models: list[dict[str, Any]] = []
+    series: dict[str, list[Checkpoint]] = {}
+    pending: dict[str, list[str]] = {}
     for spec, spec_src, where in expanded:
         if _refuse_secrets(spec, where, spec_src, problems):
             continue
         check_endpoint(spec, where, spec_src, problems, role=False)
         if isinstance(spec, dict):
-            models.append(spec)
-    raw["models"] = models
+            written.append(spec)
+            models.extend(_expand(spec, spec_src, where, base, problems, ready, series, pending))
+    raw["models"] = written  # as written: a checkpoint that lands later does not change the hash
     if not expanded and "models" in raw:
         problems.add(src, ("models",), "'models' is empty")
-    names = [m.get("name") for m in models]
+    names = [m.get("name") for m in models] + [n for n in series if n not in {m.get("name") for m in models}]
     dupes = sorted({str(n) for n in names if names.count(n) > 1})
     if dupes:
         problems.add(src, ("models",), f"model names must be unique: {', '.join(dupes)} repeated")
@@ -194,7 +234,8 @@ def load_config(path: str | Path, *, check_paths: bool = True) -> SweepConfig:
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
     run = dict(top.get("run") or {})
     cfg = SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
-                      suites=suites, seeds=seeds, run=run, notify=notify_spec(top.get("notify")))
+                      suites=suites, seeds=seeds, run=run, notify=notify_spec(top.get("notify")), series=series,
+                      pending=pending)
     for name in [m["name"] for m in models] + list(cfg.roles):
         cfg.endpoint(name)  # typed once, here
     return cfg

@@ -317,6 +317,11 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
         schema["base_url"] = replace(schema["base_url"], required=True)
     if not role:
         schema["name"] = Opt("str", required=True)
+        if kind.servable:
+            from fasteval.config.series import CHECKPOINT_OPTIONS
+
+            schema["checkpoints"] = Opt("dict", "a training run's checkpoints, one model per step (docs/serving.md)",
+                                        fields=CHECKPOINT_OPTIONS)
     check_mapping(spec, schema, path, src, problems)
     if isinstance(spec.get("serve"), dict) and spec["serve"].get("command") is not None:
         check_serve_command(spec["serve"], str(spec.get("name") or path[-1]), (*path, "serve"), src, problems)
@@ -432,7 +437,7 @@ def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: So
         except (ServeConfigError, ValueError, KeyError, IndexError, AttributeError) as e:
             problems.add(src, (*path, "command", i), f"{str(e).removeprefix(f'model {name}: ')} in {part!r}: "
                          "placeholders are {model} {port} {host} {served_model_name} {tensor_parallel_size} "
-                         "{replica} {python}; write {{ and }} for a literal brace (e.g. '{{\"temperature\": 0}}')")
+                         "{replica} {cpus} {gpus} {python} {lora_modules}; write {{ and }} for a literal brace (e.g. '{{\"temperature\": 0}}')")
 
 
 def check_published(entries: Any, src: Source, problems: Problems) -> None:

@@ -14,10 +14,12 @@ if TYPE_CHECKING:
     from fasteval.engine.preflight import preflight
     from fasteval.engine.rescore import rescore
     from fasteval.engine.sweep import RunOptions, Selectors, Sweep, SweepResult, run_sweep
+    from fasteval.engine.watch import WatchOptions, WatchResult, watch_sweep
 
 __getattr__, __all__ = lazy_face("fasteval.engine", {
     "clients": ("build_client",),
     "preflight": ("preflight",),
     "rescore": ("rescore",),
     "sweep": ("RunOptions", "Selectors", "Sweep", "SweepResult", "run_sweep"),
+    "watch": ("WatchOptions", "WatchResult", "watch_sweep"),
 })

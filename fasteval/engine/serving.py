@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import shutil
 import sys
@@ -47,23 +48,49 @@ def is_served(spec: dict[str, Any]) -> bool:
     return spec.get("serve") is not None
 
 
+def lora_groups(cfg: SweepConfig) -> dict[str, str]:
+    """Model name -> the server it shares: every checkpoint of a LoRA series, on its series' server."""
+    return {f"{name}@{c.step}": name for name, ckpts in cfg.series.items() for c in ckpts if c.adapter}
+
+
 def serve_specs(cfg: SweepConfig, run_dir: Path) -> dict[str, ServeSpec]:
-    """ServeSpecs of every served model and role, by name (roles under their role name)."""
+    """ServeSpecs of every server, by name: served models and roles (roles under their role name),
+    and one per LoRA series (under the series' name) serving its base with all its adapters."""
+    shared = lora_groups(cfg)
     out: dict[str, ServeSpec] = {}
     for name, entry in [(m["name"], m) for m in cfg.models] + list(cfg.roles.items()):
         if not is_served(entry):
             continue
-        spec = ServeSpec.from_config(name, entry["serve"])
+        group = shared.get(name, name)
+        if group in out:  # one more adapter of a LoRA series
+            out[group].lora_modules.update(entry["serve"].get("lora_modules") or {})
+            continue
+        spec = ServeSpec.from_config(group, entry["serve"])
+        spec.lora_modules = dict(spec.lora_modules)
         if entry.get("local_media") and spec.allowed_local_media_path is None:
             spec.allowed_local_media_path = str((run_dir / BLOBS).resolve())
-        out[name] = spec
+        out[group] = spec
     return out
 
 
 def checkpoint_identities(cfg: SweepConfig) -> dict[str, dict[str, Any]]:
-    """{served name: {path, kind, fingerprint}} for the manifest (resume refuses a changed one)."""
+    """{served name: {path, kind, fingerprint}} for the manifest (resume refuses a changed one).
+
+    A LoRA series' step is its adapter on its base: a new adapter or a new base is a new identity.
+    """
     entries = [(m["name"], m) for m in cfg.models] + list(cfg.roles.items())
-    return {name: checkpoint_identity(str(e["serve"].get("model", ""))) for name, e in entries if is_served(e)}
+    shared = lora_groups(cfg)
+    out: dict[str, dict[str, Any]] = {}
+    for name, e in entries:
+        if not is_served(e):
+            continue
+        base = checkpoint_identity(str(e["serve"].get("model", "")))
+        if name in shared:
+            adapter = checkpoint_identity(str(e["serve"]["lora_modules"][name]))
+            key = f"{base['fingerprint']}+{adapter['fingerprint']}"
+            base = {**adapter, "base": base["path"], "fingerprint": hashlib.sha256(key.encode()).hexdigest()[:16]}
+        out[name] = base
+    return out
 
 
 class Serving:
@@ -71,8 +98,11 @@ class Serving:
 
     def __init__(self, cfg: SweepConfig, run_dir: Path) -> None:
         self.specs = serve_specs(cfg, run_dir)
+        self.group_of = {m["name"]: g for m in cfg.models if (g := lora_groups(cfg).get(m["name"], m["name"]))
+                         in self.specs} | {r: r for r in cfg.roles if r in self.specs}
+        """Model (or role) name -> the server it runs on: its own, or its LoRA series' shared one."""
         self.roles = {r for r in cfg.roles if r in self.specs}
-        self.order = [m["name"] for m in cfg.models if m["name"] in self.specs]
+        self.order = list(dict.fromkeys(self.group_of[m["name"]] for m in cfg.models if m["name"] in self.group_of))
         self.pool = GpuPool(detect_gpus(cfg.run.get("gpus", "auto")))
         self.cpu_node = not self.pool.all
         self.cores = GpuPool(usable_cpus(detect_cpus()) if self.cpu_node else [])
@@ -161,9 +191,10 @@ class Serving:
 
     def provider(self, name: str, make: Callable[[str], Provider], *, tool_message_images: bool) -> RoutedProvider:
         """The provider a ModelClient uses; it waits for the servers, which start later."""
-        spec = self.specs[name]
-        router = Router(self.groups[name], make, policy=spec.routing, admission=spec.admission)
-        self.routers[name] = router
+        group = self.group_of[name]
+        spec = self.specs[group]
+        router = Router(self.groups[group], make, policy=spec.routing, admission=spec.admission)
+        self.routers.setdefault(group, router)
         return RoutedProvider(router, self.endpoint_name(name), tool_message_images=tool_message_images)
 
     def endpoint_name(self, name: str) -> str:
@@ -172,12 +203,12 @@ class Serving:
 
     # -- the sweep's launcher asks these -----------------------------------------------------
     def served(self, model: str) -> bool:
-        return model in self.specs
+        return model in self.group_of
 
     def expect(self, model: str) -> None:
         """One more unfinished job of this model is in the plan."""
-        if model in self.expected:
-            self.expected[model] += 1
+        if model in self.group_of:
+            self.expected[self.group_of[model]] += 1
 
     def admission(self, model: str) -> str:
         """``run`` (servers up), ``defer`` (not up yet) or ``skip`` (servers failed).
@@ -185,7 +216,7 @@ class Serving:
         Jobs wait while the servers start, outside any job: a job's ``latency_s`` must not
         include the minute a server takes to start.
         """
-        state = self.state[model]
+        state = self.state[self.group_of[model]]
         if state == "up":
             return "run"
         return "skip" if state in ("failed", "done") else "defer"
@@ -195,6 +226,7 @@ class Serving:
 
     async def track(self, model: str, job: Coroutine[Any, Any, None]) -> None:
         """Run one job of a served model; its last job stops the model's servers."""
+        model = self.group_of[model]  # a LoRA series' server stops after the last job of all its steps
         try:
             await job
         finally:

@@ -298,7 +298,9 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
     manifest = {
         "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
-        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None, "checkpoints": checkpoints,
+        "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
+        # a series' checkpoints not in this config any more (``last: N``, watch mode) keep their fingerprints
+        "checkpoints": {**((old or {}).get("checkpoints") or {}), **checkpoints},
         "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
         "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
     }

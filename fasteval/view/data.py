@@ -197,7 +197,7 @@ class RunSet:
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
                 "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
                 "cost_usd": rep.get("cost_usd"), "stats": stats, "control": read_trace(run.path),
-                "leaderboard": leaderboard(rep, manifest.get("config") or {})}
+                "leaderboard": leaderboard(rep, manifest.get("config") or {}), "curves": rep.get("curves") or {}}
 
     # ---- jobs (/jobs and /api/jobs) --------------------------------------------------------
 

@@ -18,6 +18,7 @@ import orjson
 
 from fasteval.view import leaderboard, plots
 from fasteval.view.data import FACETS, JobQuery
+from fasteval.view.plots import Point
 
 
 @cache
@@ -169,6 +170,31 @@ def run_plots(run: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def curves_html(curves: dict[str, Any]) -> str:
+    """Each series' learning curves: score (%) with the between-seed band, tool calls, per step."""
+    parts = ["<h2>Learning curves</h2>"]
+    for name, series in curves.items():
+        for c in series["curves"]:
+            best = (c.get("best") or {}).get("step")
+            label = f"{name}: {c['suite']} / {c['setting']}"
+            score: list[Point] = [(p["step"], p["mean"], *(p["band"] or (None, None))) for p in c["points"]
+                                  if p["mean"] is not None]
+            calls: list[Point] = [(p["step"], p["tool_calls_per_trajectory"], None, None) for p in c["points"]
+                                  if p["tool_calls_per_trajectory"] is not None]
+            rows = "".join(f'<tr{" class=best" if p["step"] == best else ""}><td class="num">{p["step"]}</td>'
+                           f'<td class="num">{pct(p["mean"])}</td><td class="num">{pct(p["std"])}</td>'
+                           f'<td class="num">{_cell(p["tool_calls_per_trajectory"])}</td></tr>' for p in c["points"])
+            parts.append(
+                f'<section class="curve" data-series="{escape(name)}"><h3>{escape(label)} · best step '
+                f'{escape(str(best))}</h3><div class="plots"><figure><figcaption>score (%) by step, band: lowest to highest '
+                f'seed mean</figcaption>{plots.line_band(label + " score", score, best=best, y_label="%")}'
+                f'</figure><figure><figcaption>tool calls per trajectory by step</figcaption>'
+                f'{plots.line_band(label + " tool calls", calls, pct=False, y_label="calls")}</figure></div>'
+                f'<table class="curve"><tr><th>step</th><th>score (%)</th><th>± std</th><th>tool calls/traj</th>'
+                f"</tr>{rows}</table></section>")
+    return "".join(parts)
+
+
 def summary_body(summary: dict[str, Any], *, live: bool = True) -> str:
     """The summary of every run: table, suite tables, per-type table, plots."""
     parts = []
@@ -196,6 +222,8 @@ def summary_body(summary: dict[str, Any], *, live: bool = True) -> str:
             parts.append(f'<h2>Score (%) per task type (all seeds)</h2><table class="by-type">'
                          f"<tr><th>task type</th>{head}</tr>{body}</table>")
         parts.append(control_html(run.get("control") or []))
+        if run.get("curves"):
+            parts.append(curves_html(run["curves"]))
         figs = "".join(f"<figure><figcaption>{escape(c)}</figcaption>{svg}</figure>" for c, svg in run_plots(run))
         parts.append(f'<h2>Plots</h2><div class="plots">{figs}</div></section>')
     return "".join(parts)

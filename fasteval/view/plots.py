@@ -3,9 +3,9 @@
 Why not matplotlib or a JS chart library: an SVG string built here needs no dependency, no
 vendored script and no canvas, renders the same in the live viewer and in the static
 ``report --html`` file (it is just markup), stays a few KB, and can be inspected by tests as
-DOM. Three shapes cover every plot the summary needs: grouped bars (scores per category,
-histograms), stacked horizontal bars (tool mix, terminations, errors by kind) and a strip plot
-(per-seed means around their mean).
+DOM. Four shapes cover every plot the summary needs: grouped bars (scores per category,
+histograms), stacked horizontal bars (tool mix, terminations, errors by kind), a strip plot
+(per-seed means around their mean) and a line with a band (a learning curve against the step).
 """
 
 from __future__ import annotations
@@ -131,6 +131,48 @@ def strip_plot(title: str, rows: list[tuple[str, list[float]]], *, pct: bool = T
         body.append(f'<line x1="{mx:.1f}" x2="{mx:.1f}" y1="{y - 8:.1f}" y2="{y + 8:.1f}" stroke="#222" '
                     f'stroke-width="2"/>')
     return _svg(width, height, body, title)
+
+
+Point = tuple[int, float, float | None, float | None]
+"""One point of a curve: step, value, band low, band high (no band: None, None)."""
+
+
+def line_band(title: str, points: list[Point], *, pct: bool = True,
+              best: int | None = None, y_label: str = "") -> str:
+    """A curve against the step: (x, y, band low, band high) per point, the band shaded, ``best`` ringed."""
+    if not points:
+        return empty(title)
+    xs = [p[0] for p in points]
+    top = 1.0 if pct else max([max(p[1], p[3] if p[3] is not None else p[1]) for p in points] + [1.0])
+    left, plot_w, plot_h, top_m, bottom = 44, 360, 160, 22, 34
+    lo_x, span = min(xs), (max(xs) - min(xs)) or 1
+
+    def at(x: float, y: float) -> tuple[float, float]:
+        cx = left + plot_w * ((x - lo_x) / span if len(xs) > 1 else 0.5)
+        return cx, top_m + plot_h * (1 - max(0.0, min(y, top)) / top)
+
+    body = [f'<text x="4" y="12" font-weight="600">{escape(y_label)}</text>']
+    for t in range(5):
+        y = top_m + plot_h * (1 - t / 4)
+        body.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" stroke="#ddd"/>'
+                    f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end">{_fmt(top * t / 4, pct)}</text>')
+    banded = [(x, lo, hi) for x, _, lo, hi in points if lo is not None and hi is not None]
+    if banded:
+        upper = [at(x, hi) for x, _, hi in banded]
+        lower = [at(x, lo) for x, lo, _ in reversed(banded)]
+        poly = " ".join(f"{x:.1f},{y:.1f}" for x, y in upper + lower)
+        body.append(f'<polygon class="band" points="{poly}" fill="{color(0)}" fill-opacity="0.18"/>')
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(p[0], p[1]) for p in points))
+    body.append(f'<polyline class="curve" points="{line}" fill="none" stroke="{color(0)}" stroke-width="2"/>')
+    for x, y, lo, hi in points:
+        cx, cy = at(x, y)
+        spread = "" if lo is None or hi is None else f" (band {_fmt(lo, pct)}–{_fmt(hi, pct)})"
+        ring = ' stroke="#222" stroke-width="2"' if x == best else ""
+        body.append(f'<circle class="dot" cx="{cx:.1f}" cy="{cy:.1f}" r="{5 if x == best else 3}" fill="{color(0)}"'
+                    f'{ring}><title>step {x}: {_fmt(y, pct)}{spread}{" · best" if x == best else ""}</title></circle>')
+        body.append(f'<text x="{cx:.1f}" y="{top_m + plot_h + 14}" text-anchor="middle">{x}</text>')
+    body.append(f'<text x="{left + plot_w / 2:.1f}" y="{top_m + plot_h + 30}" text-anchor="middle">step</text>')
+    return _svg(left + plot_w + 24, top_m + plot_h + bottom, body, title)
 
 
 def empty(title: str) -> str:

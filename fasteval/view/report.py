@@ -17,6 +17,7 @@ from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import BATCH_TOKEN_COLUMNS, RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
+from fasteval.view.curves import learning_curves
 from providers.registry import is_embedded
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
@@ -219,6 +220,9 @@ def report(run_dir: Path) -> dict[str, Any]:
     control = read_trace(run_dir)
     if control:  # limits changed mid-run (`fasteval ctl`): latencies and throughput were measured under them
         out["control"] = control
+    curves = learning_curves(rows, manifest.get("config") or {})
+    if curves:  # only runs with a series (a training run's checkpoints) have a curve
+        out["curves"] = curves
     return out
 
 

@@ -3,7 +3,7 @@
 The default command is ``vllm serve`` (the ``vllm`` on PATH, else the project's ``.venv-vllm``);
 any OpenAI-compatible server (SGLang, our sim) fits through ``command``, a list template with
 ``{model} {port} {host} {served_model_name} {tensor_parallel_size} {replica} {cpus} {gpus}
-{python}`` placeholders; a one-element ``command`` names the vllm binary and keeps the default
+{python} {lora_modules}`` placeholders (``{lora_modules}``: ``name=path,...``); a one-element ``command`` names the vllm binary and keeps the default
 arguments. ``env`` values take the same placeholders, per replica.
 """
 
@@ -122,6 +122,7 @@ class ServeSpec:
     def placeholders(self, *, port: int, host: str, replica: int, cpus: list[str] | None = None,
                      gpus: list[str] | None = None) -> dict[str, Any]:
         return {"model": self.model, "port": port, "host": host, "served_model_name": self.name,
+                "lora_modules": ",".join(f"{k}={v}" for k, v in self.lora_modules.items()),
                 "tensor_parallel_size": self.tensor_parallel_size, "replica": replica, "python": sys.executable,
                 "cpus": ",".join(cpus or []), "gpus": ",".join(gpus or [])}
 

@@ -16,6 +16,10 @@ real parsed tool calls. What it learnt:
 Random weights never emit a tool call, and ``tool_choice: required`` does not help (vLLM does not
 constrain the arguments of a non-strict tool), hence the training.
 
+Training also saves the steps in ``SAVE_STEPS`` as HF Trainer would, ``steps/checkpoint-N/`` inside
+the checkpoint (the last step is the checkpoint itself): a training run's series whose score rises
+with the step, for the series and watch-mode tests.
+
 The checkpoint is cached under ``~/.cache/fasteval/tiny-models/<recipe hash>/`` (``FASTEVAL_CACHE``
 moves the root): the hash covers this file, so a changed recipe builds anew and an unchanged one
 is reused. Building needs torch, transformers and tokenizers — the vLLM venv has them — so the
@@ -39,8 +43,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 DEFAULT_STEPS = 500
+SAVE_STEPS = (20, 200)
+"""Intermediate steps saved under ``steps/checkpoint-N`` (the final step is saved as the checkpoint)."""
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 SILENT_PROMPT = "Stay silent."
@@ -202,7 +208,24 @@ def _examples(hf: Any, n: int, seed: int) -> list[tuple[list[int], int]]:
     return out
 
 
-def train(model: Any, hf: Any, steps: int, log: Any) -> dict[str, Any]:
+def step_checkpoints(path: Path) -> dict[int, Path]:
+    """The saved training steps of a built checkpoint, step -> folder (the last step: the checkpoint)."""
+    found = {int(p.name.split("-", 1)[1]): p for p in (path / "steps").glob("checkpoint-*")
+             if p.name.split("-", 1)[1].isdigit()}
+    info = json.loads((path / "recipe.json").read_text())
+    return {**found, int(info["steps"]): path}
+
+
+def _save_step(model: Any, hf: Any, folder: Path) -> None:
+    """An HF Trainer-like step folder: weights, config and tokenizer."""
+    from transformers import GenerationConfig
+
+    model.generation_config = GenerationConfig(eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id)
+    model.save_pretrained(folder, safe_serialization=True)
+    hf.save_pretrained(folder)
+
+
+def train(model: Any, hf: Any, steps: int, log: Any, save: Path | None = None) -> dict[str, Any]:
     import torch
 
     data = _examples(hf, 6000, seed=1)
@@ -227,6 +250,10 @@ def train(model: Any, hf: Any, steps: int, log: Any) -> dict[str, Any]:
         opt.step()
         sched.step()
         loss_v = float(loss.detach())
+        if save is not None and step + 1 in SAVE_STEPS and step + 1 < steps:
+            model.eval()
+            _save_step(model, hf, save / f"checkpoint-{step + 1}")
+            model.train()
         if step % 50 == 0 or step == steps - 1:
             print(f"step {step} loss {loss_v:.4f} ({time.perf_counter() - t0:.0f} s)", file=log, flush=True)
     model.eval()
@@ -271,7 +298,7 @@ def build(out: Path, steps: int = DEFAULT_STEPS) -> dict[str, Any]:
                              torch_dtype="float32")
         model = Qwen2ForCausalLM(config)
         info: dict[str, Any] = {"recipe": recipe_hash(), "params": sum(p.numel() for p in model.parameters())}
-        info |= train(model, hf, steps, sys.stderr)
+        info |= train(model, hf, steps, sys.stderr, save=work / "steps")
         info["check"] = check(model, hf)
         model.generation_config = GenerationConfig(eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id)
         model.save_pretrained(work, safe_serialization=True)

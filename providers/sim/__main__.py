@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 import orjson
 import uvloop
@@ -62,9 +63,12 @@ def main() -> None:
                     "'{\"outage\": 8}' or '{\"results\": \"html\"}'")
     ap.add_argument("--reply-chars", type=int, default=0,
                     help="the models' default reply (policy direct's answer) this many characters long")
+    ap.add_argument("--lora-modules", action="append", default=[], metavar="NAME=PATH[,NAME=PATH...]",
+                    help="serve these names too, as vLLM serves LoRA adapters: the first model's policy, or the "
+                         "one a PATH/policy file names")
     a = ap.parse_args()
     models = []
-    for spec in a.model or ["sim"]:
+    for spec in (a.model or ["sim"]) + _adapters(a.lora_modules, (a.model or ["sim"])[0]):
         name, _, policy = spec.partition(":")
         model = SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses,
                          options={"batch_api": {"turnaround_s": a.batch_turnaround_s}})
@@ -81,6 +85,17 @@ def _hostile(text: str | None) -> Hostile | None:
         return Hostile(**orjson.loads(text))
     except (orjson.JSONDecodeError, TypeError) as e:
         raise SystemExit(f"--hostile: expected a JSON object of Hostile's fields: {e}") from None
+
+
+def _adapters(values: list[str], base: str) -> list[str]:
+    """``NAME:POLICY`` for each ``NAME=PATH`` of ``--lora-modules`` (comma-separated, repeatable)."""
+    out = []
+    for item in (x for v in values for x in v.split(",") if x.strip()):
+        name, _, path = item.partition("=")
+        policy_file = Path(path) / "policy"
+        policy = policy_file.read_text().strip() if policy_file.is_file() else base.partition(":")[2]
+        out.append(f"{name}:{policy}")
+    return out
 
 
 def _filler(n: int) -> str:
