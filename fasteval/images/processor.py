@@ -102,7 +102,8 @@ _SMART_RESIZE_PROCESSORS = ("Qwen2VLImageProcessor", "Qwen2_5_VLImageProcessor",
 
 
 def processor_from_checkpoint(folder: Path) -> ProcessorResize:
-    """The resize rule a checkpoint's own ``preprocessor_config.json`` describes (``image_resize: auto``).
+    """The resize rule a checkpoint's own ``preprocessor_config.json`` describes (``image_resize: auto``),
+    or the ``image_processor`` of its ``processor_config.json`` (where transformers 5 saves it).
 
     Idefics3 / SmolVLM: ``size.longest_edge`` (``max_image_size.longest_edge`` when it does not
     split images). Qwen2/2.5/3-VL: ``patch_size`` x ``merge_size`` and ``min_pixels`` /
@@ -110,12 +111,17 @@ def processor_from_checkpoint(folder: Path) -> ProcessorResize:
     Raises ValueError naming what is missing or unknown.
     """
     path = folder / "preprocessor_config.json"
+    nested = folder / "processor_config.json"
+    if not path.exists() and nested.exists():
+        path = nested  # transformers 5 saves the image processor inside the processor's config
     try:
         cfg = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise ValueError(f"image_resize: auto reads {path}, which cannot be read ({e})") from None
+    if isinstance(cfg, dict) and path is nested:
+        cfg = cfg.get("image_processor")
     if not isinstance(cfg, dict):
-        raise ValueError(f"image_resize: auto: {path} is not a JSON object")
+        raise ValueError(f"image_resize: auto: {path} holds no image processor config")
     kind = str(cfg.get("image_processor_type", "")).removesuffix("Fast").removesuffix("Pil")
     size: dict[str, Any] = cfg["size"] if isinstance(cfg.get("size"), dict) else {}
     try:

@@ -40,6 +40,12 @@ def test_idefics3_longest_edge_is_read_and_a_resized_image_is_not_resized_again(
                                              "size": {"longest_edge": 1536}, "max_image_size": {"longest_edge": 384},
                                              "do_image_splitting": False})
     assert processor_from_checkpoint(single).longest_edge == 384  # one tile: the tile's edge
+    nested = tmp_path / "transformers5"
+    nested.mkdir()
+    (nested / "processor_config.json").write_text(json.dumps({"image_seq_len": 16, "image_processor": {
+        "image_processor_type": "Idefics3ImageProcessor", "size": {"longest_edge": 128},
+        "max_image_size": {"longest_edge": 64}}}))
+    assert processor_from_checkpoint(nested).longest_edge == 128  # transformers 5 nests it in the processor's
 
 
 def test_qwen_vl_patch_merge_and_pixels_are_read_under_either_name(tmp_path: Path) -> None:
