@@ -10,7 +10,7 @@ Images are resized to 128 px on the longest edge and cut into 64 px tiles plus a
 square image costs 4 + 1 tiles (about 95 prompt tokens).
 
 The task, where a crop helps: a 512 px image of one flat grey with one small coloured square
-(red, green, blue or yellow; 10-20 px, under 5 px once the server shrinks the whole image) in one
+(red, green, blue or yellow; 18-32 px, 4-8 px once the server shrinks the whole image) in one
 cell of a 4 x 4 grid, and a prompt naming the cell (``What colour is the mark in row 2, column 3?``).
 What it learnt, trained on the CPU for a few minutes:
 
@@ -155,8 +155,8 @@ class Mark:
 
 
 def mark(rng: random.Random, grey: int | None = None) -> Mark:
-    """A random mark (10-20 px, under 5 px once the server shrinks the whole image) inside a random cell."""
-    side = rng.randint(10, 20)
+    """A random mark (18-32 px, 4-8 px once the server shrinks the whole image) inside a random cell."""
+    side = rng.randint(18, 32)
     row, col = rng.randint(1, GRID), rng.randint(1, GRID)
     cell = IMAGE_SIDE // GRID
     x = (col - 1) * cell + rng.randint(8, cell - 8 - side)
@@ -375,7 +375,7 @@ def check(model: Any, proc: Any, n: int = 24) -> dict[str, Any]:
             ids = enc["input_ids"]
             with torch.no_grad():
                 out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids),
-                                     pixel_values=enc["pixel_values"], max_new_tokens=48, do_sample=False,
+                                     pixel_values=enc["pixel_values"], max_new_tokens=96, do_sample=False,
                                      eos_token_id=proc.tokenizer.eos_token_id, pad_token_id=proc.tokenizer.pad_token_id)
             reply = proc.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
             kind = "zoom" if text.startswith("<tool_call>") else "colour"

@@ -125,15 +125,18 @@ VLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-
 
 @pytest.fixture(scope="session")
 def vlm_checkpoint(vllm: str) -> Path:
-    """The tiny zooming Idefics3 checkpoint, built with the vLLM venv's Python (it has torch)."""
+    """The tiny zooming Idefics3 checkpoint, built with the vLLM venv's Python (it has torch);
+    ``FASTEVAL_TINY_VLM`` names another folder to use instead (an intermediate ``checkpoint-N``)."""
     from providers.local.tiny_vlm import ensure_checkpoint as ensure_vlm
 
-    return ensure_vlm(str(Path(vllm).with_name("python")))
+    chosen = os.environ.get("FASTEVAL_TINY_VLM")
+    return Path(chosen) if chosen else ensure_vlm(str(Path(vllm).with_name("python")))
 
 
 def vlm_serve_block(checkpoint: Path, vllm: str, *, images: int, **fields: Any) -> dict[str, Any]:
     args = [*VLM_ARGS, "--limit-mm-per-prompt", orjson.dumps({"image": images}).decode()]
-    return {**serve_block(checkpoint, vllm, **fields), "args": args}
+    # a loaded 2-core machine has taken 5 minutes to start it (torch compile of the vision tower)
+    return {**serve_block(checkpoint, vllm, **fields), "args": args, "startup_timeout_s": 900}
 
 
 def mark_png(marks: list[Any]) -> bytes:

@@ -48,14 +48,14 @@ def test_auto_resized_images_cost_the_tokens_of_the_originals(tmp_path: Path, vl
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env())
     try:
         assert proc.stdout is not None
-        base = proc.stdout.readline().split(": ", 1)[1].strip()
+        base = proc.stdout.readline().split(": ", 1)[1].split()[0]  # "tiny-0: URL (cpus ..., log ...)"
 
         def ready() -> bool:
             path = run_dir / "servers" / "tiny-0.json"
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             return path.exists() and orjson.loads(path.read_bytes())["state"] == "ready"
 
-        wait_for(ready, 400, "the server")
+        wait_for(ready, 900, "the server")
         rule = processor_from_checkpoint(vlm_checkpoint)
         blobs = BlobStore(tmp_path / "blobs")
         encoder = ImageEncoder(blobs)
