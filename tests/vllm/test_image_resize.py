@@ -19,7 +19,7 @@ from fasteval.images.processor import processor_from_checkpoint
 from fasteval.runfolder.blobs import BlobStore
 from tests.vllm.conftest import env, fasteval, vlm_serve_block, wait_for, write_sweep
 
-SIZES = [(300, 200), (1000, 700), (700, 1300), (2048, 1536), (4000, 3000), (8192, 4608)]
+SIZES = [(300, 200), (1000, 700), (700, 1300), (4000, 500), (2048, 1536), (4000, 3000), (8192, 4608)]
 
 
 def noisy_png(width: int, height: int) -> bytes:
