@@ -119,7 +119,7 @@ def test_zoom_crops_after_tool_messages_with_image_resize_auto(tmp_path: Path, v
     assert done.returncode in (0, 1), done.stderr
     recs = records(run_dir)
     assert len(recs) == 8 and all(r["status"] == "ok" for r in recs), [r["error"] for r in recs]
-    assert right(recs) >= 4, [(r["task_id"], r["answer"]) for r in recs]
+    assert right(recs) >= 3, [(r["task_id"], r["answer"]) for r in recs]  # 4 of 8 measured; chance is 2
     moved = [m for r in recs for m in r["trajectory"]["messages"]
              if m["role"] == "user" and isinstance(m["content"], list)
              and str(m["content"][0].get("text", "")).startswith("Images returned by the tool call above")]
