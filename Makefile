@@ -59,8 +59,9 @@ $(VLLM_STAMP):
 
 vllm: $(VLLM_STAMP)
 
-# Tests against a real vLLM server (CPU build): they build, and train for tool calls, a tiny checkpoint
-# cached under ~/.cache/fasteval/tiny-models/ (a few minutes on the first run only).
+# Tests against a real vLLM server (CPU build): they build, and train, two tiny checkpoints cached under
+# ~/.cache/fasteval/tiny-models/ (a Qwen2 that calls the calculator, an Idefics3 that zooms into images;
+# minutes each, on the first run only).
 test-vllm: $(STAMP) $(VLLM_STAMP)
 	FASTEVAL_REQUIRE_VLLM=1 $(BIN)/pytest tests/vllm -v
 

@@ -70,6 +70,8 @@ class Capabilities:
     thinking: bool = False
     sampling: bool = True
     """Does the model take ``temperature``/``top_p``? OpenAI's reasoning models refuse them."""
+    max_images: int | None = None
+    """The most images one request may carry (a served vLLM's ``--limit-mm-per-prompt``); None: no limit known."""
 
 
 class ProviderError(Exception):
@@ -90,7 +92,7 @@ class ProviderError(Exception):
 class Provider(ABC):
     """A model endpoint. Subclasses implement ``chat`` and override capabilities as needed."""
 
-    capability_overrides: dict[str, bool] = {}  # replaced per instance, never mutated
+    capability_overrides: dict[str, bool | int] = {}  # replaced per instance, never mutated
     """Set from a model entry's ``capabilities:``; applied over ``default_capabilities()``."""
 
     @abstractmethod
@@ -107,11 +109,12 @@ class Provider(ABC):
 
     def capabilities(self) -> Capabilities:
         # Asked several times per round: made once per overrides mapping (replaced, never mutated).
-        cached: tuple[dict[str, bool], Capabilities] | None = self.__dict__.get("_capabilities")
+        cached: tuple[dict[str, bool | int], Capabilities] | None = self.__dict__.get("_capabilities")
         if cached is not None and cached[0] is self.capability_overrides:
             return cached[1]
         caps = self.default_capabilities()
-        caps = replace(caps, **self.capability_overrides) if self.capability_overrides else caps
+        overrides: dict[str, Any] = dict(self.capability_overrides)
+        caps = replace(caps, **overrides) if overrides else caps
         self.__dict__["_capabilities"] = (self.capability_overrides, caps)
         return caps
 

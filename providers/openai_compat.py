@@ -274,5 +274,13 @@ def _parse_body(data: Any) -> ChatResponse:
         tool_calls=calls,
         finish_reason=finish,
         usage=Usage(int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                    cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0),
+                    cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+                    image_tokens=_image_tokens(details)),
     )
+
+
+def _image_tokens(details: Any) -> int:
+    """vLLM's ``prompt_tokens_details.multimodal_tokens.image`` (0 where a server does not say)."""
+    per_modality = details.get("multimodal_tokens") if isinstance(details, dict) else None
+    value = per_modality.get("image") if isinstance(per_modality, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

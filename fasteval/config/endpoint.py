@@ -30,7 +30,8 @@ class EndpointSpec:
     limits: dict[str, Any] = field(default_factory=dict)
     timeouts: dict[str, Any] = field(default_factory=dict)
     retry: dict[str, Any] = field(default_factory=dict)
-    capabilities: dict[str, bool] = field(default_factory=dict)
+    capabilities: dict[str, bool | int] = field(default_factory=dict)
+    """Switches (bool) and ``max_images`` (a count, kept as written)."""
     params: dict[str, Any] | None = None
     serve: dict[str, Any] | None = None
     endpoint_id: str | None = None
@@ -51,6 +52,7 @@ class EndpointSpec:
         return cls(name=name, kind=kind, model=str(entry.get("model", name)), base_url=entry.get("base_url"),
                    key_env=entry.get("api_key_env"), wire=wire, limits=dict(entry.get("limits") or {}),
                    timeouts=dict(entry.get("timeouts") or {}), retry=dict(entry.get("retry") or {}),
-                   capabilities={k: bool(v) for k, v in (entry.get("capabilities") or {}).items()},
+                   capabilities={k: v if k == "max_images" else bool(v)
+                                 for k, v in (entry.get("capabilities") or {}).items()},
                    params=entry.get("params"), serve=entry.get("serve"), endpoint_id=entry.get("endpoint_id"),
                    raw=entry)

@@ -55,7 +55,7 @@ ENDPOINT_COMMON: dict[str, Opt] = {
     "max_image_bytes": Opt("int", "downsize images above this many encoded bytes"),
     "max_image_pixels": Opt("int", "downsize images above this many pixels"),
     "local_media": Opt("bool", "send file:// URLs of the run's blob store (server reads local media)"),
-    "image_resize": Opt("any", "the model processor's resize, e.g. qwen2_5_vl or {processor, max_pixels}"),
+    "image_resize": Opt("any", "the model processor's resize: auto (a served checkpoint's own), qwen2_5_vl or {processor, max_pixels}"),
     "price": Opt("dict", "USD per million tokens, overriding fasteval.core.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
         "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")}),
@@ -63,7 +63,8 @@ ENDPOINT_COMMON: dict[str, Opt] = {
                  "max_resubmissions, fallback: batch|interactive} (docs/providers.md, batch mode)"),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
-        "thinking": Opt("bool"), "sampling": Opt("bool")}),
+        "thinking": Opt("bool"), "sampling": Opt("bool"),
+        "max_images": Opt("int", "the most images one request may carry (vLLM's --limit-mm-per-prompt)")}),
 }
 
 
@@ -329,6 +330,22 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
         for key, message in kind.validate(spec):
             problems.add(src, (*path, key), message)
     _check_batch(spec, path, src, problems)
+    _check_image_resize(spec, path, src, problems)
+
+
+def _check_image_resize(spec: dict[str, Any], path: KeyPath, src: Source, problems: Problems) -> None:
+    """``image_resize`` resolved now (``auto`` reads the served checkpoint), so ``config check``
+    refuses what ``run`` would: a preset it does not know, a checkpoint with no processor config."""
+    if spec.get("image_resize") in (None, False):
+        return
+    from fasteval.images.processor import processor_resize  # here: pyvips stays out of a plain config load
+
+    serve = spec.get("serve")
+    checkpoint = Path(str(serve["model"])) if isinstance(serve, dict) and serve.get("model") else None
+    try:
+        processor_resize(spec["image_resize"], checkpoint)
+    except ValueError as e:
+        problems.add(src, (*path, "image_resize"), str(e))
 
 
 def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Problems) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 ImageRef = str
 """sha256 hex digest of an image's encoded bytes; the key into a BlobStore."""
 
-Termination = Literal["answered", "max_rounds", "max_tokens", "error", "context_overflow", "refusal"]
+Termination = Literal["answered", "max_rounds", "max_tokens", "error", "context_overflow", "refusal", "image_limit"]
 JobStatus = Literal["ok", "error"]
 ToolStatus = Literal["ok", "error"]
 
@@ -95,6 +95,8 @@ class Usage:
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
     """How many of ``completion_tokens`` were reasoning (already counted there: billed once)."""
+    image_tokens: int = 0
+    """How many of ``prompt_tokens`` stood for images (vLLM's ``prompt_tokens_details.multimodal_tokens``)."""
 
     def add(self, other: Usage) -> None:
         self.prompt_tokens += other.prompt_tokens
@@ -102,6 +104,7 @@ class Usage:
         self.cache_read_tokens += other.cache_read_tokens
         self.cache_write_tokens += other.cache_write_tokens
         self.reasoning_tokens += other.reasoning_tokens
+        self.image_tokens += other.image_tokens
 
 
 @dataclass(slots=True)
@@ -111,6 +114,8 @@ class Trajectory:
     messages: list[Message] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage_by_turn: list[Usage] = field(default_factory=list)
+    prompt_tokens_by_round: list[int] = field(default_factory=list)
+    """Each request's prompt tokens, in order: what a round (its images, its history) cost, not only a turn's sum."""
     answers: list[str | None] = field(default_factory=list)
     """Final answer text of each user turn (None when the turn ended without one)."""
     rounds: int = 0

@@ -121,6 +121,19 @@ def _standard_result_messages(call_id: str, result: ToolResult, images_in_tool: 
     return {"role": "tool", "tool_call_id": call_id, "content": result.output}, list(result.images)
 
 
+def _images_over_limit(messages: list[Message], limit: int | None) -> str | None:
+    """Why the next request cannot be sent, when the conversation holds more images than the server
+    takes (vLLM's ``--limit-mm-per-prompt``): its 400 would end the job as a generic error."""
+    if limit is None:
+        return None
+    n = sum(1 for m in messages if isinstance(m.get("content"), list)
+            for p in m["content"] if p.get("type") == "image")
+    if n <= limit:
+        return None
+    return (f"the conversation holds {n} images, more than the {limit} the server takes in one prompt "
+            f"(--limit-mm-per-prompt in serve.args)")
+
+
 def _rejected_call(protocol: TextProtocol, reason: str, raw: str, turn: int, round_: int) -> tuple[ToolCall, ToolResult]:
     """A call the model wrote but the protocol could not read: logged as a failed call."""
     result = ToolResult.fail(reason)
@@ -187,6 +200,12 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
                 traj.termination_reason = f"turn {turn_index} used all {setting.max_rounds} rounds"
                 answer = suite.answer_on_max_rounds(task, turn_index, setting)
                 break
+            over = _images_over_limit(traj.messages, env.client.provider.capabilities().max_images)
+            if over is not None:
+                traj.termination = "image_limit"
+                traj.termination_reason = f"turn {turn_index} round {rounds}: {over}"
+                traj.answers.append(None)
+                return traj
             sent = suite.tool_specs(task, turn_index, setting, specs) if specs else None
             sent = specs if sent is None else sent
             request = ChatRequest(messages=traj.messages, tools=None if text_protocol or not sent else sent,
@@ -203,6 +222,7 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
             rounds += 1
             traj.rounds += 1
             usage.add(resp.usage)
+            traj.prompt_tokens_by_round.append(resp.usage.prompt_tokens)
             if resp.finish_reason == "length" and not resp.tool_calls:
                 # cut by the output-token limit: its own termination on every wire, never `answered`; the
                 # partial text is kept and scored as a reference harness would, whitespace counts as nothing

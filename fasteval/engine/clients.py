@@ -9,6 +9,7 @@ are read from the environment variable the config names, at request time, and ne
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
@@ -104,21 +105,27 @@ def _body_budget(name: str, limits: dict[str, Any]) -> ByteBudget:
 
 
 def model_processor(spec: dict[str, Any]) -> ProcessorResize | None:
-    """The model's ``image_resize`` switch, resolved (ModelConfigError when malformed)."""
+    """The model's ``image_resize`` switch, resolved (ModelConfigError when malformed); ``auto``
+    reads the served checkpoint's preprocessor config."""
+    serve = spec.get("serve")
+    checkpoint = Path(str(serve["model"])) if isinstance(serve, dict) and serve.get("model") else None
     try:
-        return processor_resize(spec.get("image_resize"))
+        return processor_resize(spec.get("image_resize"), checkpoint)
     except ValueError as e:
         raise ModelConfigError(f"model {spec.get('name', '?')}: {e}") from None
 
 
 def _apply_capabilities(name: str, provider: Provider, ep: EndpointSpec) -> None:
     caps = ep.capabilities
-    unknown = set(caps) - {f.name for f in fields(Capabilities)}
+    known = {f.name for f in fields(Capabilities)}
+    unknown = set(caps) - known
     if unknown:
-        raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: "
-                               f"{sorted(f.name for f in fields(Capabilities))}")
+        raise ModelConfigError(f"model {name}: unknown capabilities {sorted(unknown)}; known: {sorted(known)}")
+    limit = caps.get("max_images")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise ModelConfigError(f"model {name}: capabilities.max_images must be a whole number >= 0, got {limit!r}")
     if caps:
-        provider.capability_overrides = {k: bool(v) for k, v in caps.items()}
+        provider.capability_overrides = {k: v if k == "max_images" else bool(v) for k, v in caps.items()}
 
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,

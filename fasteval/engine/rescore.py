@@ -43,6 +43,7 @@ def trajectory_from_dict(d: dict[str, Any]) -> Trajectory:
         messages=list(d.get("messages") or []),
         tool_calls=[ToolCall(**c) for c in d.get("tool_calls") or []],
         usage_by_turn=[Usage(**u) for u in d.get("usage_by_turn") or []],
+        prompt_tokens_by_round=list(d.get("prompt_tokens_by_round") or []),
         answers=list(d.get("answers") or []),
         rounds=int(d.get("rounds", 0)),
         termination=d.get("termination", "answered"),

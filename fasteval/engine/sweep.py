@@ -151,6 +151,8 @@ def usage_summary(turns: list[Usage]) -> dict[str, int]:
         out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
     if total.reasoning_tokens:  # part of completion_tokens, shown apart
         out["reasoning_tokens"] = total.reasoning_tokens
+    if total.image_tokens:  # part of prompt_tokens, where the server says so
+        out["image_tokens"] = total.image_tokens
     return out
 
 

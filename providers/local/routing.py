@@ -266,7 +266,8 @@ class RoutedProvider(Provider):
         return self._endpoint
 
     def default_capabilities(self) -> Capabilities:
-        return Capabilities(tool_result_images=self._tool_message_images)
+        return Capabilities(tool_result_images=self._tool_message_images,
+                            max_images=self.router.group.spec.images_per_prompt)
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         spec = self.router.group.spec

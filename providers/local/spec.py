@@ -9,6 +9,7 @@ arguments. ``env`` values take the same placeholders, per replica.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -80,6 +81,8 @@ class ServeSpec:
     prompt_tokens_details: bool = True
     binary: str | None = None
     """The vllm executable named by a one-element ``command`` (else found by ``find_vllm``)."""
+    images_per_prompt: int | None = None
+    """vLLM's ``--limit-mm-per-prompt`` image count, read from ``args`` (None: not set there)."""
 
     @property
     def gpus_per_replica(self) -> int:
@@ -117,6 +120,7 @@ class ServeSpec:
             raise ServeConfigError(f"model {name}: serve.admission must be 'kv' or absent")
         if spec.routing not in ("sticky", "least_loaded", "round_robin"):
             raise ServeConfigError(f"model {name}: serve.routing must be sticky, least_loaded or round_robin")
+        spec.images_per_prompt = image_limit(name, spec.args)
         return spec
 
     def placeholders(self, *, port: int, host: str, replica: int, cpus: list[str] | None = None,
@@ -181,6 +185,34 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
 ]
 _ECHO_LINES = ("launcher: pid", "=== fasteval:")
 """Our own lines that echo the command line (whose arguments must not match a hint)."""
+
+
+def image_limit(name: str, args: list[str]) -> int | None:
+    """The image count of ``--limit-mm-per-prompt`` in a server's arguments (its last occurrence,
+    as vLLM's parser takes it): ``'{"image": 4}'`` or ``'{"image": {"count": 4, ...}}'``."""
+    value: str | None = None
+    for i, arg in enumerate(args):
+        if arg == "--limit-mm-per-prompt" and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith("--limit-mm-per-prompt="):
+            value = arg.split("=", 1)[1]
+    if value is None:
+        return None
+    try:
+        limits = json.loads(value)
+    except ValueError:
+        limits = None
+    if not isinstance(limits, dict):
+        raise ServeConfigError(f"model {name}: --limit-mm-per-prompt in serve.args must be a JSON object such as "
+                               f"'{{\"image\": 4}}', got {value[:100]!r}")
+    image = limits.get("image")
+    count = image.get("count") if isinstance(image, dict) else image
+    if count is None:
+        return None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ServeConfigError(f"model {name}: --limit-mm-per-prompt's image count must be a whole number >= 0, "
+                               f"got {count!r}")
+    return count
 
 
 def hints_for(log_tail: str) -> list[str]:

@@ -46,6 +46,9 @@ async def test_native_tool_calls_solve_demo_tasks_including_multi_turn(tmp_path:
     assert multi, "the demo suite has a two-turn task"
     traj = multi[0]["trajectory"]
     assert len(traj["answers"]) == 2 and len(traj["usage_by_turn"]) == 2
+    by_round = traj["prompt_tokens_by_round"]  # every request's prompt, not only a per-turn sum
+    assert len(by_round) == multi[0]["rounds"] and sum(by_round) == multi[0]["usage"]["prompt_tokens"]
+    assert by_round == sorted(by_round) and by_round[0] < by_round[-1]  # a growing history
     names = [c["name"] for c in traj["tool_calls"]]
     assert names[:2] == ["image_zoom_in_tool", "calculator"] and names[-1] == "calculator"
     zoom = traj["tool_calls"][0]
@@ -62,6 +65,24 @@ async def test_tool_images_go_in_tool_message_when_the_provider_allows(tmp_path:
     tool_msgs = [m for m in traj["messages"] if m["role"] == "tool" and isinstance(m["content"], list)]
     assert tool_msgs and any(p["type"] == "image" for p in tool_msgs[0]["content"])
     assert not any(m["role"] == "user" and "Images returned" in str(m["content"]) for m in traj["messages"])
+
+
+async def test_more_images_than_the_endpoint_takes_ends_the_job_as_image_limit(tmp_path: Path) -> None:
+    """A zoom's crop is a second image; an endpoint taking one per request (vLLM's
+    --limit-mm-per-prompt) would refuse the next request, so the job ends there, in its own words."""
+    cfg = load_config(write_config(tmp_path, demo_cfg(capabilities={"max_images": 1})))
+    res = await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
+    recs = records(tmp_path / "run")
+    assert (res.ok, res.errors) == (8, 0)
+    for r in recs:
+        assert r["termination"] == "image_limit" and r["status"] == "ok" and r["score"] == 0.0, r
+        assert r["rounds"] == 1 and [c["name"] for c in r["trajectory"]["tool_calls"]] == ["image_zoom_in_tool"]
+        assert r["trajectory"]["termination_reason"] == (
+            "turn 0 round 1: the conversation holds 2 images, more than the 1 the server takes in one prompt "
+            "(--limit-mm-per-prompt in serve.args)")
+    two = load_config(write_config(tmp_path, demo_cfg(capabilities={"max_images": 2})))
+    await run_sweep(two, RunOptions(run_dir=tmp_path / "run2", progress=False))
+    assert all(r["score"] == 1.0 for r in records(tmp_path / "run2"))  # within the limit nothing changes
 
 
 async def test_max_rounds_ends_the_turn(tmp_path: Path) -> None:

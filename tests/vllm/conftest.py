@@ -116,3 +116,60 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
             return
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+# -- the tiny vision-language checkpoint (providers/local/tiny_vlm.py) -----------------------------
+VLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "2048",
+            "--max-num-seqs", "8", "--dtype", "float32"]
+
+
+@pytest.fixture(scope="session")
+def vlm_checkpoint(vllm: str) -> Path:
+    """The tiny zooming Idefics3 checkpoint, built with the vLLM venv's Python (it has torch);
+    ``FASTEVAL_TINY_VLM`` names another folder to use instead (an intermediate ``checkpoint-N``)."""
+    from providers.local.tiny_vlm import ensure_checkpoint as ensure_vlm
+
+    chosen = os.environ.get("FASTEVAL_TINY_VLM")
+    return Path(chosen) if chosen else ensure_vlm(str(Path(vllm).with_name("python")))
+
+
+def vlm_serve_block(checkpoint: Path, vllm: str, *, images: int, **fields: Any) -> dict[str, Any]:
+    args = [*VLM_ARGS, "--limit-mm-per-prompt", orjson.dumps({"image": images}).decode()]
+    # a loaded 2-core machine has taken 5 minutes to start it (torch compile of the vision tower)
+    return {**serve_block(checkpoint, vllm, **fields), "args": args, "startup_timeout_s": 900}
+
+
+def mark_png(marks: list[Any]) -> bytes:
+    """The task image of tiny_vlm's recipe (flat grey, coloured squares), as a PNG made with pyvips."""
+    import pyvips
+
+    from providers.local.tiny_vlm import COLOURS, IMAGE_SIDE
+
+    img = pyvips.Image.black(IMAGE_SIDE, IMAGE_SIDE, bands=3).new_from_image([marks[0].grey] * 3)
+    for m in marks:
+        img = img.draw_rect(list(COLOURS[m.colour]), m.x, m.y, m.side, m.side, fill=True)
+    return bytes(img.cast("uchar").write_to_buffer(".png"))
+
+
+def mark_tasks(folder: Path, n: int, *, two_turn: int = 0, seed: int = 7) -> list[dict[str, Any]]:
+    """``n`` one-question tasks, then ``two_turn`` tasks asking about a second mark (another cell) in the same image."""
+    import random
+
+    from providers.local.tiny_vlm import mark, second_mark
+
+    rng = random.Random(seed)
+    out: list[dict[str, Any]] = []
+    for i in range(n + two_turn):
+        first = mark(rng)
+        marks = [first]
+        if i >= n:
+            marks.append(second_mark(rng, first))
+        (folder / f"m{i:03d}.png").write_bytes(mark_png(marks))
+        if len(marks) == 1:
+            out.append({"id": f"m{i:03d}", "images": [f"m{i:03d}.png"], "prompt": first.question(),
+                        "answer": first.colour, "tools": ["image_zoom_in_tool"]})
+        else:
+            out.append({"id": f"m{i:03d}", "tools": ["image_zoom_in_tool"], "turns": [
+                {"text": first.question(), "images": [f"m{i:03d}.png"], "answer": first.colour},
+                {"text": marks[1].question(), "answer": marks[1].colour}]})
+    return out

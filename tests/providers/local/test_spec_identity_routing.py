@@ -34,6 +34,23 @@ def test_default_command_is_vllm_serve_with_the_fields() -> None:
     assert spec.gpus_needed == 4
 
 
+@pytest.mark.parametrize("args, limit", [
+    ([], None), (["--limit-mm-per-prompt", '{"image": 4}'], 4), (['--limit-mm-per-prompt={"image": 0}'], 0),
+    (["--limit-mm-per-prompt", '{"image": {"count": 2, "width": 512}}'], 2),
+    (["--limit-mm-per-prompt", '{"video": 1}'], None),
+    (["--limit-mm-per-prompt", '{"image": 9}', "--limit-mm-per-prompt", '{"image": 3}'], 3),  # the last wins
+])
+def test_the_image_limit_is_read_from_serve_args(args: list[str], limit: int | None) -> None:
+    assert ServeSpec.from_config("ck", {"model": "/m", "args": args}).images_per_prompt == limit
+
+
+@pytest.mark.parametrize("value, reason", [("image=4", "must be a JSON object"), ('{"image": -1}', ">= 0"),
+                                           ('{"image": "4"}', ">= 0")])
+def test_an_image_limit_vllm_would_refuse_is_a_config_error(value: str, reason: str) -> None:
+    with pytest.raises(ServeConfigError, match=reason):
+        ServeSpec.from_config("ck", {"model": "/m", "args": ["--limit-mm-per-prompt", value]})
+
+
 def test_command_template_placeholders_and_unknown_fields() -> None:
     spec = ServeSpec.from_config("ck", {"model": "m", "command": ["srv", "--p={port}", "{served_model_name}",
                                                                   "{replica}", "{tensor_parallel_size}"]})
