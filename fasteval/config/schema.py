@@ -326,11 +326,24 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
     check_mapping(spec, schema, path, src, problems)
     if isinstance(spec.get("serve"), dict) and spec["serve"].get("command") is not None:
         check_serve_command(spec["serve"], str(spec.get("name") or path[-1]), (*path, "serve"), src, problems)
+    if isinstance(spec.get("serve"), dict):
+        _check_api_servers(spec["serve"], str(spec.get("name") or path[-1]), (*path, "serve"), src, problems)
     if kind.validate is not None:
         for key, message in kind.validate(spec):
             problems.add(src, (*path, key), message)
     _check_batch(spec, path, src, problems)
     _check_image_resize(spec, path, src, problems)
+
+
+def _check_api_servers(serve: dict[str, Any], name: str, path: KeyPath, src: Source, problems: Problems) -> None:
+    """``serve.api_server_count``: a count >= 1, not passed again in ``serve.args`` (its line, not a failed start)."""
+    from providers.local.spec import ServeConfigError, check_api_servers
+
+    args = serve.get("args")
+    try:
+        check_api_servers(name, serve.get("api_server_count"), [str(a) for a in args] if isinstance(args, list) else [])
+    except ServeConfigError as e:
+        problems.add(src, (*path, e.key or "api_server_count"), str(e).removeprefix(f"model {name}: "))
 
 
 def _check_image_resize(spec: dict[str, Any], path: KeyPath, src: Source, problems: Problems) -> None:
@@ -426,7 +439,7 @@ def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base
 
 # ``vllm serve`` options a custom ``serve.command`` would silently drop: refused, so a run never
 # starts without the context length, the LoRA adapters or the arguments the config asked for.
-COMMAND_REPLACES = ("args", "max_model_len", "gpu_memory_utilization", "lora_modules")
+COMMAND_REPLACES = ("args", "max_model_len", "gpu_memory_utilization", "lora_modules", "api_server_count")
 
 
 def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: Source, problems: Problems) -> None:

@@ -41,6 +41,8 @@ SERVE_OPTIONS: dict[str, Opt] = {
     "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin")),
     "health_interval_s": Opt("float"), "restart_backoff_s": Opt("float"), "stop_timeout_s": Opt("float"),
     "allowed_local_media_path": Opt("str", "passed as --allowed-local-media-path"),
+    "api_server_count": Opt("int", "vLLM API server processes per replica (--api-server-count): image "
+                            "preprocessing runs there, so more of them lift an image-heavy ceiling"),
 }
 """The ``serve:`` block of a model or role entry (checked by the strict config validator)."""
 SERVE_KEYS = frozenset(SERVE_OPTIONS)
@@ -48,6 +50,11 @@ SERVE_KEYS = frozenset(SERVE_OPTIONS)
 
 class ServeConfigError(ConfigError):
     """A ``serve:`` entry that cannot start (a user's config, exit 2; still a ValueError)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+        """The ``serve`` field at fault, when one is (the config check points at its line)."""
 
 
 @dataclass(slots=True)
@@ -75,6 +82,8 @@ class ServeSpec:
     restart_backoff_s: float = 1.0
     stop_timeout_s: float = 20.0
     allowed_local_media_path: str | None = None
+    api_server_count: int | None = None
+    """vLLM's ``--api-server-count``: front-end processes (HTTP, tokenizing, image preprocessing)."""
     cpus: int | None = None
     """Cores per replica on a CPU node; None: the node's usable cores split evenly."""
     kv_cache_gib: int | None = None
@@ -120,6 +129,7 @@ class ServeSpec:
             raise ServeConfigError(f"model {name}: serve.admission must be 'kv' or absent")
         if spec.routing not in ("sticky", "least_loaded", "round_robin"):
             raise ServeConfigError(f"model {name}: serve.routing must be sticky, least_loaded or round_robin")
+        check_api_servers(name, spec.api_server_count, spec.args)
         spec.images_per_prompt = image_limit(name, spec.args)
         return spec
 
@@ -163,6 +173,8 @@ class ServeSpec:
             cmd += ["--enable-lora", "--lora-modules", *(f"{k}={v}" for k, v in self.lora_modules.items())]
         if self.allowed_local_media_path:
             cmd += ["--allowed-local-media-path", self.allowed_local_media_path]
+        if self.api_server_count is not None:
+            cmd += ["--api-server-count", str(self.api_server_count)]
         return cmd + self.args
 
 
@@ -185,6 +197,24 @@ _HINTS: list[tuple[re.Pattern[str], str]] = [
 ]
 _ECHO_LINES = ("launcher: pid", "=== fasteval:")
 """Our own lines that echo the command line (whose arguments must not match a hint)."""
+
+
+API_SERVER_FLAGS = ("--api-server-count", "-asc")
+"""vLLM 0.32's spellings of the flag (``vllm serve --help=all``)."""
+
+
+def check_api_servers(name: str, count: Any, args: list[str]) -> None:
+    """``serve.api_server_count``: a whole number >= 1, and not said a second time in ``serve.args``
+    (vLLM would take the last one silently, so one of the two settings would be a lie)."""
+    if count is None:
+        return
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ServeConfigError(f"model {name}: serve.api_server_count must be a whole number of processes >= 1, "
+                               f"got {count!r}", key="api_server_count")
+    given = [a for a in args if a in API_SERVER_FLAGS or a.startswith(tuple(f + "=" for f in API_SERVER_FLAGS))]
+    if given:
+        raise ServeConfigError(f"model {name}: serve.api_server_count is set and serve.args passes {given[0]!r} too: "
+                               "keep one of them (serve.api_server_count is the typed one)", key="api_server_count")
 
 
 def image_limit(name: str, args: list[str]) -> int | None:

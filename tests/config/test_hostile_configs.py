@@ -109,7 +109,7 @@ def test_a_json_literal_in_serve_command_is_caught_by_config_check(tmp_path: Pat
 
 
 @pytest.mark.parametrize("key,value", [("args", ["--enforce-eager"]), ("max_model_len", 4096),
-                                       ("lora_modules", {"a": "/lora/a"})])
+                                       ("lora_modules", {"a": "/lora/a"}), ("api_server_count", 4)])
 def test_vllm_options_a_custom_command_would_drop_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               key: str, value: object) -> None:
     path = _served(tmp_path, {"command": ["srv", "--port", "{port}"], key: value})
@@ -124,6 +124,26 @@ def test_a_command_that_only_names_the_vllm_binary_keeps_its_options(tmp_path: P
     path = _served(tmp_path, {"command": ["/opt/venv/bin/vllm"], "args": ["--enforce-eager"], "max_model_len": 4096})
     code, err = check(capsys, path)
     assert "is not applied when serve.command is set" not in err, err
+
+
+@pytest.mark.parametrize("serve, says", [
+    ({"api_server_count": 0}, "must be a whole number of processes >= 1"),
+    ({"api_server_count": True}, "must be a whole number of processes >= 1"),
+    ({"api_server_count": 2, "args": ["--api-server-count", "4"]}, "passes '--api-server-count' too"),
+    ({"api_server_count": 2, "args": ["-asc=4"]}, "passes '-asc=4' too"),
+])
+def test_api_server_count_nonsense_or_given_twice_is_refused_on_its_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], serve: dict[str, object], says: str) -> None:
+    path = _served(tmp_path, serve)
+    code, err = check(capsys, path)
+    assert code == 2, err
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1)
+                if text.strip().startswith("api_server_count:"))
+    assert f"{path}:{line}: models[1].serve.api_server_count" in err and says in err, err
+
+
+def test_api_server_count_alone_passes_config_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert check(capsys, _served(tmp_path, {"api_server_count": 4}))[0] == 0
 
 
 def test_one_long_string_aliased_many_times_is_refused_by_its_text(tmp_path: Path,

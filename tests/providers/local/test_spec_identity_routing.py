@@ -34,6 +34,16 @@ def test_default_command_is_vllm_serve_with_the_fields() -> None:
     assert spec.gpus_needed == 4
 
 
+def test_api_server_count_becomes_the_vllm_flag_once() -> None:
+    cmd = ServeSpec.from_config("ck", {"model": "/m", "api_server_count": 4, "args": ["--enforce-eager"]}).command_line(
+        port=1, host="127.0.0.1", replica=0)
+    assert cmd.count("--api-server-count") == 1 and cmd[cmd.index("--api-server-count") + 1] == "4"
+    assert "--api-server-count" not in ServeSpec.from_config("ck", {"model": "/m"}).command_line(
+        port=1, host="127.0.0.1", replica=0)
+    with pytest.raises(ServeConfigError, match="keep one of them"):
+        ServeSpec.from_config("ck", {"model": "/m", "api_server_count": 2, "args": ["-asc", "2"]})
+
+
 @pytest.mark.parametrize("args, limit", [
     ([], None), (["--limit-mm-per-prompt", '{"image": 4}'], 4), (['--limit-mm-per-prompt={"image": 0}'], 0),
     (["--limit-mm-per-prompt", '{"image": {"count": 2, "width": 512}}'], 2),
