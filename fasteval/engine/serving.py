@@ -321,6 +321,12 @@ class Serving:
             if state in ("starting", "up"):
                 self.state[name] = "done"
 
+    def notes(self) -> str:
+        """The live panel's line about servers: replicas whose front end looks like the ceiling (once each)."""
+        warned = [rep.label for group in self.groups.values() for rep in group.replicas if rep.warning]
+        return (f"preprocessing-bound: {', '.join(warned)} (raise serve.api_server_count; see run.log)"
+                if warned else "")
+
     def rows(self) -> dict[str, dict[str, Any]]:
         """Progress-panel rows: one per server with its state, GPUs, restarts and load."""
         out: dict[str, dict[str, Any]] = {}

@@ -471,6 +471,10 @@ class Sweep:
                 if c.breaker is not None and c.breaker.down_since is not None}
         return Health(done=self.counters.done, errors=self.counters.errors, down_s=down)
 
+    def _notes(self) -> str:
+        """The panel's line: steering (``fasteval ctl``), then servers that look preprocessing-bound."""
+        return "; ".join(n for n in (self.control.notes(), self.serving.notes() if self.serving else "") if n)
+
     def _display(self) -> ProgressDisplay:
         # services with synchronous stats() (the sandbox pool); the cache's stats are async I/O
         extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
@@ -481,7 +485,7 @@ class Sweep:
         rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw, is_embedded), notes=self.control.notes,
+                               prices=model_prices(self.cfg.raw, is_embedded), notes=self._notes,
                                global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
 
     def _install_signals(self) -> None:

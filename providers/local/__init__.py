@@ -13,14 +13,15 @@ if TYPE_CHECKING:
     from providers.breaker import EndpointDown
     from providers.local.fingerprint import checkpoint_identity
     from providers.local.gpus import GpuConfigError, GpuPool, detect_gpus
-    from providers.local.routing import RoutedProvider, Router, parse_metrics, trajectory
+    from providers.local.metrics import parse_metrics
+    from providers.local.routing import RoutedProvider, Router, trajectory
     from providers.local.spec import ServeConfigError, ServeSpec
     from providers.local.supervisor import Replica, ServerGroup, ServerStartError
 
 _HOMES = {"EndpointDown": "providers.breaker", "checkpoint_identity": "providers.local.fingerprint",
           "GpuConfigError": "providers.local.gpus", "GpuPool": "providers.local.gpus",
           "detect_gpus": "providers.local.gpus", "RoutedProvider": "providers.local.routing",
-          "Router": "providers.local.routing", "parse_metrics": "providers.local.routing",
+          "Router": "providers.local.routing", "parse_metrics": "providers.local.metrics",
           "trajectory": "providers.local.routing", "ServeConfigError": "providers.local.spec",
           "ServeSpec": "providers.local.spec", "Replica": "providers.local.supervisor",
           "ServerGroup": "providers.local.supervisor", "ServerStartError": "providers.local.supervisor"}

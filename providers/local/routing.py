@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -26,7 +25,10 @@ import orjson
 
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError
 from providers.breaker import EndpointDown
+from providers.local.metrics import parse_metrics, read_metrics
 from providers.local.supervisor import Replica, ServerGroup
+
+__all__ = ["RoutedProvider", "Router", "parse_metrics", "trajectory"]
 
 
 @dataclass(slots=True)
@@ -78,17 +80,6 @@ class Route:
         return not self.alone and not self.exclusive and (self.window is None or self.in_flight < self.window)
 
 
-_METRIC = re.compile(r"^(vllm:[a-z_]+)(?:\{[^}]*\})?\s+([0-9.eE+-]+)$", re.M)
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text to {name: value} (labels dropped, same-named series summed)."""
-    out: dict[str, float] = {}
-    for name, value in _METRIC.findall(text):
-        out[name] = out.get(name, 0.0) + float(value)
-    return out
-
-
 class Router:
     """Chooses a replica per request; waits while none is ready; EndpointDown when none is left."""
 
@@ -137,6 +128,7 @@ class Router:
                     waiting_on = route
                 if (route.in_flight == 0 and not route.exclusive) if alone else route.has_room():
                     route.in_flight += 1
+                    route.replica.outstanding += 1
                     route.sent += 1
                     route.exclusive = alone
                     return route, ticket
@@ -175,6 +167,7 @@ class Router:
 
     async def release(self, route: Route) -> None:
         route.in_flight -= 1
+        route.replica.outstanding -= 1
         route.exclusive = False
         if self.admission == "kv" or route.alone:
             async with self._room:
@@ -188,10 +181,8 @@ class Router:
                 for route in self.routes:
                     if not route.replica.ready.is_set():
                         continue
-                    try:
-                        async with session.get(f"http://{route.replica.host}:{route.replica.port}/metrics") as r:
-                            m = parse_metrics(await r.text())
-                    except (aiohttp.ClientError, TimeoutError):
+                    m = await read_metrics(session, f"http://{route.replica.host}:{route.replica.port}/metrics")
+                    if m is None:
                         continue
                     route.waiting = int(m.get("vllm:num_requests_waiting", 0))
                     route.kv_usage = m.get("vllm:kv_cache_usage_perc", m.get("vllm:gpu_cache_usage_perc", 0.0))

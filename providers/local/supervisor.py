@@ -36,6 +36,7 @@ from fasteval.core.redact import redact_text
 from providers.breaker import EndpointDown
 from providers.local.gpus import cpu_bind
 from providers.local.launcher import group_members
+from providers.local.metrics import PreprocessWatch, read_metrics
 from providers.local.spec import ServeSpec, hints_for
 from providers.local.tiny_checkpoint import cache_root
 
@@ -138,6 +139,11 @@ class Replica:
         self.started_at: str | None = None
         self.stopped_at: str | None = None
         self.last_error: str | None = None
+        self.outstanding = 0
+        """Requests the router has sent here and not had back (what a preprocessing-bound server hides)."""
+        self.preprocessing = PreprocessWatch(self.label)
+        self.warning: str | None = None
+        """Said once, in run.log and on the live panel: the replica looks preprocessing-bound."""
         self.ready = asyncio.Event()
         self._process: asyncio.subprocess.Process | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -296,6 +302,18 @@ class Replica:
             if failures >= _HEALTH_FAILURES_BEFORE_RESTART:
                 self.report_unhealthy(f"/health failed {failures} times in a row")
                 return
+            if failures == 0 and self.warning is None:
+                await self._check_preprocessing()
+
+    async def _check_preprocessing(self) -> None:
+        """Read /metrics beside the health check; warn once if the front end, not the engine, is the ceiling."""
+        metrics = await read_metrics(self._http(), f"http://{self.host}:{self.port}/metrics")
+        reason = self.preprocessing.observe(metrics, self.outstanding) if metrics is not None else None
+        if reason is not None:
+            self.warning = reason
+            log.warning("%s", reason)
+            if self._on_change is not None:
+                self._on_change()
 
     def refund_restarts(self, n: int) -> None:
         """Deaths caused by one request (which then fails alone) do not count against max_restarts."""

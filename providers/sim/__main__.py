@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import uvloop
 
+from providers.sim.frontend import Frontend
 from providers.sim.hostile import Hostile
 from providers.sim.prefix_cache import PrefixCacheModel
 from providers.sim.server import SimServer
@@ -33,7 +34,8 @@ async def _serve(models: list[SimModel], a: argparse.Namespace) -> None:
                                  decode_ms=a.decode_ms, max_running=a.max_running)
     server = SimServer(models, port=a.port, prefix_cache=cache, die_after=a.die_after,
                        log_requests=a.log_requests, ready=not a.never_ready, die_on=a.die_on,
-                       allowed_local_media_path=a.allowed_local_media_path, hostile=_hostile(a.hostile))
+                       allowed_local_media_path=a.allowed_local_media_path, hostile=_hostile(a.hostile),
+                       frontend=Frontend(a.preprocess_ms, a.api_server_count))
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
     await asyncio.Event().wait()
@@ -55,6 +57,9 @@ def main() -> None:
     ap.add_argument("--die-on", metavar="TEXT", help="exit abruptly on every request whose body contains TEXT")
     ap.add_argument("--log-requests", action="store_true", help="one stdout line per request, naming its trajectory")
     ap.add_argument("--prefix-cache", action="store_true", help="model a prefix cache (latency, /metrics)")
+    ap.add_argument("--preprocess-ms", type=float, default=0.0,
+                    help="milliseconds per image in the front end before the engine (vLLM's API server process)")
+    ap.add_argument("--api-server-count", type=int, default=1, help="front-end processes preprocessing at once")
     ap.add_argument("--kv-tokens", type=int, default=200_000)
     ap.add_argument("--prefill-ms-per-ktok", type=float, default=20.0)
     ap.add_argument("--decode-ms", type=float, default=20.0)

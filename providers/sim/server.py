@@ -19,6 +19,7 @@ import orjson
 from aiohttp import web
 
 from providers.sim.batch_api import BatchAPIs
+from providers.sim.frontend import Frontend
 from providers.sim.hostile import Hostile, middleware
 from providers.sim.media import check_local_media
 from providers.sim.native_wire import AnthropicWire, GeminiWire
@@ -36,7 +37,8 @@ class SimServer:
                  allowed_local_media_path: str | Path | None = None,
                  prefix_cache: PrefixCacheModel | None = None, die_after: int | None = None,
                  log_requests: bool = False, ready: bool = True, die_on: str | None = None,
-                 hostile: Hostile | None = None, record_arrivals: bool = False) -> None:
+                 hostile: Hostile | None = None, record_arrivals: bool = False,
+                 frontend: Frontend | None = None) -> None:
         self.models = {m.name: m for m in models}
         # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
         self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
@@ -46,6 +48,8 @@ class SimServer:
         """Request body bytes being handled at once, and the peak: what a byte budget bounds."""
         # Serving-side behaviours for the local-server supervisor's tests and the routing benchmark.
         self.cache = PrefixCache(prefix_cache) if prefix_cache is not None else None
+        self.frontend = frontend or Frontend()
+        """vLLM's API server processes: image preprocessing before the engine, and the TTFT in /metrics."""
         self.die_after = die_after
         self.die_on = die_on.encode() if die_on else None
         """A request whose body holds these bytes kills the server (an engine crash), every time."""
@@ -115,8 +119,8 @@ class SimServer:
         return web.Response(status=200 if self.ready else 503)
 
     async def handle_metrics(self, request: web.Request) -> web.Response:
-        text = (self.cache.metrics() if self.cache is not None
-                else f'vllm:num_requests_running{{model_name="sim"}} {self.in_flight}\n')
+        running = None if self.cache is not None else self.in_flight - self.frontend.preprocessing
+        text = (self.cache.metrics() if self.cache is not None else "") + self.frontend.metrics(running)
         return web.Response(text=text, content_type="text/plain")
 
     async def handle_stats(self, request: web.Request) -> web.Response:
@@ -172,8 +176,12 @@ class SimServer:
             sys.stdout.flush()
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        arrived = time.monotonic()
         body: dict[str, Any] = orjson.loads(await request.read())
-        return await self.answer(body, request)
+        await self.frontend.preprocess(body)
+        response = await self.answer(body, request)
+        self.frontend.first_token(arrived)
+        return response
 
     async def handle_anthropic(self, request: web.Request) -> web.StreamResponse:
         """Anthropic's Messages API over the same models, faults and policies (providers.sim.native_wire)."""
