@@ -61,7 +61,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         console().print(plain(f"texts: {suite_name}: {label}"))
     print_control(rep.get("control"))
     u = Table(title="cost and behaviour per trajectory")
-    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "prefix cache hit", "mean latency s",
+    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "image tok/traj", "prefix cache hit",
+                "mean latency s",
                 "tool calls/traj", "terminations"):
         u.add_column(col)
     for r in rep["rows"]:
@@ -69,7 +70,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         ends = plain(", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items())))
         tokens = r.get("tokens") or {}
         u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]), plain(tokens.get("prompt_tokens", "-")),
-                  plain(tokens.get("completion_tokens", "-")), fmt_rate(r.get("prefix_cache_hit_rate")),
+                  plain(tokens.get("completion_tokens", "-")), _per_traj(r.get("image_tokens_per_trajectory")),
+                  fmt_rate(r.get("prefix_cache_hit_rate")),
                   "-" if lat is None else f"{lat:.2f}",
                   "-" if calls is None else f"{calls:.2f}", ends)
     console().print(u)
@@ -89,6 +91,11 @@ def cmd_report(a: argparse.Namespace) -> int:
             pt.add_row(plain(k), *(fmt(r["by_task_type"].get(k)) for r in typed))
         console().print(pt)
     return EXIT_OK
+
+
+def _per_traj(value: float | None) -> str:
+    """Image tokens per trajectory, or ``-`` where the server did not count them."""
+    return "-" if value is None else f"{value:.0f}"
 
 
 def print_control(trace: list[dict[str, Any]] | None) -> None:

@@ -38,7 +38,7 @@ from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger("fasteval")
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 _ERROR_CHARS = 300
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
@@ -52,7 +52,7 @@ report prices it at the batch factor, the rest at the full price (fasteval.core.
 COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
          "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
          "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
-         "task_type", *BATCH_TOKEN_COLUMNS, "ok", "byte_offset", "byte_length")
+         "task_type", *BATCH_TOKEN_COLUMNS, "image_tokens", "ok", "byte_offset", "byte_length")
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
                       "termination", "task_type"})
 IndexRowTuple = tuple[Any, ...]
@@ -81,7 +81,8 @@ class JobRow:
     rounds: int
     tool_calls: int
     usage: dict[str, int]
-    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, and their batch_* parts."""
+    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, their batch_* parts, and
+    image_tokens (the part of prompt_tokens the server said were images; 0 where it did not say)."""
     latency_s: float
     retries: int
     task_type: str | None
@@ -94,7 +95,8 @@ class JobRow:
                 self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
                 self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
                 self.usage["cache_write_tokens"], self.latency_s, self.retries,
-                self.task_type, *(self.usage.get(c, 0) for c in BATCH_TOKEN_COLUMNS), int(self.status == "ok"),
+                self.task_type, *(self.usage.get(c, 0) for c in BATCH_TOKEN_COLUMNS), self.usage.get("image_tokens", 0),
+                int(self.status == "ok"),
                 offset, length)
 
 
@@ -183,7 +185,7 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
                int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
                int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
                None if task_type is None else str(task_type), *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS),
-               int(status == "ok"), offset, length)
+               int(usage.get("image_tokens", 0)), int(status == "ok"), offset, length)
         if _SQL_TYPES.issuperset(map(type, row)):
             return row
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
@@ -219,7 +221,8 @@ def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple
             _int(usage.get("completion_tokens")), _int(usage.get("cache_read_tokens")),
             _int(usage.get("cache_write_tokens")), _num(rec.get("latency_s")),
             _int(rec.get("retries")), None if task_type is None else _text(task_type),
-            *(_int(usage.get(c)) for c in BATCH_TOKEN_COLUMNS), int(status == "ok"), offset, length)
+            *(_int(usage.get(c)) for c in BATCH_TOKEN_COLUMNS), _int(usage.get("image_tokens")), int(status == "ok"),
+            offset, length)
 
 
 def _score(v: Any) -> float | None:
@@ -244,7 +247,8 @@ def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple | None:
                       int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
                       int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
                       None if task_type is None else str(task_type),
-                      *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS), int(rec.status == "ok"), offset, length)
+                      *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS), int(usage.get("image_tokens", 0)),
+                      int(rec.status == "ok"), offset, length)
     except (TypeError, ValueError, OverflowError, AttributeError):
         return None
     # Types exactly as a rebuild reads them back (a bool is no int, inf no float of JSON), so the
@@ -299,7 +303,8 @@ _SCHEMA = (
     "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
     "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
     "task_type TEXT, batch_prompt_tokens INTEGER, batch_completion_tokens INTEGER, batch_cache_read_tokens INTEGER, "
-    "batch_cache_write_tokens INTEGER, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) WITHOUT ROWID",
+    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
+    "WITHOUT ROWID",
 )
 # Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
 # re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
@@ -603,8 +608,9 @@ class RunIndex:
         for r in self._db.execute(sql, params):
             yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
                          {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
-                          "cache_write_tokens": r[16], **dict(zip(BATCH_TOKEN_COLUMNS, r[20:24], strict=True))},
-                         r[17], r[18], r[19], r[25], r[26])
+                          "cache_write_tokens": r[16], **dict(zip(BATCH_TOKEN_COLUMNS, r[20:24], strict=True)),
+                          "image_tokens": r[24]},
+                         r[17], r[18], r[19], r[26], r[27])
 
     def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset", scan: bool = False,
                **filters: Any) -> Iterator[tuple[Any, ...]]:

@@ -96,7 +96,7 @@ def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tupl
 
 
 SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "latency_s")
-SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS, *BATCH_TOKEN_COLUMNS)
+SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS, *BATCH_TOKEN_COLUMNS, "image_tokens")
 
 
 def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str,
         else:
             n_err += 1
             errors[str(error_kind)] += 1
-    n_rows, tool_calls, *token_sums = sums
+    n_rows, tool_calls, *token_sums, image_tokens = sums
     tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=False))
     # The part batch APIs billed (priced at the batch factor), shown only for groups that batched.
     tokens.update((k, v) for k, v in zip(BATCH_TOKEN_COLUMNS, token_sums[len(TOKEN_FIELDS):], strict=True) if v)
@@ -147,6 +147,8 @@ def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str,
         "prefix_cache_hit_rate": prefix_cache_hit_rate(tokens),
         "mean_latency_s": latency / n_rows if n_rows else None,
         "tool_calls_per_trajectory": tool_calls / n_rows if n_rows else None,
+        # Part of prompt_tokens; only servers that count them say (vLLM with --enable-prompt-tokens-details).
+        "image_tokens_per_trajectory": image_tokens / n_rows if n_rows and image_tokens else None,
         "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
     }
 

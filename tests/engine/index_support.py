@@ -34,7 +34,7 @@ def make_record(rng: random.Random, job: Job, *, ok: bool | None = None, size: i
                   error=None if ok else f"{kind}: " + "x" * rng.randrange(0, 900), error_kind=kind,
                   termination="answered" if ok else "error", rounds=rng.randrange(5), tool_calls=rng.randrange(4),
                   usage={"prompt_tokens": rng.randrange(1000), "completion_tokens": rng.randrange(100),
-                         "cache_read_tokens": rng.randrange(500)},
+                         "cache_read_tokens": rng.randrange(500), "image_tokens": rng.choice((0, 259, 518))},
                   latency_s=rng.random(), retries=rng.randrange(3),
                   score_details={"rescored_at": 1.0} if rescored else {},
                   metadata={"task_type": rng.choice(("count", "ocr"))},

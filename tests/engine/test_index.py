@@ -124,6 +124,32 @@ async def test_stale_foreign_or_tampered_index_is_rebuilt(tmp_path: Path) -> Non
         assert index.count() == 0
 
 
+async def test_an_index_of_the_previous_schema_is_rebuilt_and_the_report_sums_image_tokens(tmp_path: Path) -> None:
+    """Indexes written before ``image_tokens`` was a column are rebuilt from the records, not misread."""
+    rng = random.Random(11)
+    run = tmp_path / "run"
+    jobs = random_jobs(rng, n_tasks=3)
+    manifest(run, jobs)
+    with open_index(run) as index:
+        await write(run, [make_record(rng, j) for j in jobs], index)
+    db = sqlite3.connect(run / INDEX)  # the schema-3 table: no image_tokens column, version 3
+    db.execute("ALTER TABLE jobs DROP COLUMN image_tokens")
+    db.execute("UPDATE meta SET value = '3' WHERE key = 'version'")
+    db.commit()
+    db.close()
+    _assert_agrees(run, len(jobs))
+    latest = latest_by_job([run / RECORDS]).values()
+    for row in report(run)["rows"]:
+        group = [r for r in latest if (r["model"], r["suite"], r["setting"]) == (row["model"], row["suite"], row["setting"])]
+        images = sum(r["usage"]["image_tokens"] for r in group)
+        assert row["image_tokens_per_trajectory"] == (images / len(group) if images else None)
+    shown = [row for row in report(run)["rows"] if row["image_tokens_per_trajectory"]]
+    assert shown
+    table = subprocess.run([*FASTEVAL, "report", str(run)], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "COLUMNS": "250"}).stdout
+    assert "image tok/traj" in table and f"{shown[0]['image_tokens_per_trajectory']:.0f}" in table
+
+
 def test_index_rebuild_command_and_read_only_folder(tmp_path: Path) -> None:
     rng = random.Random(3)
     run = tmp_path / "run"

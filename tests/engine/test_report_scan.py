@@ -42,9 +42,10 @@ def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
     terminations: dict[str, int] = defaultdict(int)
     errors: dict[str, int] = defaultdict(int)
     tokens = dict.fromkeys(TOKEN_FIELDS, 0)
-    n_ok = n_err = calls = 0
+    n_ok = n_err = calls = images = 0
     latency = 0.0
     for r in records:
+        images += int(r["usage"].get("image_tokens", 0))
         terminations[str(r["termination"])] += 1
         calls += r["tool_calls"]
         latency += r["latency_s"]
@@ -74,6 +75,7 @@ def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         "prefix_cache_hit_rate": round(tokens["cache_read_tokens"] / tokens["prompt_tokens"], 4)
         if tokens["prompt_tokens"] and tokens["cache_read_tokens"] else None,
         "mean_latency_s": latency / n, "tool_calls_per_trajectory": calls / n,
+        "image_tokens_per_trajectory": images / n if images else None,
         "by_task_type": {t: sum(v) / len(v) for t, v in sorted(by_type.items())},
     }
 
