@@ -145,8 +145,9 @@ async def test_an_index_of_the_previous_schema_is_rebuilt_and_the_report_sums_im
         assert row["image_tokens_per_trajectory"] == (images / len(group) if images else None)
     shown = [row for row in report(run)["rows"] if row["image_tokens_per_trajectory"]]
     assert shown
-    table = subprocess.run([*FASTEVAL, "report", str(run)], capture_output=True, text=True, timeout=60,
-                           env={**os.environ, "COLUMNS": "250"}).stdout
+    done = await asyncio.to_thread(subprocess.run, [*FASTEVAL, "report", str(run)], capture_output=True, text=True,
+                                   timeout=60, env={**os.environ, "COLUMNS": "250"})
+    table = done.stdout
     assert "image tok/traj" in table and f"{shown[0]['image_tokens_per_trajectory']:.0f}" in table
 
 
