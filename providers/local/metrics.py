@@ -3,7 +3,9 @@
 vLLM runs a request's multimodal preprocessing (decoding, resizing, tiling the images) in its API
 server process, before the engine sees the request. When that front end is the ceiling, the engine
 has little to do (few requests running, none waiting) while requests pile up in front of it and
-the time to first token, which counts the wait, climbs. The body is another process's text: it is
+the time to first token climbs (vLLM 0.32 counts it from the start of rendering: the
+preprocessing is in it, the wait for the front end is not, so that wait is read from how many
+requests we have in flight there that its engine does not hold). The body is another process's text: it is
 read up to a size cap, and a line that is not a well-formed sample is skipped, never raised on.
 """
 
