@@ -204,8 +204,9 @@ API_SERVER_FLAGS = ("--api-server-count", "-asc")
 
 
 def check_api_servers(name: str, count: Any, args: list[str]) -> None:
-    """``serve.api_server_count``: a whole number >= 1, and not said a second time in ``serve.args``
-    (vLLM would take the last one silently, so one of the two settings would be a lie)."""
+    """``serve.api_server_count``: a whole number >= 1 (0 is vLLM's headless mode, with no HTTP server
+    to send to), not said a second time in ``serve.args`` (vLLM would take the last one silently, so
+    one of the two settings would be a lie), and not beside ``--headless`` (vLLM refuses the pair)."""
     if count is None:
         return
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
@@ -215,6 +216,9 @@ def check_api_servers(name: str, count: Any, args: list[str]) -> None:
     if given:
         raise ServeConfigError(f"model {name}: serve.api_server_count is set and serve.args passes {given[0]!r} too: "
                                "keep one of them (serve.api_server_count is the typed one)", key="api_server_count")
+    if "--headless" in args:
+        raise ServeConfigError(f"model {name}: serve.api_server_count cannot go with --headless in serve.args "
+                               "(vLLM starts no API server then, and fasteval needs one)", key="api_server_count")
 
 
 def image_limit(name: str, args: list[str]) -> int | None:

@@ -131,6 +131,7 @@ def test_a_command_that_only_names_the_vllm_binary_keeps_its_options(tmp_path: P
     ({"api_server_count": True}, "must be a whole number of processes >= 1"),
     ({"api_server_count": 2, "args": ["--api-server-count", "4"]}, "passes '--api-server-count' too"),
     ({"api_server_count": 2, "args": ["-asc=4"]}, "passes '-asc=4' too"),
+    ({"api_server_count": 2, "args": ["--headless"]}, "cannot go with --headless"),
 ])
 def test_api_server_count_nonsense_or_given_twice_is_refused_on_its_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], serve: dict[str, object], says: str) -> None:
