@@ -112,9 +112,14 @@ def _money(v: Any) -> str:
     return "-" if v is None else f"{float(v):.2f}"
 
 
+def _per_traj(v: Any) -> str:
+    """Image tokens per trajectory, ``-`` where the server did not count them."""
+    return "-" if v is None else f"{float(v):.0f}"
+
+
 def summary_table(run: dict[str, Any]) -> str:
     cols = ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
-            "prefix cache hit", "cost $")
+            "prefix cache hit", "image tok/traj", "cost $")
     head = "".join(f'<th class="{"num" if i > 2 else ""}">{escape(c)}</th>' for i, c in enumerate(cols))
     body = []
     for r in run["rows"]:
@@ -130,6 +135,7 @@ def summary_table(run: dict[str, Any]) -> str:
             f'<td class="num n_error">{r["n_error"]}</td><td class="num pass_at_k">{pct(r["pass_at_k"])}</td>'
             f'<td class="num pass_pow_k">{pct(r["pass_pow_k"])}</td>'
             f'<td class="num prefix_cache">{pct(r.get("prefix_cache_hit_rate"))}</td>'
+            f'<td class="num image_tokens">{_per_traj(r.get("image_tokens_per_trajectory"))}</td>'
             f'<td class="num cost">{_money(r.get("cost_usd"))}</td></tr>')
     total = run.get("cost_usd")
     caption = (f"<caption>estimated cost of the evaluated models: ${total:.2f} (fasteval.core.pricing; roles not "

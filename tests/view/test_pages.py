@@ -28,6 +28,14 @@ def test_suite_tables_render_scalars_dicts_and_nested_rows() -> None:
     assert html.count('<svg class="plot"') == 6  # no task types: no per-category plot
 
 
+def test_image_tokens_per_trajectory_show_where_the_server_counted_them() -> None:
+    run = _run({})
+    html = summary_body({"runs": [run]})
+    assert "<th class=\"num\">image tok/traj</th>" in html and '<td class="num image_tokens">-</td>' in html
+    run["rows"][0]["image_tokens_per_trajectory"] = 258.75  # type: ignore[index]
+    assert '<td class="num image_tokens">259</td>' in summary_body({"runs": [run]})
+
+
 def test_value_table_turns_lists_of_objects_into_tables() -> None:
     html = value_table({"rubric": [{"item": "names the tool", "weight": 2, "verdict": True},
                                    {"item": "<b>", "weight": 1, "verdict": False}], "nested": {"a": [1, 2]}})
