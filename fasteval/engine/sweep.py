@@ -18,7 +18,7 @@ import signal
 import sqlite3
 import time
 import traceback
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Record, Task, Trajectory, Usage
+from fasteval.engine.admission import Admission
 from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
@@ -182,6 +183,8 @@ class Sweep:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
         self.control = Controller(self)
+        self.cap = opts.max_concurrency or int(cfg.run.get("max_concurrency", 256))
+        """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
 
     def _fault(self, err: RuntimeError) -> None:
         """A fault no job can survive (full disk, vanished run folder): stop everything now.
@@ -240,15 +243,7 @@ class Sweep:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
-        manifest = read_manifest(self.opts.run_dir) or {}
-        manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
-                            "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
-        manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
-        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
-        try:
-            write_manifest(self.opts.run_dir, manifest)
-        except OSError as e:
-            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+        self._record_plan(runs, jobs_total, by)
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
@@ -262,14 +257,7 @@ class Sweep:
                                      done=finished):
                 self.serving.expect(job.model)
         result = SweepResult(total=jobs_total)
-        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
-                  for name in run.suite.tools(item, s) if name in TOOLS
-                  for req in getattr(TOOLS[name], "requires", ())}
-        if self.cfg.roles or self.cfg.run.get("cache"):
-            needed.add("cache")
-        needed.add("limiters")
-        if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
-            needed.add("browser")
+        needed = self._services_needed(runs)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
@@ -286,8 +274,7 @@ class Sweep:
             self.lanes = rt.lanes
             for lane in self.lanes.values():  # a full disk under batches/ stops the sweep like one under blobs/
                 lane.journal.on_failure = self._blob_fault
-            cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
-            for line in concurrency_caps(self.lanes, cap, jobs_total):
+            for line in concurrency_caps(self.lanes, self.cap, jobs_total):
                 log.warning("%s", line)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
@@ -317,6 +304,30 @@ class Sweep:
             raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
+    def _record_plan(self, runs: list[SuiteRun], jobs_total: int, by: dict[str, dict[str, int]]) -> None:
+        """The whole plan's totals, settings, texts and image sizes in the manifest (status reads them)."""
+        manifest = read_manifest(self.opts.run_dir) or {}
+        manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
+                            "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
+        manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
+        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
+        try:
+            write_manifest(self.opts.run_dir, manifest)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+
+    def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
+        """The services the planned tools require, the cache when roles or the config ask for it."""
+        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
+                  for name in run.suite.tools(item, s) if name in TOOLS
+                  for req in getattr(TOOLS[name], "requires", ())}
+        if self.cfg.roles or self.cfg.run.get("cache"):
+            needed.add("cache")
+        needed.add("limiters")
+        if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
+            needed.add("browser")
+        return needed
+
     def _health(self) -> Health:
         now = time.monotonic()
         down = {name: now - c.breaker.down_since for name, c in (self.clients | self.roles).items()
@@ -334,7 +345,7 @@ class Sweep:
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
                                prices=model_prices(self.cfg.raw, is_embedded), notes=self.control.notes,
-                               global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
+                               global_cap=self.cap)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -354,96 +365,45 @@ class Sweep:
 
     async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
                       result: SweepResult) -> None:
-        cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
-        slots = self.control.global_limit(cap)  # `fasteval ctl set --global concurrency=N` moves it
-        running: set[asyncio.Task[None]] = set()
-        idle = asyncio.Event()
-        idle.set()
         tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
 
-        def finished_one(task: asyncio.Task[None]) -> None:
-            running.discard(task)
-            slots.release()
-            if not running:
-                idle.set()
+        def run_job(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> Coroutine[Any, Any, None]:
+            return self._one(job, run, setting, item, writer, blobs, result, tools_cache)
 
-        serving = self.serving
-        waiting_gpus: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
+        def resumed() -> None:
+            self.counters.skipped += 1
+            self.counters.total -= 1
 
-        async def launcher() -> None:
-            # Jobs are created only when a slot is free: never thousands of idle coroutines.
-            # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
-            # other endpoints' jobs could use; they run (or are left unrun) at the end.
-            deferred: list[tuple[Job, SuiteRun, Setting, Task | LoadError]] = []
-
-            def resumed() -> None:
-                self.counters.skipped += 1
-                self.counters.total -= 1
-
-            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
-                                                self.opts.selectors, done=finished, on_done=resumed):
-                breaker = self.clients[job.model].breaker
-                if breaker is not None and breaker.is_open:
-                    deferred.append((job, run, setting, item))
-                    continue
-                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
-                    waiting_gpus.setdefault(job.model, []).append((job, run, setting, item))
-                    continue
-                await start(job, run, setting, item)
-            for job, run, setting, item in deferred:
-                await start(job, run, setting, item)
-            while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
-                for model in list(waiting_gpus):
-                    if serving.admission(model) != "defer" or self.control.dropped(model):  # drained: let go
-                        for entry in waiting_gpus.pop(model):
-                            await start(*entry)
-                if waiting_gpus:
-                    await serving.wait_change()
-
-        async def start(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
-            breaker = self.clients[job.model].breaker
-            if breaker is not None and breaker.gave_up:  # its endpoint is gone: leave the job unrun
-                self.counters.total -= 1
-                result.not_run += 1
-                result.down[breaker.endpoint] = breaker.reason
-                return
-            if not await self.control.admit((job, run, setting, item)):  # paused, drained or cancelled
-                return
-            await slots.acquire()
-            coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
-            if serving is not None and serving.served(job.model):
-                coro = serving.track(job.model, coro)
-            task = asyncio.create_task(coro)
-            self.control.track(job, task)
-            running.add(task)
-            idle.clear()
-            task.add_done_callback(finished_one)
-
-        self.control.launch = lambda entry: start(*entry)  # resumed and requeued jobs
+        # `fasteval ctl set --global concurrency=N` moves the cap through the controller's window
+        admission = Admission(self.control.global_limit(self.cap), self.clients, self.control, self.serving,
+                              run_job, lambda endpoint, reason: self._unrun(result, endpoint, reason))
+        self.control.launch = admission.start  # resumed and requeued jobs
         self.control.result = result
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())
-        launch = asyncio.create_task(launcher())
+        launch = asyncio.create_task(admission.feed(plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                         self.opts.selectors, done=finished, on_done=resumed)))
         idle_wait: asyncio.Task[Any] | None = None
         try:
             await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if launch.done():
                 launch.result()  # a failing plan or loader surfaces here
-                idle_wait = asyncio.create_task(self.control.settled(idle))
+                idle_wait = asyncio.create_task(self.control.settled(admission.idle))
                 await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await self.control.close()  # no resumed or requeued job starts after this
             for t in (launch, stop_wait, idle_wait):
                 if t is not None:
                     t.cancel()
-            if running:
-                for t in list(running):
-                    t.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
+            if await admission.cancel_running() or self._stop.is_set():
                 result.interrupted = True
-            if self._stop.is_set():
-                result.interrupted = True
+
+    def _unrun(self, result: SweepResult, endpoint: str, reason: str) -> None:
+        """A job left unrun because its endpoint is down: no record, a rerun runs it."""
+        self.counters.total -= 1
+        result.not_run += 1
+        result.down[endpoint] = reason
 
     def _tools_for(self, run: SuiteRun, setting: Setting, task: Task,
                    cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]]) -> dict[str, Any]:
@@ -487,11 +447,8 @@ class Sweep:
         async with self._job_scope(job):
             try:
                 await self._play(job, run, setting, item, blobs, tools_cache, rec, traj)
-            except EndpointDown as e:
-                # Not attempted (or cut short) because the endpoint is gone: no record, a rerun runs it.
-                self.counters.total -= 1
-                result.not_run += 1
-                result.down[e.endpoint] = e.reason
+            except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
+                self._unrun(result, e.endpoint, e.reason)
                 return
             except Exception as e:  # our bug or a suite's: record it, keep the sweep going
                 rec.error, rec.error_kind = _one_line(f"{type(e).__name__}: {e}"), "internal"
