@@ -29,7 +29,7 @@ from fasteval.cli.estimate import run_pilot  # noqa: E402
 from fasteval.cli.main import main  # noqa: E402
 from fasteval.config.load import load_config  # noqa: E402
 from fasteval.engine.estimate import estimate  # noqa: E402
-from fasteval.engine.sweep import RunOptions  # noqa: E402
+from fasteval.engine.plan import RunOptions  # noqa: E402
 from fasteval.runfolder.index import open_index  # noqa: E402
 
 MODELS = [{"name": "sim-tools", "provider": "sim", "policy": "tools", "latency_ms": 20, "misread_rate": 0.2},

@@ -8,7 +8,7 @@ are about KB kilobytes each, plus the same jobs split into ``--shards`` shard ru
 
 How the runs are built (the documented fast path): a real ``fasteval run`` of 20 tasks against
 the in-process sim (policy ``tools``, one calculator round, zero latency) gives template records.
-Then every job of the big config's real plan (``fasteval.engine.sweep.plan``, so job ids are the ones a
+Then every job of the big config's real plan (``fasteval.engine.plan.plan``, so job ids are the ones a
 sweep would resume) gets a template record with its own identity (job_id, model, suite,
 setting, task_id, seed), its tool output padded to reach the size, written through the sweep's
 own ``RecordWriter`` with the run index attached, exactly as a sweep writes them; the manifest
@@ -139,7 +139,8 @@ def _padded(template: dict[str, Any], kb: float) -> dict[str, Any]:
 async def build_runs(folder: Path, n: int, kb: float, shards: int, templates: list[dict[str, Any]]) -> dict[str, Any]:
     from fasteval.config.load import load_config
     from fasteval.core.types import Record
-    from fasteval.engine.sweep import RunOptions, in_shard, load_suite, plan, prepare_run_dir
+    from fasteval.engine.plan import RunOptions, in_shard, load_suite, plan
+    from fasteval.engine.sweep import prepare_run_dir
     from fasteval.runfolder.blobs import BlobStore
     from fasteval.runfolder.index import open_index
     from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest

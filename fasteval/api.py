@@ -15,14 +15,8 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig, load_config
 from fasteval.core.errors import ConfigError
-from fasteval.engine.sweep import (
-    RunOptions,
-    Selectors,
-    SweepIncomplete,
-    SweepResult,
-    default_run_dir,
-    run_sweep,
-)
+from fasteval.engine.plan import RunOptions, Selectors, default_run_dir
+from fasteval.engine.sweep import SweepIncomplete, SweepResult, run_sweep
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS
 

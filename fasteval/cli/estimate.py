@@ -25,7 +25,7 @@ from fasteval.runfolder.names import RECORDS
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
     from fasteval.engine.estimate import Estimate
-    from fasteval.engine.sweep import RunOptions
+    from fasteval.engine.plan import RunOptions
 
 
 def tokens(n: float | None) -> str:

@@ -32,13 +32,14 @@ from fasteval.runfolder.names import RECORDS, RUN_LOG
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
-    from fasteval.engine.sweep import RunOptions, Selectors, SweepResult
+    from fasteval.engine.plan import RunOptions, Selectors
+    from fasteval.engine.sweep import SweepResult
 
 
 def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
-    from fasteval.engine.sweep import Selectors
     """The plan narrowing asked for on the command line; unknown names are usage errors."""
     from fasteval.config.schema import did_you_mean
+    from fasteval.engine.plan import Selectors
 
     sel = Selectors(models=_names(a.model), suites=_names(a.suite), settings=_names(a.setting),
                     seeds=[int(x) for x in _names(a.seeds)], limit=a.limit)
@@ -154,7 +155,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     from fasteval.config.load import load_config
     from fasteval.config.series import not_loadable
     from fasteval.core.errors import ConfigError
-    from fasteval.engine.sweep import RunOptions, default_run_dir, parse_shard
+    from fasteval.engine.plan import RunOptions, default_run_dir, parse_shard
 
     try:
         cfg = load_config(a.config, ready=not_loadable if a.watch else None)  # watch: a half-written one waits

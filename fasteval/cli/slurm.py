@@ -17,7 +17,7 @@ from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
-from fasteval.engine.sweep import default_run_dir
+from fasteval.engine.plan import default_run_dir
 from fasteval.runfolder.names import MANIFEST
 from fasteval.slurm.cluster import ACTIVE, Cluster, SlurmError
 from fasteval.slurm.recorded import UntrustedJobs, trusted_options

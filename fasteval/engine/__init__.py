@@ -11,15 +11,17 @@ from fasteval.core.face import lazy_face
 
 if TYPE_CHECKING:
     from fasteval.engine.clients import build_client
+    from fasteval.engine.plan import RunOptions, Selectors
     from fasteval.engine.preflight import preflight
     from fasteval.engine.rescore import rescore
-    from fasteval.engine.sweep import RunOptions, Selectors, Sweep, SweepResult, run_sweep
+    from fasteval.engine.sweep import Sweep, SweepResult, run_sweep
     from fasteval.engine.watch import WatchOptions, WatchResult, watch_sweep
 
 __getattr__, __all__ = lazy_face("fasteval.engine", {
     "clients": ("build_client",),
     "preflight": ("preflight",),
+    "plan": ("RunOptions", "Selectors"),
     "rescore": ("rescore",),
-    "sweep": ("RunOptions", "Selectors", "Sweep", "SweepResult", "run_sweep"),
+    "sweep": ("Sweep", "SweepResult", "run_sweep"),
     "watch": ("WatchOptions", "WatchResult", "watch_sweep"),
 })

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig
-from fasteval.engine.sweep import RunOptions, check_roles, check_setting_selectors, load_suite, plan
+from fasteval.engine.plan import RunOptions, check_roles, check_setting_selectors, load_suite, plan
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS

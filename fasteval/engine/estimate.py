@@ -32,7 +32,7 @@ from fasteval.engine.estimate_prompt import (
     pairs,
     trajectory_prompt,
 )
-from fasteval.engine.sweep import RunOptions, SuiteRun, check_setting_selectors, load_suite, plan
+from fasteval.engine.plan import RunOptions, SuiteRun, check_setting_selectors, load_suite, plan
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS

@@ -18,25 +18,34 @@ import signal
 import sqlite3
 import time
 import traceback
-from collections import Counter
-from collections.abc import AsyncIterator, Callable, Container, Iterator
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig, config_diff
-from fasteval.core.errors import ConfigChanged, ConfigError
+from fasteval.core.errors import ConfigChanged
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
-from fasteval.core.types import Job, Record, Task, Trajectory, Usage, job_id_of
+from fasteval.core.types import Job, Record, Task, Trajectory, Usage
+from fasteval.engine.admission import Admission
 from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
 from fasteval.engine.control import Controller
 from fasteval.engine.control_server import control_channel
 from fasteval.engine.notify import Health, Notifier, watching
+from fasteval.engine.plan import (
+    RunOptions,
+    SuiteRun,
+    check_roles,
+    check_setting_selectors,
+    load_suite,
+    plan,
+    plan_totals,
+)
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.runtime import open_runtime
 from fasteval.engine.serving import Serving, checkpoint_identities
@@ -45,7 +54,7 @@ from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
-from fasteval.suites.base import LoadError, ScoreContext, Setting, Suite, make_suite
+from fasteval.suites.base import LoadError, ScoreContext, Setting
 from fasteval.tools.base import TOOLS, make_tool
 from providers.base import ProviderError
 from providers.breaker import BreakerPolicy, EndpointDown
@@ -54,46 +63,6 @@ from providers.local import trajectory
 from providers.registry import is_embedded
 
 log = logging.getLogger("fasteval")
-
-
-@dataclass(slots=True)
-class Selectors:
-    """Narrow the plan without changing the config (resume and the config hash ignore them)."""
-
-    models: list[str] = field(default_factory=list)
-    suites: list[str] = field(default_factory=list)
-    settings: list[str] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=list)
-    limit: int | None = None
-    """First N tasks of each suite."""
-    spread: bool = False
-    """``limit`` takes N tasks spread evenly over each suite, not the first N (a pilot: suites are
-    often ordered by task type)."""
-
-    def __bool__(self) -> bool:
-        return bool(self.models or self.suites or self.settings or self.seeds or self.limit is not None)
-
-
-@dataclass(slots=True)
-class RunOptions:
-    run_dir: Path
-    shard: tuple[int, int] | None = None
-    shard_by: str = "job"
-    """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
-    max_concurrency: int | None = None
-    force: bool = False
-    keep_errors: bool = False
-    progress: bool | None = None
-    selectors: Selectors = field(default_factory=Selectors)
-    no_wait: bool = False
-    """Batched models: submit their batches and stop (exit 3); a rerun collects the results."""
-
-
-@dataclass(slots=True)
-class SuiteRun:
-    suite: Suite
-    settings: list[Setting]
-    items: list[Task | LoadError]
 
 
 @dataclass(slots=True)
@@ -127,12 +96,6 @@ class SweepResult:
         return EXIT_JOB_ERRORS if self.errors else EXIT_OK
 
 
-def default_run_dir(config_path: str | Path, shard: tuple[int, int] | None = None) -> Path:
-    """``runs/<config stem>`` (``-shard<i>of<n>`` for a shard): where a run goes without --run-dir."""
-    folder = Path("runs") / Path(config_path).stem
-    return folder.with_name(f"{folder.name}-shard{shard[0]}of{shard[1]}") if shard else folder
-
-
 class SweepIncomplete(RunIncomplete):
     """The sweep stopped with work left that a rerun can do (exit 3); carries the partial result."""
 
@@ -154,116 +117,6 @@ def usage_summary(turns: list[Usage]) -> dict[str, int]:
     if total.image_tokens:  # part of prompt_tokens, where the server says so
         out["image_tokens"] = total.image_tokens
     return out
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    i, _, n = text.partition("/")
-    try:
-        idx, count = int(i), int(n)
-    except ValueError:
-        idx, count = -1, 0
-    if not 0 <= idx < count:
-        raise ConfigError(f"--shard {text}: expected i/n with 0 <= i < n")
-    return idx, count
-
-
-def in_shard(job_id: str, shard: tuple[int, int] | None, model_slot: int | None = None) -> bool:
-    """Is this job in the shard? By job_id hash, or by the model's position when sharding by model."""
-    if shard is None:
-        return True
-    key = int(job_id, 16) if model_slot is None else model_slot
-    return key % shard[1] == shard[0]
-
-
-def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
-    """Settings from the config, each filled in from the suite's default of the same name."""
-    defaults = {s.name: s for s in suite.default_settings()}
-    if not entries:
-        return list(defaults.values())
-    out = []
-    for e in entries:
-        if "extends" in e and e["extends"] not in defaults:
-            raise ConfigError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
-                             f"of its default settings ({', '.join(defaults) or 'none'})")
-        base = defaults.get(e.get("extends", e["name"]))
-        merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
-        options = {**merged.get("options", {}), **(e.get("options") or {})}
-        merged.update({k: v for k, v in e.items() if k not in ("options", "extends")})
-        merged["options"] = options
-        out.append(Setting(**merged))
-    return out
-
-
-def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
-    suite = make_suite(entry["name"], dict(entry.get("options") or {}), blobs)
-    items: list[Task | LoadError] = []
-    seen: set[str] = set()
-    try:
-        for item in suite.load():
-            if isinstance(item, Task) and item.id in seen:
-                item = LoadError(task_id=f"{item.id}#dup{len(items)}", message=f"duplicate task id {item.id!r}")
-            seen.add(item.task_id if isinstance(item, LoadError) else item.id)
-            items.append(item)
-    except Exception as e:  # a loader that dies still leaves what it loaded and one error record
-        items.append(LoadError(task_id=f"{entry['name']}-load", message=f"loader failed: {type(e).__name__}: {e}"))
-    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
-
-
-def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-         selectors: Selectors | None = None, done: Container[str] = frozenset(),
-         on_done: Callable[[], None] | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
-    """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
-
-    Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
-    Jobs whose id is in ``done`` (the resume set) are left out, each with a call of ``on_done``:
-    resuming a finished sweep builds no Job at all.
-    """
-    sel = selectors or Selectors()
-    all_models = [m["name"] for m in cfg.models]
-    slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
-    models, seeds = _plan_axes(cfg, sel)
-    need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
-    for run, setting, item, tid in _plan_items(runs, sel):
-        suite = run.suite.name
-        for seed in seeds:
-            for model in models:
-                if need_id:
-                    job_id = job_id_of(model, suite, setting.name, tid, seed)
-                    if shard is not None and not in_shard(job_id, shard, slot.get(model)):
-                        continue
-                    if job_id in done:
-                        if on_done is not None:
-                            on_done()
-                        continue
-                yield Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed), run, setting, item
-
-
-def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
-    """The plan's models and seeds, as the selectors narrow them."""
-    models = [m["name"] for m in cfg.models if not sel.models or m["name"] in sel.models]
-    return models, [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
-
-
-def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun, Setting, Task | LoadError, str]]:
-    """Each (suite, setting, task) of the plan with its task id; every model and seed runs each."""
-    for run in runs:
-        if sel.suites and run.suite.name not in sel.suites:
-            continue
-        items = run.items if sel.limit is None else spread(run.items, sel.limit) if sel.spread else run.items[:sel.limit]
-        for setting in run.settings:
-            if sel.settings and setting.name not in sel.settings:
-                continue
-            for item in items:
-                if isinstance(item, Task) and not run.suite.applies_to(item, setting):
-                    continue
-                yield run, setting, item, item.task_id if isinstance(item, LoadError) else item.id
-
-
-def spread(items: list[Any], n: int) -> list[Any]:
-    """``n`` items at even steps through ``items``, in order (all of them when there are no more)."""
-    if n >= len(items):
-        return items
-    return [items[i * len(items) // n] for i in range(n)]
 
 
 def _versions() -> dict[str, str]:
@@ -330,6 +183,8 @@ class Sweep:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
         self.control = Controller(self)
+        self.cap = opts.max_concurrency or int(cfg.run.get("max_concurrency", 256))
+        """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
 
     def _fault(self, err: RuntimeError) -> None:
         """A fault no job can survive (full disk, vanished run folder): stop everything now.
@@ -388,15 +243,7 @@ class Sweep:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
-        manifest = read_manifest(self.opts.run_dir) or {}
-        manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
-                            "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
-        manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
-        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
-        try:
-            write_manifest(self.opts.run_dir, manifest)
-        except OSError as e:
-            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+        self._record_plan(runs, jobs_total, by)
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
@@ -410,14 +257,7 @@ class Sweep:
                                      done=finished):
                 self.serving.expect(job.model)
         result = SweepResult(total=jobs_total)
-        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
-                  for name in run.suite.tools(item, s) if name in TOOLS
-                  for req in getattr(TOOLS[name], "requires", ())}
-        if self.cfg.roles or self.cfg.run.get("cache"):
-            needed.add("cache")
-        needed.add("limiters")
-        if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
-            needed.add("browser")
+        needed = self._services_needed(runs)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
@@ -434,8 +274,7 @@ class Sweep:
             self.lanes = rt.lanes
             for lane in self.lanes.values():  # a full disk under batches/ stops the sweep like one under blobs/
                 lane.journal.on_failure = self._blob_fault
-            cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
-            for line in concurrency_caps(self.lanes, cap, jobs_total):
+            for line in concurrency_caps(self.lanes, self.cap, jobs_total):
                 log.warning("%s", line)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
@@ -465,6 +304,30 @@ class Sweep:
             raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
+    def _record_plan(self, runs: list[SuiteRun], jobs_total: int, by: dict[str, dict[str, int]]) -> None:
+        """The whole plan's totals, settings, texts and image sizes in the manifest (status reads them)."""
+        manifest = read_manifest(self.opts.run_dir) or {}
+        manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
+                            "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
+        manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
+        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
+        try:
+            write_manifest(self.opts.run_dir, manifest)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+
+    def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
+        """The services the planned tools require, the cache when roles or the config ask for it."""
+        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
+                  for name in run.suite.tools(item, s) if name in TOOLS
+                  for req in getattr(TOOLS[name], "requires", ())}
+        if self.cfg.roles or self.cfg.run.get("cache"):
+            needed.add("cache")
+        needed.add("limiters")
+        if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
+            needed.add("browser")
+        return needed
+
     def _health(self) -> Health:
         now = time.monotonic()
         down = {name: now - c.breaker.down_since for name, c in (self.clients | self.roles).items()
@@ -486,7 +349,7 @@ class Sweep:
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
                                prices=model_prices(self.cfg.raw, is_embedded), notes=self._notes,
-                               global_cap=self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256)))
+                               global_cap=self.cap)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -506,96 +369,45 @@ class Sweep:
 
     async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
                       result: SweepResult) -> None:
-        cap = self.opts.max_concurrency or int(self.cfg.run.get("max_concurrency", 256))
-        slots = self.control.global_limit(cap)  # `fasteval ctl set --global concurrency=N` moves it
-        running: set[asyncio.Task[None]] = set()
-        idle = asyncio.Event()
-        idle.set()
         tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
 
-        def finished_one(task: asyncio.Task[None]) -> None:
-            running.discard(task)
-            slots.release()
-            if not running:
-                idle.set()
+        def run_job(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> Coroutine[Any, Any, None]:
+            return self._one(job, run, setting, item, writer, blobs, result, tools_cache)
 
-        serving = self.serving
-        waiting_gpus: dict[str, list[tuple[Job, SuiteRun, Setting, Task | LoadError]]] = {}
+        def resumed() -> None:
+            self.counters.skipped += 1
+            self.counters.total -= 1
 
-        async def launcher() -> None:
-            # Jobs are created only when a slot is free: never thousands of idle coroutines.
-            # Jobs of an endpoint that is down wait at the back, so they do not hold slots that
-            # other endpoints' jobs could use; they run (or are left unrun) at the end.
-            deferred: list[tuple[Job, SuiteRun, Setting, Task | LoadError]] = []
-
-            def resumed() -> None:
-                self.counters.skipped += 1
-                self.counters.total -= 1
-
-            for job, run, setting, item in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
-                                                self.opts.selectors, done=finished, on_done=resumed):
-                breaker = self.clients[job.model].breaker
-                if breaker is not None and breaker.is_open:
-                    deferred.append((job, run, setting, item))
-                    continue
-                if serving is not None and serving.served(job.model) and serving.admission(job.model) != "run":
-                    waiting_gpus.setdefault(job.model, []).append((job, run, setting, item))
-                    continue
-                await start(job, run, setting, item)
-            for job, run, setting, item in deferred:
-                await start(job, run, setting, item)
-            while serving is not None and waiting_gpus:  # served models waiting for GPUs, in turn
-                for model in list(waiting_gpus):
-                    if serving.admission(model) != "defer" or self.control.dropped(model):  # drained: let go
-                        for entry in waiting_gpus.pop(model):
-                            await start(*entry)
-                if waiting_gpus:
-                    await serving.wait_change()
-
-        async def start(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> None:
-            breaker = self.clients[job.model].breaker
-            if breaker is not None and breaker.gave_up:  # its endpoint is gone: leave the job unrun
-                self.counters.total -= 1
-                result.not_run += 1
-                result.down[breaker.endpoint] = breaker.reason
-                return
-            if not await self.control.admit((job, run, setting, item)):  # paused, drained or cancelled
-                return
-            await slots.acquire()
-            coro = self._one(job, run, setting, item, writer, blobs, result, tools_cache)
-            if serving is not None and serving.served(job.model):
-                coro = serving.track(job.model, coro)
-            task = asyncio.create_task(coro)
-            self.control.track(job, task)
-            running.add(task)
-            idle.clear()
-            task.add_done_callback(finished_one)
-
-        self.control.launch = lambda entry: start(*entry)  # resumed and requeued jobs
+        # `fasteval ctl set --global concurrency=N` moves the cap through the controller's window
+        admission = Admission(self.control.global_limit(self.cap), self.clients, self.control, self.serving,
+                              run_job, lambda endpoint, reason: self._unrun(result, endpoint, reason))
+        self.control.launch = admission.start  # resumed and requeued jobs
         self.control.result = result
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())
-        launch = asyncio.create_task(launcher())
+        launch = asyncio.create_task(admission.feed(plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                         self.opts.selectors, done=finished, on_done=resumed)))
         idle_wait: asyncio.Task[Any] | None = None
         try:
             await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if launch.done():
                 launch.result()  # a failing plan or loader surfaces here
-                idle_wait = asyncio.create_task(self.control.settled(idle))
+                idle_wait = asyncio.create_task(self.control.settled(admission.idle))
                 await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             await self.control.close()  # no resumed or requeued job starts after this
             for t in (launch, stop_wait, idle_wait):
                 if t is not None:
                     t.cancel()
-            if running:
-                for t in list(running):
-                    t.cancel()
-                await asyncio.gather(*running, return_exceptions=True)
+            if await admission.cancel_running() or self._stop.is_set():
                 result.interrupted = True
-            if self._stop.is_set():
-                result.interrupted = True
+
+    def _unrun(self, result: SweepResult, endpoint: str, reason: str) -> None:
+        """A job left unrun because its endpoint is down: no record, a rerun runs it."""
+        self.counters.total -= 1
+        result.not_run += 1
+        result.down[endpoint] = reason
 
     def _tools_for(self, run: SuiteRun, setting: Setting, task: Task,
                    cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]]) -> dict[str, Any]:
@@ -639,11 +451,8 @@ class Sweep:
         async with self._job_scope(job):
             try:
                 await self._play(job, run, setting, item, blobs, tools_cache, rec, traj)
-            except EndpointDown as e:
-                # Not attempted (or cut short) because the endpoint is gone: no record, a rerun runs it.
-                self.counters.total -= 1
-                result.not_run += 1
-                result.down[e.endpoint] = e.reason
+            except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
+                self._unrun(result, e.endpoint, e.reason)
                 return
             except Exception as e:  # our bug or a suite's: record it, keep the sweep going
                 rec.error, rec.error_kind = _one_line(f"{type(e).__name__}: {e}"), "internal"
@@ -713,58 +522,6 @@ def _one_line(text: str, limit: int = 300) -> str:
     """Error texts on records and the terminal are one bounded line (the traceback is in run.log)."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[:limit - 1] + "…"
-
-
-def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-                selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
-    # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
-    # is walked once more to launch, so this pass must stay cheap at a million jobs. Unsharded,
-    # every model and seed runs every planned task: counting tasks is enough (no job is built).
-    combos: Counter[tuple[str, str, str, int]] = Counter()
-    if shard is None:
-        sel = selectors or Selectors()
-        models, seeds = _plan_axes(cfg, sel)
-        per = Counter((run.suite.name, setting.name) for run, setting, _, _ in _plan_items(runs, sel))
-        for (suite, setting), n in per.items():
-            for seed in seeds:
-                for model in models:
-                    combos[(model, suite, setting, seed)] += n
-    else:
-        combos.update((job.model, job.suite, job.setting, job.seed)
-                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
-    by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-    for combo, n in combos.items():
-        for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
-            by[dim][str(val)] = by[dim].get(str(val), 0) + n
-    return sum(combos.values()), by
-
-
-def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
-    """``--setting`` must name a setting of some selected suite (a typo would silently run nothing)."""
-    known = {s.name for r in runs if not selectors.suites or r.suite.name in selectors.suites for s in r.settings}
-    unknown = [s for s in selectors.settings if s not in known]
-    if unknown:
-        raise ConfigError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
-
-
-def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) -> None:
-    """Every role a selected setting's scoring calls on is configured: otherwise each of its jobs
-    would pay for a trajectory and then end as a ``judge_error``; refused before anything runs."""
-    missing: list[str] = []
-    roles: set[str] = set()
-    for run in runs:
-        if selectors.suites and run.suite.name not in selectors.suites:
-            continue
-        for s in run.settings:
-            if selectors.settings and s.name not in selectors.settings:
-                continue
-            for role in sorted(run.suite.roles_needed(s) - set(cfg.roles)):
-                missing.append(f"suite {run.suite.name} (setting {s.name}) scores with the role {role!r}")
-                roles.add(role)
-    if missing:
-        example = ", ".join(f"{r}: {{provider: ..., model: ...}}" for r in sorted(roles))
-        raise ConfigError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
-                         f"roles: {{{example}}} (docs/config.md, roles); nothing ran")
 
 
 def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:

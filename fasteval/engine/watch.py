@@ -25,7 +25,8 @@ from pathlib import Path
 
 from fasteval.config.load import SweepConfig, load_config
 from fasteval.config.series import SeriesSpec, not_loadable, step_of
-from fasteval.engine.sweep import RunOptions, SweepIncomplete, SweepResult, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import SweepIncomplete, SweepResult, run_sweep
 
 log = logging.getLogger("fasteval.engine.watch")
 

@@ -21,17 +21,26 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import math
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import orjson
 
-from fasteval.core.pricing import BATCH_TOKENS
+from fasteval.runfolder.index_rows import (
+    COLUMNS,
+    INT_MAX,
+    INT_MIN,
+    IndexRowTuple,
+    JobRow,
+    job_row,
+    row_or_none,
+    storable_row,
+    storable_text,
+    summarise_line,
+)
 from fasteval.runfolder.names import INDEX as INDEX  # importers of index keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
@@ -39,261 +48,27 @@ from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 log = logging.getLogger("fasteval")
 
 SCHEMA_VERSION = "4"
-_ERROR_CHARS = 300
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 _STATS_MIN_ROWS = 1000
 
-BATCH_TOKEN_COLUMNS = BATCH_TOKENS
-"""The part of each token count a provider's batch API billed (a record's ``usage.batch_*``): the
-report prices it at the batch factor, the rest at the full price (fasteval.core.pricing)."""
-
-# Column order of the jobs table (and of the tuples ``row_of_*`` return).
-COLUMNS = _COLS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
-         "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
-         "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
-         "task_type", *BATCH_TOKEN_COLUMNS, "image_tokens", "ok", "byte_offset", "byte_length")
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
                       "termination", "task_type"})
-IndexRowTuple = tuple[Any, ...]
 
 
 class RunIndexError(RuntimeError):
     """The index cannot be used (e.g. a record line is not where the index says)."""
 
 
-@dataclass(slots=True)
-class JobRow:
-    """One job's latest record, summarised; ``offset``/``length`` locate its full line."""
-
-    job_id: str
-    model: str
-    suite: str
-    setting: str
-    task_id: str
-    seed: int
-    status: str
-    score: float | None
-    error_kind: str | None
-    error: str | None
-    """First 300 characters of the record's error."""
-    termination: str | None
-    rounds: int
-    tool_calls: int
-    usage: dict[str, int]
-    """prompt_tokens, completion_tokens, cache_read_tokens, cache_write_tokens, their batch_* parts, and
-    image_tokens (the part of prompt_tokens the server said were images; 0 where it did not say)."""
-    latency_s: float
-    retries: int
-    task_type: str | None
-    offset: int
-    length: int
-
-    def at(self, offset: int, length: int) -> IndexRowTuple:
-        """This row as an index row for the same record at another place (a merged file)."""
-        return (self.job_id, self.model, self.suite, self.setting, self.task_id, self.seed, self.status, self.score,
-                self.error_kind, self.error, self.termination, self.rounds, self.tool_calls,
-                self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
-                self.usage["cache_write_tokens"], self.latency_s, self.retries,
-                self.task_type, *(self.usage.get(c, 0) for c in BATCH_TOKEN_COLUMNS), self.usage.get("image_tokens", 0),
-                int(self.status == "ok"),
-                offset, length)
-
-
-def _short(text: Any) -> str | None:
-    if text is None:
-        return None
-    s = str(text)
-    return s if len(s) <= _ERROR_CHARS else s[:_ERROR_CHARS - 1] + "…"
-
-
-# What an INTEGER column holds; a value past either end (a hostile server's 2**64 tokens) is
-# clamped there, the record keeps the value as sent, and a sum that would pass it saturates.
-INT_MAX = (1 << 63) - 1
-INT_MIN = -(1 << 63)
-_SCORE, _LATENCY = 7, 17  # positions of the REAL columns in a row
-
-
-def _num(v: Any, default: float = 0.0) -> float:
-    """A finite number of a JSON value, else ``default`` (a huge int is clamped, not overflowed)."""
-    if not isinstance(v, int | float) or isinstance(v, bool):
-        return default
-    if isinstance(v, int):
-        return float(min(max(v, -INT_MAX), INT_MAX))
-    return v if math.isfinite(v) else default
-
-
-def _int(v: Any) -> int:
-    """An int the index can hold (clamped to 64 bits) of a JSON value, 0 for a non-number."""
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return 0
-        v = int(v)
-    elif isinstance(v, str) and len(v) < 400:
-        # The record writer keeps an int past 64 bits as its digits; read back, it clamps alike.
-        try:
-            v = int(v)
-        except ValueError:
-            return 0
-    if isinstance(v, int) and not isinstance(v, bool):
-        return min(max(v, INT_MIN), INT_MAX)
-    return 0
-
-
-def _text(v: Any) -> str:
-    """``str(v)`` that SQLite accepts: no lone surrogates, no int too long to print."""
-    try:
-        s = v if isinstance(v, str) else str(v)
-    except ValueError:  # an int past Python's str-conversion digit limit
-        s = f"<integer of {v.bit_length()} bits>" if isinstance(v, int) else "<unprintable value>"
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError:
-        s = s.encode("utf-8", "replace").decode("utf-8")
-    return s
-
-
-def _sql_value(v: Any, col: int) -> Any:
-    """One value of a row made storable (the slow path, for a row SQLite refused)."""
-    if v is None:
-        return None
-    if col in (_SCORE, _LATENCY):
-        f = _num(v, math.nan)
-        return (f if math.isfinite(f) else None) if col == _SCORE else (f if math.isfinite(f) else 0.0)
-    if isinstance(v, int | float) and not isinstance(v, str):
-        return _int(v)
-    return _text(v)
-
-
-def storable_row(row: IndexRowTuple) -> IndexRowTuple:
-    """``row`` with every value clamped or turned into text the index can hold."""
-    return tuple(_sql_value(v, i) for i, v in enumerate(row))
-
-
-def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
-    """The index row of a record dict (as read back from a line)."""
-    try:
-        usage = rec["usage"]
-        task_type = rec["metadata"].get("task_type")
-        status = rec["status"]
-        error = rec["error"]
-        score = rec["score"]
-        row = (rec["job_id"], rec["model"], rec["suite"], rec["setting"], rec["task_id"], int(rec["seed"]), status,
-               None if score is None else float(score), rec["error_kind"],
-               error if error is None or len(error) <= _ERROR_CHARS else _short(error), rec["termination"],
-               int(rec["rounds"]), int(rec["tool_calls"]), int(usage.get("prompt_tokens", 0)),
-               int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
-               int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
-               None if task_type is None else str(task_type), *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS),
-               int(usage.get("image_tokens", 0)), int(status == "ok"), offset, length)
-        if _SQL_TYPES.issuperset(map(type, row)):
-            return row
-    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
-        pass
-    return _careful_row(rec, offset, length)
-
-
-_SQL_TYPES = frozenset({str, int, float, type(None)})
 # What SQLite's binding raises for a value it cannot hold (an int past 64 bits, a lone surrogate).
 _UNSTORABLE = (OverflowError, ValueError, sqlite3.InterfaceError, sqlite3.ProgrammingError)
 # Total orders, each served by an index (job_id ends every index of a WITHOUT ROWID table).
 _ORDER = {"offset": "byte_offset", "key": "model, suite, setting, task_id, seed, job_id"}
 
 
-def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
-    """``row_of_dict`` for a record with missing fields or odd types (hand-written, old)."""
-    usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
-    meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-    score = rec.get("score")
-    task_type = meta.get("task_type") if meta else None
-    status = _text(rec.get("status"))
-
-    def text(key: str) -> str | None:
-        v = rec.get(key)
-        return None if v is None else _text(v)
-
-    usage = usage or {}
-    error = rec.get("error")
-    return (_text(rec["job_id"]), _text(rec.get("model")), _text(rec.get("suite")), _text(rec.get("setting")),
-            _text(rec.get("task_id")), _int(rec.get("seed")), _text(status), _score(score),
-            text("error_kind"), None if error is None else _short(_text(error)), text("termination"),
-            _int(rec.get("rounds")), _int(rec.get("tool_calls")), _int(usage.get("prompt_tokens")),
-            _int(usage.get("completion_tokens")), _int(usage.get("cache_read_tokens")),
-            _int(usage.get("cache_write_tokens")), _num(rec.get("latency_s")),
-            _int(rec.get("retries")), None if task_type is None else _text(task_type),
-            *(_int(usage.get(c)) for c in BATCH_TOKEN_COLUMNS), _int(usage.get("image_tokens")), int(status == "ok"),
-            offset, length)
-
-
-def _score(v: Any) -> float | None:
-    f = _num(v, math.nan)
-    return f if math.isfinite(f) else None
-
-
-def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple | None:
-    """The index row of a ``fasteval.core.types.Record`` being written (no serialise/parse round trip).
-
-    None when a field has an odd type or size (a seed from a dataset, a score past float range,
-    a token count past 64 bits): the caller then indexes the written line as a rebuild would.
-    """
-    try:
-        usage = rec.usage or {}
-        task_type = (rec.metadata or {}).get("task_type")
-        if task_type is not None and not isinstance(task_type, str):
-            return None  # a list or a number: index it as written (a 2**64 inside is a string there)
-        row: IndexRowTuple = (rec.job_id, rec.model, rec.suite, rec.setting, rec.task_id, int(rec.seed), rec.status,
-                      None if rec.score is None else float(rec.score), rec.error_kind, _short(rec.error), rec.termination,
-                      int(rec.rounds), int(rec.tool_calls), int(usage.get("prompt_tokens", 0)),
-                      int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
-                      int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
-                      None if task_type is None else str(task_type),
-                      *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS), int(usage.get("image_tokens", 0)),
-                      int(rec.status == "ok"), offset, length)
-    except (TypeError, ValueError, OverflowError, AttributeError):
-        return None
-    # Types exactly as a rebuild reads them back (a bool is no int, inf no float of JSON), so the
-    # writer's row and the rebuild's agree; the range check is SQLite's own (OverflowError).
-    if _SQL_TYPES.issuperset(map(type, row)) and math.isfinite(row[_LATENCY]) and \
-            (row[_SCORE] is None or math.isfinite(row[_SCORE])):
-        return row
-    return None
-
-
-def row_of_written(rec: Any, line: bytes, offset: int) -> IndexRowTuple | None:
-    """The row of a record the writer has just written as ``line`` (None: a bad line)."""
-    row = row_of_record(rec, offset, len(line))
-    if row is not None:
-        return row
-    doc = summarise_line(line)
-    return None if doc is None else _row_or_none(doc, offset, len(line))
-
-
-def _row_or_none(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple | None:
-    """The row of a parsed line, or None (a bad line) when no row can be made of it."""
-    try:
-        return row_of_dict(rec, offset, length)
-    except Exception as e:  # a value no coercion foresaw: the line is skipped, never the index
-        log.warning("run index: line at byte %s not indexed (%s)", offset, e)
-        return None
-
-
-def summarise_line(line: bytes) -> dict[str, Any] | None:
-    """The record of a line, or None for a line that is not one (exactly as every reader decides).
-
-    The whole line is parsed: a torn record followed by a whole one on the same line (an append
-    without repair) starts like a valid record, and only a full parse rejects it. Parsing costs
-    only on catch-up and rebuild; the writer indexes what it writes without parsing anything.
-    """
-    try:
-        rec = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return None
-    return rec if isinstance(rec, dict) and "job_id" in rec else None
-
-
 _UPSERT = (
-    f"INSERT INTO jobs({', '.join(_COLS)}) VALUES({', '.join('?' * len(_COLS))}) "
-    f"ON CONFLICT(job_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in _COLS[1:])} "
+    f"INSERT INTO jobs({', '.join(COLUMNS)}) VALUES({', '.join('?' * len(COLUMNS))}) "
+    f"ON CONFLICT(job_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])} "
     "WHERE (excluded.ok, excluded.byte_offset) > (jobs.ok, jobs.byte_offset)"
 )
 _SCHEMA = (
@@ -492,7 +267,7 @@ class RunIndex:
                     if not line.endswith(b"\n"):
                         break  # end of file, or a torn last line the next writer repairs
                     rec = summarise_line(line)
-                    row = None if rec is None else _row_or_none(rec, pos, len(line))
+                    row = None if rec is None else row_or_none(rec, pos, len(line))
                     if row is None:
                         bad += 1
                     else:
@@ -540,7 +315,7 @@ class RunIndex:
             except (*_UNSTORABLE, sqlite3.IntegrityError) as e:
                 rejected += 1
                 log.warning("run index: record of job %.80s at byte %s not indexed (%s)",
-                            _text(row[0]), row[-2], e)
+                            storable_text(row[0]), row[-2], e)
         n = self._db.execute("SELECT count(*) FROM jobs").fetchone()[0]
         bad = int(self._db.execute("SELECT value FROM meta WHERE key = 'bad_lines'").fetchone()[0])
         self._set_meta({"n_jobs": n, "bad_lines": bad + rejected})
@@ -601,16 +376,12 @@ class RunIndex:
         """
         where, params = self._where(filters)
         sort = _ORDER[order]
-        sql = f"SELECT {', '.join(_COLS)} FROM jobs{where} ORDER BY {sort}"
+        sql = f"SELECT {', '.join(COLUMNS)} FROM jobs{where} ORDER BY {sort}"
         if limit is not None or skip:
             sql += " LIMIT ? OFFSET ?"
             params += [-1 if limit is None else limit, skip]
         for r in self._db.execute(sql, params):
-            yield JobRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12],
-                         {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
-                          "cache_write_tokens": r[16], **dict(zip(BATCH_TOKEN_COLUMNS, r[20:24], strict=True)),
-                          "image_tokens": r[24]},
-                         r[17], r[18], r[19], r[26], r[27])
+            yield job_row(r)
 
     def select(self, columns: Sequence[str], *, order: Literal["offset", "key"] = "offset", scan: bool = False,
                **filters: Any) -> Iterator[tuple[Any, ...]]:
@@ -620,8 +391,8 @@ class RunIndex:
         a walk of an index costs a primary-key lookup per row, ten times a row of a plain scan.
         """
         for col in columns:
-            if col not in _COLS:
-                raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
+            if col not in COLUMNS:
+                raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
         where, params = self._where(filters, scan)
         sort = ", ".join(f"+{c.strip()}" for c in _ORDER[order].split(",")) if scan else _ORDER[order]
         yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
@@ -629,8 +400,8 @@ class RunIndex:
     def sums(self, columns: Sequence[str], *, scan: bool = False, **filters: Any) -> tuple[int, ...]:
         """The matching jobs' count, then the sum of each integer column (tokens, tool calls)."""
         for col in columns:
-            if col not in _COLS:
-                raise TypeError(f"unknown index column {col!r}; known: {list(_COLS)}")
+            if col not in COLUMNS:
+                raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
         where, params = self._where(filters, scan)
         sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
         try:
@@ -745,7 +516,7 @@ def _connect(target: str | Path) -> sqlite3.Connection:
             db.execute(stmt)
         jobs = tuple(r[1] for r in db.execute("PRAGMA table_info(jobs)"))
         meta = tuple(r[1] for r in db.execute("PRAGMA table_info(meta)"))
-        if jobs != _COLS or meta != ("key", "value"):
+        if jobs != COLUMNS or meta != ("key", "value"):
             raise _ForeignIndex(f"index tables are not this version's (jobs columns {list(jobs)[:4]}…)")
         for stmt in _INDEXES.values():
             db.execute(stmt)

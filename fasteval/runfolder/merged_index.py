@@ -29,7 +29,6 @@ from fasteval.runfolder.index import (
     _HASH_BYTES,
     _INDEXES,
     _STATS_MIN_ROWS,
-    BATCH_TOKEN_COLUMNS,
     INDEX,
     RECORDS,
     SCHEMA_VERSION,
@@ -38,6 +37,7 @@ from fasteval.runfolder.index import (
     _connect,
     _line_digest,
 )
+from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 
 # Every column but the location, in schema order (the location is computed).
 _KEEP = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",

@@ -25,7 +25,8 @@ from fasteval.core.errors import DamagedRunFolder
 from fasteval.core.redact import redact_bytes, redact_text
 from fasteval.core.types import Record
 from fasteval.runfolder.diskfaults import database_failure, vanished, write_failure
-from fasteval.runfolder.index import IndexRowTuple, RunIndex, row_of_written
+from fasteval.runfolder.index import RunIndex
+from fasteval.runfolder.index_rows import IndexRowTuple, row_of_written
 from fasteval.runfolder.names import MANIFEST as MANIFEST  # importers of records keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink

@@ -90,7 +90,7 @@ class Suite(ABC):
     def roles_needed(self, setting: Setting) -> frozenset[str]:
         """Roles (``roles:`` in the config) this setting's scoring calls on: without one every job
         would end as a ``judge_error`` after its trajectory was paid for, so the sweep refuses to
-        start instead (fasteval.engine.sweep.check_roles)."""
+        start instead (fasteval.engine.plan.check_roles)."""
         return frozenset()
 
     def tools(self, task: Task, setting: Setting) -> list[str]:

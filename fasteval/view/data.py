@@ -26,7 +26,8 @@ import orjson
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.runfolder.blobs import open_blob
 from fasteval.runfolder.control import read_trace
-from fasteval.runfolder.index import JobRow, RunIndex, open_index
+from fasteval.runfolder.index import RunIndex, open_index
+from fasteval.runfolder.index_rows import JobRow
 from fasteval.runfolder.names import BLOBS
 from fasteval.runfolder.records import RECORDS, read_manifest
 from fasteval.runfolder.safe_open import open_nofollow

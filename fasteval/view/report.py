@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.control import read_trace
-from fasteval.runfolder.index import BATCH_TOKEN_COLUMNS, RunIndex, open_index
+from fasteval.runfolder.index import RunIndex, open_index
+from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 from fasteval.runfolder.records import read_manifest
 from fasteval.view.curves import learning_curves
 from providers.registry import is_embedded

@@ -10,7 +10,8 @@ import orjson
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, SweepResult, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import SweepResult, run_sweep
 from fasteval.runfolder.control import CONTROL_SOCKET, ask
 
 

@@ -12,7 +12,8 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.types import Task, Trajectory, Turn
 from fasteval.engine.agent import parse_text_tool_call
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import render
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 
 

@@ -15,8 +15,9 @@ from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.pricing import Price, model_prices
 from fasteval.engine.batching import BatchLane, batch_job
+from fasteval.engine.plan import RunOptions
 from fasteval.engine.progress import Counters, ProgressDisplay
-from fasteval.engine.sweep import RunOptions, Sweep
+from fasteval.engine.sweep import Sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.view.report import report
 from providers.base import ChatRequest, ProviderError

@@ -29,7 +29,8 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.engine.batching import BatchLane, batch_job, custom_id
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings

@@ -12,7 +12,8 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
-from fasteval.engine.sweep import RunOptions, Sweep, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import Sweep, run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 
 

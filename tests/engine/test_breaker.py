@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, SweepIncomplete, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import SweepIncomplete, run_sweep
 from providers.breaker import BreakerPolicy, CircuitBreaker, EndpointDown, EndpointUnreachable
 from providers.sim import SimModel, SimServer
 

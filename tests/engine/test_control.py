@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.engine.sweep import Selectors, SweepIncomplete
+from fasteval.engine.plan import Selectors
+from fasteval.engine.sweep import SweepIncomplete
 from fasteval.runfolder.control import CONTROL_SOCKET, read_trace
 from fasteval.runfolder.index import open_index
 from providers.sim import SimModel, SimServer

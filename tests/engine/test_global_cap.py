@@ -7,7 +7,8 @@ from pathlib import Path
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 from providers.sim import SimModel, SimServer
 
 

@@ -15,7 +15,7 @@ import orjson
 from fasteval.core.types import Job
 from fasteval.runfolder.records import read_manifest, write_manifest
 from fasteval.suites.base import suites_with_tables
-from tests.engine.index_support import make_record, manifest, write
+from tests.runfolder.index_support import make_record, manifest, write
 
 _PROBE = """
 import json, sys

@@ -14,7 +14,8 @@ import orjson
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 from providers.base import ChatRequest, ProviderError
 from providers.client import ModelClient, RetryPolicy, count_retries
 from providers.openai_compat import OpenAICompatProvider

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, Sweep, SweepIncomplete
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import Sweep, SweepIncomplete
 from fasteval.suites.jsonl import JsonlSuite
 from providers.breaker import EndpointDown
 from sandbox import SandboxPool

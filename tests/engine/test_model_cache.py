@@ -8,7 +8,8 @@ import orjson
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, Sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import Sweep
 
 
 def cfg_path(tmp: Path, modes: str) -> Path:

@@ -20,7 +20,7 @@ from fasteval.core.types import Job, Record
 from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.records import RECORDS
 from fasteval.view.report import TOKEN_FIELDS, bootstrap_ci, report
-from tests.engine.index_support import make_record, manifest, write
+from tests.runfolder.index_support import make_record, manifest, write
 
 
 def _latest_in_file_order(run_dir: Path) -> list[dict[str, Any]]:

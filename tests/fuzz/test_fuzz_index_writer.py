@@ -20,7 +20,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fasteval.core.types import Record
-from fasteval.runfolder.index import COLUMNS, open_index, rebuild_index
+from fasteval.runfolder.index import open_index, rebuild_index
+from fasteval.runfolder.index_rows import COLUMNS
 from fasteval.runfolder.records import RecordWriter
 
 INT_MAX, INT_MIN = 2**63 - 1, -(2**63)  # what an SQLite INTEGER holds

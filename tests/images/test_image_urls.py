@@ -26,7 +26,8 @@ from PIL import Image
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError, ModelConfigError
 from fasteval.engine.clients import build_client, image_resolver
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 from fasteval.images import ImageEncoder, processor_resize, smart_resize
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.records import read_manifest

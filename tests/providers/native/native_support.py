@@ -11,7 +11,8 @@ import orjson
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, SweepResult, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import SweepResult, run_sweep
 from providers.sim import SimModel, SimServer
 
 

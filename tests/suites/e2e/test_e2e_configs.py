@@ -17,7 +17,7 @@ import yaml
 from e2e_support import cli, latest, load_fixture_module, report_rows, run_summary
 
 from fasteval.config.load import SweepConfig, load_config
-from fasteval.engine.sweep import build_settings
+from fasteval.engine.plan import build_settings
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import SUITES, Setting, make_suite
 from fasteval.tools.base import TOOLS

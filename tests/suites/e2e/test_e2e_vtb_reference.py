@@ -17,7 +17,8 @@ from aiohttp import web
 from e2e_support import load_fixture_module
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 
 vtb = load_fixture_module("visualtoolbench/vtb_fixtures.py")
 

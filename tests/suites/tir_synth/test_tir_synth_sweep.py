@@ -9,7 +9,8 @@ import orjson
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import RunOptions, run_sweep
+from fasteval.engine.plan import RunOptions
+from fasteval.engine.sweep import run_sweep
 
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "tir-synth.yaml"
 

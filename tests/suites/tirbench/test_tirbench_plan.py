@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 from fasteval.config.load import load_config
-from fasteval.engine.sweep import Selectors, load_suite, plan, plan_totals
+from fasteval.engine.plan import Selectors, load_suite, plan, plan_totals
 from fasteval.runfolder.blobs import BlobStore
 
 

@@ -157,7 +157,7 @@ def test_missing_level_fields_fail_loudly_unless_named_or_waived(tmp_path: Path,
                                                                  png: Callable[..., bytes]) -> None:
     import pytest
 
-    from fasteval.engine.sweep import load_suite
+    from fasteval.engine.plan import load_suite
     from fasteval.suites.vistahop.loader import LevelsMissing
 
     (tmp_path / "a.png").write_bytes(png((1, 1, 1)))

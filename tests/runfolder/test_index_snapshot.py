@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 from fasteval.runfolder.index import open_index
-from tests.engine.index_support import make_record, manifest, random_jobs, write
+from tests.runfolder.index_support import make_record, manifest, random_jobs, write
 
 
 async def test_a_snapshot_does_not_see_jobs_a_writer_adds_meanwhile(tmp_path: Path) -> None:

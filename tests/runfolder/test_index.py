@@ -15,10 +15,18 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fasteval.runfolder.index import INDEX, open_index, summarise_line
+from fasteval.runfolder.index import INDEX, open_index
+from fasteval.runfolder.index_rows import summarise_line
 from fasteval.runfolder.records import RECORDS, latest_by_job
 from fasteval.view.report import report, status
-from tests.engine.index_support import full_scan_rows, index_rows, make_record, manifest, random_jobs, write
+from tests.runfolder.index_support import (
+    full_scan_rows,
+    index_rows,
+    make_record,
+    manifest,
+    random_jobs,
+    write,
+)
 
 FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 

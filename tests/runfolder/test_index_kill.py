@@ -15,8 +15,15 @@ import orjson
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS, latest_by_job, repair_tail
 from fasteval.view.report import report, status
-from tests.engine.index_support import full_scan_rows, index_rows, make_record, manifest, random_jobs, write
 from tests.engine.test_resume import make_config
+from tests.runfolder.index_support import (
+    full_scan_rows,
+    index_rows,
+    make_record,
+    manifest,
+    random_jobs,
+    write,
+)
 
 FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 
@@ -26,7 +33,7 @@ import asyncio, random, sys
 from pathlib import Path
 from fasteval.runfolder.records import RECORDS, RecordWriter
 from fasteval.runfolder.index import open_index
-from tests.engine.index_support import make_record, random_jobs
+from tests.runfolder.index_support import make_record, random_jobs
 
 async def main(run_dir, sizes, count):
     rng = random.Random(int(sys.argv[4]))

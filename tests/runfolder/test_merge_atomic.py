@@ -17,7 +17,7 @@ from fasteval.runfolder.index import open_index
 from fasteval.runfolder.merge import MergeConflict, merge_runs
 from fasteval.runfolder.records import RECORDS
 from fasteval.view.report import status
-from tests.engine.index_support import (
+from tests.runfolder.index_support import (
     full_scan_rows,
     index_rows,
     make_record,

@@ -10,7 +10,7 @@ from typing import Literal
 import pytest
 
 from fasteval.runfolder.index import _ORDER, open_index
-from tests.engine.index_support import make_record, manifest, random_jobs, write
+from tests.runfolder.index_support import make_record, manifest, random_jobs, write
 
 
 @pytest.mark.parametrize("order", ["offset", "key"])

@@ -17,7 +17,7 @@ from fasteval.runfolder.merge import MergeConflict, merge_runs
 from fasteval.runfolder.merged_index import write_merged
 from fasteval.runfolder.records import RECORDS, latest_by_job
 from fasteval.view.report import status
-from tests.engine.index_support import (
+from tests.runfolder.index_support import (
     full_scan_rows,
     index_rows,
     make_record,

@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 
 from fasteval.core.types import Job, Record
-from fasteval.runfolder.index import RunIndex, row_of_dict
+from fasteval.runfolder.index import RunIndex
+from fasteval.runfolder.index_rows import row_of_dict
 from fasteval.runfolder.records import RECORDS, RecordWriter, latest_by_job, write_manifest
 
 MODELS = ("m-a", "m-b")

@@ -1,0 +1,227 @@
+"""The plan of a sweep: which jobs a config, its suites and the selectors make, in which order.
+
+Read by the sweep to launch, and by dry-run, estimate, rescore and status to count or preview
+without running anything; so it imports nothing of the scheduler, clients or serving.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Container, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fasteval.config.load import SweepConfig
+from fasteval.core.errors import ConfigError
+from fasteval.core.types import Job, Task, job_id_of
+from fasteval.runfolder.blobs import BlobStore
+from fasteval.suites.base import LoadError, Setting, Suite, make_suite
+
+
+@dataclass(slots=True)
+class Selectors:
+    """Narrow the plan without changing the config (resume and the config hash ignore them)."""
+
+    models: list[str] = field(default_factory=list)
+    suites: list[str] = field(default_factory=list)
+    settings: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)
+    limit: int | None = None
+    """First N tasks of each suite."""
+    spread: bool = False
+    """``limit`` takes N tasks spread evenly over each suite, not the first N (a pilot: suites are
+    often ordered by task type)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.models or self.suites or self.settings or self.seeds or self.limit is not None)
+
+
+@dataclass(slots=True)
+class RunOptions:
+    run_dir: Path
+    shard: tuple[int, int] | None = None
+    shard_by: str = "job"
+    """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
+    max_concurrency: int | None = None
+    force: bool = False
+    keep_errors: bool = False
+    progress: bool | None = None
+    selectors: Selectors = field(default_factory=Selectors)
+    no_wait: bool = False
+    """Batched models: submit their batches and stop (exit 3); a rerun collects the results."""
+
+
+@dataclass(slots=True)
+class SuiteRun:
+    suite: Suite
+    settings: list[Setting]
+    items: list[Task | LoadError]
+
+
+def default_run_dir(config_path: str | Path, shard: tuple[int, int] | None = None) -> Path:
+    """``runs/<config stem>`` (``-shard<i>of<n>`` for a shard): where a run goes without --run-dir."""
+    folder = Path("runs") / Path(config_path).stem
+    return folder.with_name(f"{folder.name}-shard{shard[0]}of{shard[1]}") if shard else folder
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    i, _, n = text.partition("/")
+    try:
+        idx, count = int(i), int(n)
+    except ValueError:
+        idx, count = -1, 0
+    if not 0 <= idx < count:
+        raise ConfigError(f"--shard {text}: expected i/n with 0 <= i < n")
+    return idx, count
+
+
+def in_shard(job_id: str, shard: tuple[int, int] | None, model_slot: int | None = None) -> bool:
+    """Is this job in the shard? By job_id hash, or by the model's position when sharding by model."""
+    if shard is None:
+        return True
+    key = int(job_id, 16) if model_slot is None else model_slot
+    return key % shard[1] == shard[0]
+
+
+def build_settings(suite: Suite, entries: list[dict[str, Any]] | None) -> list[Setting]:
+    """Settings from the config, each filled in from the suite's default of the same name."""
+    defaults = {s.name: s for s in suite.default_settings()}
+    if not entries:
+        return list(defaults.values())
+    out = []
+    for e in entries:
+        if "extends" in e and e["extends"] not in defaults:
+            raise ConfigError(f"suite {suite.name}: setting {e['name']!r} extends {e['extends']!r}, which is not one "
+                             f"of its default settings ({', '.join(defaults) or 'none'})")
+        base = defaults.get(e.get("extends", e["name"]))
+        merged: dict[str, Any] = asdict(base) if base else {"name": e["name"]}
+        options = {**merged.get("options", {}), **(e.get("options") or {})}
+        merged.update({k: v for k, v in e.items() if k not in ("options", "extends")})
+        merged["options"] = options
+        out.append(Setting(**merged))
+    return out
+
+
+def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
+    suite = make_suite(entry["name"], dict(entry.get("options") or {}), blobs)
+    items: list[Task | LoadError] = []
+    seen: set[str] = set()
+    try:
+        for item in suite.load():
+            if isinstance(item, Task) and item.id in seen:
+                item = LoadError(task_id=f"{item.id}#dup{len(items)}", message=f"duplicate task id {item.id!r}")
+            seen.add(item.task_id if isinstance(item, LoadError) else item.id)
+            items.append(item)
+    except Exception as e:  # a loader that dies still leaves what it loaded and one error record
+        items.append(LoadError(task_id=f"{entry['name']}-load", message=f"loader failed: {type(e).__name__}: {e}"))
+    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
+
+
+def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+         selectors: Selectors | None = None, done: Container[str] = frozenset(),
+         on_done: Callable[[], None] | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+    """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
+
+    Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
+    Jobs whose id is in ``done`` (the resume set) are left out, each with a call of ``on_done``:
+    resuming a finished sweep builds no Job at all.
+    """
+    sel = selectors or Selectors()
+    all_models = [m["name"] for m in cfg.models]
+    slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
+    models, seeds = _plan_axes(cfg, sel)
+    need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
+    for run, setting, item, tid in _plan_items(runs, sel):
+        suite = run.suite.name
+        for seed in seeds:
+            for model in models:
+                if need_id:
+                    job_id = job_id_of(model, suite, setting.name, tid, seed)
+                    if shard is not None and not in_shard(job_id, shard, slot.get(model)):
+                        continue
+                    if job_id in done:
+                        if on_done is not None:
+                            on_done()
+                        continue
+                yield Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed), run, setting, item
+
+
+def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
+    """The plan's models and seeds, as the selectors narrow them."""
+    models = [m["name"] for m in cfg.models if not sel.models or m["name"] in sel.models]
+    return models, [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
+
+
+def _plan_items(runs: list[SuiteRun], sel: Selectors) -> Iterator[tuple[SuiteRun, Setting, Task | LoadError, str]]:
+    """Each (suite, setting, task) of the plan with its task id; every model and seed runs each."""
+    for run in runs:
+        if sel.suites and run.suite.name not in sel.suites:
+            continue
+        items = run.items if sel.limit is None else spread(run.items, sel.limit) if sel.spread else run.items[:sel.limit]
+        for setting in run.settings:
+            if sel.settings and setting.name not in sel.settings:
+                continue
+            for item in items:
+                if isinstance(item, Task) and not run.suite.applies_to(item, setting):
+                    continue
+                yield run, setting, item, item.task_id if isinstance(item, LoadError) else item.id
+
+
+def spread(items: list[Any], n: int) -> list[Any]:
+    """``n`` items at even steps through ``items``, in order (all of them when there are no more)."""
+    if n >= len(items):
+        return items
+    return [items[i * len(items) // n] for i in range(n)]
+
+
+def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+                selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+    # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
+    # is walked once more to launch, so this pass must stay cheap at a million jobs. Unsharded,
+    # every model and seed runs every planned task: counting tasks is enough (no job is built).
+    combos: Counter[tuple[str, str, str, int]] = Counter()
+    if shard is None:
+        sel = selectors or Selectors()
+        models, seeds = _plan_axes(cfg, sel)
+        per = Counter((run.suite.name, setting.name) for run, setting, _, _ in _plan_items(runs, sel))
+        for (suite, setting), n in per.items():
+            for seed in seeds:
+                for model in models:
+                    combos[(model, suite, setting, seed)] += n
+    else:
+        combos.update((job.model, job.suite, job.setting, job.seed)
+                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
+    by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
+    for combo, n in combos.items():
+        for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
+            by[dim][str(val)] = by[dim].get(str(val), 0) + n
+    return sum(combos.values()), by
+
+
+def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:
+    """``--setting`` must name a setting of some selected suite (a typo would silently run nothing)."""
+    known = {s.name for r in runs if not selectors.suites or r.suite.name in selectors.suites for s in r.settings}
+    unknown = [s for s in selectors.settings if s not in known]
+    if unknown:
+        raise ConfigError(f"--setting {', '.join(unknown)}: no such setting (known: {', '.join(sorted(known))})")
+
+
+def check_roles(cfg: SweepConfig, runs: list[SuiteRun], selectors: Selectors) -> None:
+    """Every role a selected setting's scoring calls on is configured: otherwise each of its jobs
+    would pay for a trajectory and then end as a ``judge_error``; refused before anything runs."""
+    missing: list[str] = []
+    roles: set[str] = set()
+    for run in runs:
+        if selectors.suites and run.suite.name not in selectors.suites:
+            continue
+        for s in run.settings:
+            if selectors.settings and s.name not in selectors.settings:
+                continue
+            for role in sorted(run.suite.roles_needed(s) - set(cfg.roles)):
+                missing.append(f"suite {run.suite.name} (setting {s.name}) scores with the role {role!r}")
+                roles.add(role)
+    if missing:
+        example = ", ".join(f"{r}: {{provider: ..., model: ...}}" for r in sorted(roles))
+        raise ConfigError(f"{'; '.join(dict.fromkeys(missing))}, which {cfg.path.name} does not configure: add "
+                         f"roles: {{{example}}} (docs/config.md, roles); nothing ran")
