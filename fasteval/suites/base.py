@@ -8,7 +8,7 @@ the suite still runs and the error lands on a record.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeGuard
@@ -67,6 +67,9 @@ class Suite(ABC):
     """The suite's ``options`` (checked before a run; None: not declared, not checked)."""
     setting_options: ClassVar[OptionSchema | None] = None
     """Suite-specific keys of a setting's ``options`` (image_profile, tool_options are always allowed)."""
+    option_defaults: ClassVar[Mapping[str, Any]] = {}
+    """What an option the config leaves out means, for options that change which benchmark runs
+    (HR-Bench's ``version``): a published number names them, and the leaderboard matches on them."""
 
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         self.options = options

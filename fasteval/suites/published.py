@@ -34,6 +34,8 @@ PUBLISHED_FIELDS: dict[str, Opt] = {
     "table": Opt("str", "where in the paper: 'Table 3', 'Table 2, p. 9', 'README table'", required=True),
     "metric": Opt("str", "the paper's name for the number (Pass@1, APR, All)"),
     "note": Opt("str", "how the paper's setting differs from ours, if it does"),
+    "options": Opt("dict", "suite options the number was measured with, e.g. {version: 8k}: shown only beside a "
+                   "run whose suite entry has them (an option the entry leaves out takes the suite's default)"),
 }
 """The fields of one published number, shared by the shipped file and a config's ``published:``."""
 
@@ -53,6 +55,8 @@ class PublishedScore:
     note: str = ""
     origin: str = "shipped"
     """``shipped`` (fasteval's published.yaml) or ``config`` (the sweep's own ``published:``)."""
+    options: tuple[tuple[str, str], ...] = ()
+    """Suite options the number needs (HR-Bench's ``version``), as text: 4K and 8K share setting names."""
 
     @property
     def fraction(self) -> float:
@@ -61,6 +65,10 @@ class PublishedScore:
     def matches(self, names: Iterable[str]) -> bool:
         wanted = {m.lower() for m in self.match}
         return any(n.lower() in wanted for n in names)
+
+    def fits(self, entry_options: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
+        """Whether a run's suite entry was run as the paper's number was (its options, else the defaults)."""
+        return all(str(entry_options.get(k, defaults.get(k))).lower() == v.lower() for k, v in self.options)
 
     def as_dict(self) -> dict[str, Any]:
         return {"model": self.model, "value": self.fraction, "paper": self.paper, "table": self.table,
@@ -81,10 +89,14 @@ def published_score(entry: Mapping[str, Any], origin: str) -> PublishedScore:
         raise ValueError(f"published entry for {entry['model']!r}: value must be a percentage, got {value!r}")
     if not isinstance(match, list) or not all(isinstance(m, str) for m in match):
         raise ValueError(f"published entry for {entry['model']!r}: match must be a list of names")
+    options = entry.get("options") or {}
+    if not isinstance(options, Mapping) or not all(isinstance(v, str | int | float) for v in options.values()):
+        raise ValueError(f"published entry for {entry['model']!r}: options must map option names to values")
     return PublishedScore(suite=str(entry["suite"]), setting=str(entry["setting"]), model=str(entry["model"]),
                           match=tuple(match), value=float(value), paper=str(entry["paper"]),
                           table=str(entry["table"]), metric=str(entry.get("metric") or ""),
-                          note=str(entry.get("note") or ""), origin=origin)
+                          note=str(entry.get("note") or ""), origin=origin,
+                          options=tuple(sorted((str(k), str(v)) for k, v in options.items())))
 
 
 @cache

@@ -47,8 +47,11 @@ def leaderboard(rep: Mapping[str, Any], config: Mapping[str, Any], *, sort: str 
     for r in rows:
         model = str(r["model"])
         names = (model, ids.get(model, model))
-        cells[model][f"{r['suite']}/{r['setting']}"] = _cell(r, [p for p in known if p.suite == r["suite"]
-                                                                  and p.setting == r["setting"] and p.matches(names)])
+        found = [p for p in known if p.suite == r["suite"] and p.setting == r["setting"] and p.matches(names)]
+        if any(p.options for p in found):  # only then the suite's defaults are needed (importing it)
+            opts, defaults = _entry_options(config, str(r["suite"]), str(r["setting"]))
+            found = [p for p in found if p.fits(opts, defaults)]
+        cells[model][f"{r['suite']}/{r['setting']}"] = _cell(r, found)
     out_rows = []
     for model in sorted(cells):
         means = [c["mean"] for c in cells[model].values() if c["mean"] is not None]
@@ -59,6 +62,19 @@ def leaderboard(rep: Mapping[str, Any], config: Mapping[str, Any], *, sort: str 
     return {"run_dir": rep.get("run_dir"), "sort": sort, "columns": columns, "rows": out_rows,
             "average": "mean of the model's column headlines; a row with fewer columns than the table "
                        "averages over the ones it has (complete: false)"}
+
+
+def _entry_options(config: Mapping[str, Any], suite: str, setting: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    """The options of the suite entry that ran ``setting`` and the suite's defaults: HR-Bench 4K and 8K
+    share setting names, so a published 8K number must not sit beside a 4K run (its ``options``)."""
+    from fasteval.suites import SUITES
+
+    entries = [e for e in config.get("suites") or [] if isinstance(e, Mapping) and e.get("name") == suite]
+    named = [e for e in entries if any(isinstance(s, Mapping) and s.get("name") == setting
+                                       for s in e.get("settings") or [])]
+    entry = (named or entries or [{}])[0]
+    cls = SUITES.get(suite)
+    return entry.get("options") or {}, getattr(cls, "option_defaults", {}) if cls is not None else {}
 
 
 def _cell(row: Mapping[str, Any], published: list[PublishedScore]) -> dict[str, Any]:

@@ -102,6 +102,23 @@ def test_shipped_numbers_match_by_endpoint_model_id_and_both_scorers_show() -> N
     assert "paper 25.83 (VistaHop Table 3, as GPT-5.2)" in text
 
 
+def test_hrbench_numbers_sit_only_beside_a_run_of_their_version() -> None:
+    """4K and 8K share setting names: an 8K run called ``direct`` gets no 4K paper number."""
+    rep = {"rows": [_row("gpt-4o", "hrbench", "direct", 0.6), _row("gpt-4o", "hrbench", "direct-8k", 0.5)]}
+    models = [{"name": "gpt-4o", "provider": "openai"}]
+
+    def published(suites: list[dict[str, Any]], key: str) -> list[tuple[str, float]]:
+        [row] = leaderboard(rep, {"models": models, "suites": suites})["rows"]
+        return sorted((p["metric"], p["value"]) for p in row["cells"][key]["published"])
+
+    default_4k = [{"name": "hrbench", "options": {"path": "x"}, "settings": [{"name": "direct"}]},
+                  {"name": "hrbench", "options": {"path": "x", "version": "8k"}, "settings": [{"name": "direct-8k"}]}]
+    assert published(default_4k, "hrbench/direct") == [("HR-Bench 4K Acc.", 0.59), ("HR-Bench 4K accuracy", 0.62)]
+    assert published(default_4k, "hrbench/direct-8k") == [("HR-Bench 8K Acc.", 0.555), ("HR-Bench 8K accuracy", 0.583)]
+    eight_k_as_direct = [{"name": "hrbench", "options": {"path": "x", "version": "8k"}, "settings": [{"name": "direct"}]}]
+    assert published(eight_k_as_direct, "hrbench/direct") == []
+
+
 def test_a_configs_number_comes_before_the_shipped_one() -> None:
     rep = {"rows": [_row("o3", "tirbench", "tool", 0.4)]}
     config = {"models": [{"name": "o3", "provider": "openai", "model": "o3-2025-04-16"}],

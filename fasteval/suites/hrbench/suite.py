@@ -86,6 +86,7 @@ class HRBench(ChoiceSuite):
     scorers = SCORERS
     vlmevalkit_layout = "ImageMCQDataset"
     shuffles = False
+    option_defaults = {"version": "4k"}
     options_schema = {**common_options("hrbench", SCORERS),
                       "version": Opt("str", "4k or 8k (default 4k)", choices=VERSIONS),
                       "judge": Opt("str", "vlmevalkit: exact_matching (default) or the role of VLMEvalKit's fallback "
@@ -98,7 +99,7 @@ class HRBench(ChoiceSuite):
         # The judged scorers bring their own judge and texts: VLMEvalKit's fallback stays off.
         super().__init__({**options, "judge": EXACT_MATCHING} if judged else options, blobs)
         self.options = options
-        self.version = str(options.get("version", "4k"))
+        self.version = str(options.get("version", self.option_defaults["version"]))
         if self.version not in VERSIONS:
             raise ValueError(f"hrbench: version must be one of {VERSIONS}, got {self.version!r}")
         self.official_book: TextBook | None = None
