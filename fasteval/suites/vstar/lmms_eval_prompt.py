@@ -15,7 +15,6 @@ our default budget stays.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,7 @@ from fasteval.suites.reference_texts import (
     sha256_text,
     text_options,
 )
+from fasteval.suites.vstar.option_scan import find_options
 
 TASK_FILE = "lmms_eval/tasks/vstar_bench/vstar_bench.yaml"
 DEFAULT_REFERENCE_REPO = "data/reference/lmms-eval"
@@ -40,9 +40,6 @@ MAX_YAML_BYTES = 1_000_000
 MAX_INCLUDES = 4
 KWARGS = "lmms_eval_specific_kwargs"
 OWN_POST_PROMPT = "\nReply with the letter of the right option only."
-_OPTION = re.compile(r"\([A-D]\)\s*([^()]+?)(?=\s*\([A-D]\)|$)")
-"""``vstar_doc_to_text``'s option pattern (no DOTALL: ``[^()]`` crosses lines anyway, so the last
-option runs to the end of ``text``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +153,8 @@ def lmms_eval_prompt(texts: TextBook, question: str, options: Mapping[str, str],
     """``vstar_doc_to_text``: from the release's ``text`` when given (options in its order), else
     from the question and the options shown."""
     if raw_text is not None:
-        found = _OPTION.findall(raw_text)
+        # vstar_doc_to_text's option pattern, read in one pass (option_scan); the last option runs to the end
+        found = [body for _, body in find_options(raw_text)]
         lines = [f"{k}. {o.strip()}" for k, o in zip("ABCD", found, strict=False)]  # at most four, as theirs
         text = f"{raw_text.split('(A)')[0].strip()}\n" + "\n".join(lines) if found else raw_text
     else:

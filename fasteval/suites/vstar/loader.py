@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError
 from fasteval.suites.mcq.tables import LETTERS, ImageColumn, RowError, iter_rows, letter_options, text_field
 from fasteval.suites.row_checks import PathOutsideRoot, confine
+from fasteval.suites.vstar.option_scan import find_options
 
 CATEGORIES = ("direct_attributes", "relative_position")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
@@ -92,7 +92,6 @@ def _load_tsv(path: Path, blobs: BlobStore) -> Iterator[Task | LoadError]:
             yield LoadError(task_id, f"row {n} (index {task_id}): {e}")
 
 
-_OPTION = re.compile(r"\(([A-D])\)\s*([^()]+?)(?=\s*\([A-D]\)|$)", re.S)
 
 
 def _load_jsonl(path: Path, blobs: BlobStore) -> Iterator[Task | LoadError]:
@@ -103,7 +102,7 @@ def _load_jsonl(path: Path, blobs: BlobStore) -> Iterator[Task | LoadError]:
             if "__bad__" in row:
                 raise RowError(str(row["__bad__"]))
             text = text_field(row, "text")
-            found = _OPTION.findall(text)
+            found = find_options(text)
             if not found or [k for k, _ in found] != list(LETTERS[: len(found)]):
                 raise RowError(f"field 'text' holds no (A) (B) ... options: {text!r:.80}")
             options = [v.strip().splitlines()[0].strip() for _, v in found]

@@ -7,7 +7,6 @@ call a judge, so VLMEvalKit's rule runs with ``exact_matching`` (its unmatched r
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -16,9 +15,9 @@ from fasteval.suites.mcq.judge import EXACT_MATCHING
 from fasteval.suites.mcq.matching import MatcherVersion, can_infer, fixed_choice, lmms_eval_letter
 from fasteval.suites.mcq.prediction_file import first_text, index_key, read_lmms_samples, read_predictions
 from fasteval.suites.mcq.tables import letter_options
+from fasteval.suites.vstar.option_scan import find_options
 
 # How lmms-eval's vstar_doc_to_text reads the "(A) text" options out of ``text`` (§1.2).
-_LMMS_OPTION = re.compile(r"\(([A-D])\)\s*([^()]+?)(?=\s*\([A-D]\)|$)")
 
 
 def _letter(pred: str, choices: dict[str, str], fidelity: str, scorer: str, version: MatcherVersion) -> str | None:
@@ -54,7 +53,7 @@ def score_reference_file(path: Path, fidelity: str, options: dict[str, Any]) -> 
             key = str(row.get("doc_id"))
             label = str(row.get("target") or doc.get("label") or "").strip().upper()
             pred = first_text(row.get("filtered_resps")) or first_text(row.get("resps"))
-            choices = dict(_LMMS_OPTION.findall(str(doc.get("text", ""))))
+            choices = dict(find_options(str(doc.get("text", ""))))
             items[key] = 1.0 if _letter(pred, choices, fidelity, scorer, version) == label and label else 0.0
             cats[key] = str(doc.get("category", "unknown"))
         return _summary(items, cats)
