@@ -1,8 +1,9 @@
 """One sweep: plan the jobs, skip what the run folder already holds, run the rest, record each.
 
 Jobs start lazily from the plan iterator under a global in-flight cap (never thousands of idle
-coroutines); per-endpoint limits live in each ModelClient. Every finished job, ok or error,
-is one appended JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
+coroutines); per-endpoint limits live in each ModelClient. A job's own life (open, agent, score,
+close) and its record are fasteval.engine.job's; the sweep counts it and appends its record:
+every finished job, ok or error, is one JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
 ones; what was written stays, and the same command resumes.
 """
 
