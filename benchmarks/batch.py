@@ -40,7 +40,8 @@ import uvloop
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fasteval.engine.batching import BatchLane, batch_job  # noqa: E402
+from fasteval.core.job import job_context  # noqa: E402
+from fasteval.engine.batching import BatchLane  # noqa: E402
 from fasteval.runfolder.batch_journal import BatchJournal  # noqa: E402
 from providers.anthropic import AnthropicProvider  # noqa: E402
 from providers.base import ChatRequest, Provider  # noqa: E402
@@ -73,7 +74,7 @@ def provider(dialect: str, port: int, model: str = "bm") -> Provider:
 
 
 async def single(lane: BatchLane, i: int) -> None:
-    with batch_job(f"single-{i}"):
+    with job_context(f"single-{i}"):
         await lane.chat(ChatRequest([{"role": "user", "content": f"Question {i}: what is {i} + 1?"}],
                                     params={"max_tokens": 64}))
 
@@ -81,7 +82,7 @@ async def single(lane: BatchLane, i: int) -> None:
 async def tool_loop(lane: BatchLane, i: int, rounds: int) -> int:
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"Task {i}: compute {i} * 7 with the calculator."}]
     n = 0
-    with batch_job(f"tool-{i}"):
+    with job_context(f"tool-{i}"):
         for _ in range(rounds):
             resp = await lane.chat(ChatRequest(list(messages), tools=[CALCULATOR], params={"max_tokens": 64}))
             n += 1

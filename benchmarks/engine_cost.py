@@ -41,6 +41,7 @@ import uvloop
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fasteval.core.job import job_context  # noqa: E402
 from fasteval.core.types import Record, Task, Trajectory  # noqa: E402
 from fasteval.engine.agent import AgentEnv, run_agent  # noqa: E402
 from fasteval.engine.clients import image_resolver  # noqa: E402
@@ -51,7 +52,7 @@ from fasteval.suites.base import make_suite  # noqa: E402
 from fasteval.tools.base import make_tool  # noqa: E402
 from providers.base import ChatRequest, ChatResponse  # noqa: E402
 from providers.body import body_data  # noqa: E402
-from providers.client import ModelClient, count_retries  # noqa: E402
+from providers.client import ModelClient  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider, parse_response  # noqa: E402
 
 
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
             env = AgentEnv(client=client, suite=suite, setting=setting, tools=tools, blobs=blobs)
             out = []
             for i, task in enumerate(tasks):
-                with count_retries():
+                with job_context(f"job{i}"):
                     traj = await run_agent(task, 0, f"job{i}", env)
                 if keep:
                     out.append(traj)

@@ -35,8 +35,9 @@ import uvloop
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fasteval.core.job import job_context  # noqa: E402
 from providers.base import ChatRequest  # noqa: E402
-from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, parse_metrics, trajectory  # noqa: E402
+from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, parse_metrics  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider  # noqa: E402
 
 POLICIES = ["round_robin", "least_loaded", "sticky"]
@@ -51,7 +52,7 @@ async def one_trajectory(provider: RoutedProvider, i: int, a: argparse.Namespace
     rng = random.Random(i)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system},
                                       {"role": "user", "content": f"task {i}: " + _text(rng, a.first_turn_tokens)}]
-    with trajectory(f"t{i}"):
+    with job_context(f"t{i}"):
         for r in range(a.rounds):
             resp = await provider.chat(ChatRequest(messages=list(messages), seed=i))
             messages.append({"role": "assistant", "content": resp.content or ""})

@@ -53,9 +53,10 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fasteval.core.job import job_context  # noqa: E402
 from providers.base import ChatRequest  # noqa: E402
 from providers.client import ModelClient, RetryPolicy  # noqa: E402
-from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, parse_metrics, trajectory  # noqa: E402
+from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, parse_metrics  # noqa: E402
 from providers.local.gpus import detect_cpus, usable_cpus  # noqa: E402
 from providers.local.spec import find_vllm  # noqa: E402
 from providers.local.tiny_checkpoint import ensure_checkpoint  # noqa: E402
@@ -347,7 +348,7 @@ async def hit_rate(group: ServerGroup, policy: str, a: argparse.Namespace, salt:
         rng = random.Random(salt * 100_000 + i)
         messages: list[dict[str, Any]] = [{"role": "system", "content": system},
                                           {"role": "user", "content": _words(rng, a.input_len)}]
-        with trajectory(f"{salt}-{i}"):
+        with job_context(f"{salt}-{i}"):
             for _ in range(a.rounds):
                 resp = await client.chat(ChatRequest(messages=list(messages), tools=TOOLS,
                                                      params={"max_tokens": 32, "temperature": 0.0}))

@@ -9,18 +9,17 @@ bounded by count and by a total time budget, separate from the per-attempt timeo
 from __future__ import annotations
 
 import asyncio
-import contextvars
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fasteval.core.job import current_job
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError
 from providers.breaker import CircuitBreaker, is_outage
 from providers.limits import AdaptiveLimit, RateLimiter
 from providers.retry import MODEL_RETRYABLE, RetryPolicy, retry_call
 
-__all__ = ["RETRYABLE", "EndpointStats", "JobRetries", "ModelClient", "RetryPolicy", "count_retries"]
+__all__ = ["RETRYABLE", "EndpointStats", "ModelClient", "RetryPolicy"]
 
 RETRYABLE = MODEL_RETRYABLE
 
@@ -47,31 +46,6 @@ class EndpointStats:
     """Requests of a batched model answered interactively after their batch failed (full price)."""
     cache_hits: int = 0
     by_kind: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class JobRetries:
-    """Retries caused by one job's own requests (its model, judge and extractor calls)."""
-
-    count: int = 0
-
-
-_job_retries: contextvars.ContextVar[JobRetries | None] = contextvars.ContextVar("job_retries", default=None)
-
-
-@contextmanager
-def count_retries() -> Iterator[JobRetries]:
-    """Count the retries of every request made inside this block (and the tasks it starts).
-
-    A context variable, not a difference of shared counters: concurrent jobs of one endpoint
-    would otherwise be charged each other's retries.
-    """
-    counter = JobRetries()
-    token = _job_retries.set(counter)
-    try:
-        yield counter
-    finally:
-        _job_retries.reset(token)
 
 
 ResponseCache = Callable[[ChatRequest, Callable[[], Awaitable[ChatResponse]]], Awaitable[ChatResponse]]
@@ -118,9 +92,11 @@ class ModelClient:
         """Called only when a retry will really happen (never after the last attempt)."""
         self.stats.retries += 1
         self.stats.backoff_s += delay
-        job = _job_retries.get()
+        # Charged to the job whose request it is (fasteval.core.job), not read off shared counters:
+        # concurrent jobs of one endpoint would otherwise be charged each other's retries.
+        job = current_job()
         if job is not None:
-            job.count += 1
+            job.retries += 1
 
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send with retries; raises ProviderError when the request finally fails."""

@@ -1,4 +1,4 @@
-"""The vocabulary every module speaks: Task, Job, ToolCall, Trajectory, Record.
+"""The vocabulary every module speaks: Task, Job, ToolCall, Trajectory, Ending, Record.
 
 Kept in one small file so a reader learns the whole design in one place. Images are never
 carried as bytes here: an image is an ``ImageRef``, the sha256 hex of its bytes in the run's
@@ -107,6 +107,17 @@ class Usage:
         self.image_tokens += other.image_tokens
 
 
+@dataclass(slots=True, frozen=True)
+class Ending:
+    """How a user turn, or the whole job, stopped: the termination, why, and the turn's answer."""
+
+    termination: Termination
+    reason: str | None = None
+    answer: str | None = None
+    final: bool = False
+    """No later user turn is played (the image limit, a context overflow, a refusal, an error)."""
+
+
 @dataclass(slots=True)
 class Trajectory:
     """Everything that happened in one job: the conversation, the tools, the ending."""
@@ -123,6 +134,14 @@ class Trajectory:
     termination_reason: str | None = None
     seed: int = 0
     """The job's seed, so a suite can lay a task out per seed (e.g. option order) and score it back."""
+
+    def end(self, ending: Ending) -> None:
+        """The one place a trajectory's ending is written: the agent's endings of each turn and the
+        job's errors alike. A turn that ends keeps its answer (None when it has none); an error
+        leaves the turn it cut short without one."""
+        self.termination, self.termination_reason = ending.termination, ending.reason
+        if ending.termination != "error":
+            self.answers.append(ending.answer)
 
 
 @dataclass(slots=True)

@@ -1,13 +1,17 @@
 """The agent loop of one job: ask the model, run the tools it calls, repeat, turn by turn.
 
-Two tool-call protocols: native ``tool_calls`` and the text protocol (the first
-``<tool_call>{json}</tool_call>`` span, one call per round, as VistaHop's harness does). A suite
-may also name a harness's own text protocol for a job (``Suite.text_protocol``: DeepEyes'
-``<tool_call>``, Mini-o3's ``<grounding>``), which reads the replies, brings its tools and sends
-the results back its way.
-A round is one model request; ``max_rounds`` bounds the rounds of each user turn. Tool
-failures (bad JSON, unknown tool, bad arguments, crashes, timeouts) are shown to the model
-and logged on the trajectory; provider failures end the job as an error, never as an answer.
+One path whatever the tool-call protocol (``fasteval.tools.call_protocol``): each round asks the
+model once, the job's protocol reads the reply into calls or an answer, the calls run here, and
+the protocol writes each result back (unless the suite words it its own way). The protocol is
+the provider's native ``tool_calls``, the built-in ``<tool_call>`` text (``tool_protocol:
+text``: the first span, one call per round, as VistaHop's harness does), or a harness's own
+(``Suite.text_protocol``: DeepEyes' ``<tool_call>``, Mini-o3's ``<grounding>``), which also
+brings its tools and its system prompt and may end the turn on a call.
+A round is one model request; ``max_rounds`` bounds the rounds of each user turn. A turn ends
+with an ``Ending`` (answered, max_rounds, max_tokens, refusal, context_overflow, image_limit),
+written on the trajectory in one place (``Trajectory.end``). Tool failures (bad JSON, unknown
+tool, bad arguments, crashes, timeouts) are shown to the model and logged on the trajectory;
+provider failures end the job as an error, never as an answer.
 """
 
 from __future__ import annotations
@@ -21,16 +25,24 @@ from typing import Any
 import orjson
 
 from fasteval.core.redact import redact_text
-from fasteval.core.tagged import Tagged
-from fasteval.core.types import ImageRef, Message, Task, ToolCall, Trajectory, Usage
+from fasteval.core.types import Ending, Message, Task, ToolCall, Trajectory, Usage
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting, Suite
 from fasteval.tools.base import Tool, ToolContext, ToolResult
-from fasteval.tools.text_protocols.base import TextProtocol
-from providers.base import TOOL_IMAGES_PREFIX, ChatRequest, ChatResponse, ProviderError, ToolCallRequest
+from fasteval.tools.call_protocol import (
+    CallProtocol,
+    NativeCalls,
+    ParsedTurn,
+    ToolCallText,
+    parse_text_tool_call,
+)
+from providers.base import ChatRequest, ChatResponse, ProviderError, ToolCallRequest
 from providers.client import ModelClient
 
-_TEXT_CALL = Tagged("<tool_call>", "</tool_call>")
+__all__ = ["AgentEnv", "execute_tool", "parse_text_tool_call", "run_agent"]
+
+_STOPPED = ("length", "refusal")
+"""Finish reasons that end a reply without calls: cut by the output-token limit, or declined."""
 
 
 @dataclass(slots=True)
@@ -47,33 +59,43 @@ class AgentEnv:
     tool_timeout_s: float = 300.0
 
 
-def parse_text_tool_call(content: str, arguments_only: bool = False) -> ToolCallRequest | None:
-    """The first <tool_call> span as a call; None (a final answer) if absent or not valid JSON.
+@dataclass(slots=True)
+class _Episode:
+    """One job's fixed parts, set up once: what every round reads."""
 
-    ``arguments_only`` reads the arguments from ``"arguments"`` alone (VistaHop's runner), not
-    from ``"parameters"`` as a fallback.
-    """
-    call = _TEXT_CALL.first(content or "")
-    if call is None:
-        return None
-    try:
-        obj = orjson.loads(call.strip())
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-        return None
-    args = obj.get("arguments", {}) if arguments_only else obj.get("arguments", obj.get("parameters", {}))
-    return ToolCallRequest(id="text_call", name=obj["name"], arguments=orjson.dumps(args).decode())
+    task: Task
+    env: AgentEnv
+    protocol: CallProtocol
+    specs: list[dict[str, Any]]
+    system: str | None
+    ctx: ToolContext
+    seed: int
+    profile: str
 
 
-def _assistant_message(resp: ChatResponse, native_calls: list[ToolCallRequest]) -> Message:
-    msg: Message = {"role": "assistant", "content": resp.content}
-    if resp.native is not None:  # e.g. thinking blocks the provider needs back verbatim
-        msg["native"] = resp.native
-    if native_calls:
-        msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                             for c in native_calls]
-    return msg
+def _protocol_for(task: Task, env: AgentEnv) -> CallProtocol:
+    """The job's tool-call protocol: the suite's harness protocol, else the setting's."""
+    protocol = env.suite.text_protocol(task, env.setting)
+    if protocol is not None:
+        return protocol
+    if env.setting.tool_protocol == "text":
+        return ToolCallText(arguments_only=bool(env.setting.options.get("tool_call_arguments_only")),
+                            has_tools=bool(env.tools))
+    return NativeCalls(env.client.provider)
+
+
+def _episode(task: Task, job_seed: int, job_id: str, env: AgentEnv) -> _Episode:
+    protocol = _protocol_for(task, env)
+    brought = protocol.tools()
+    if brought:  # a harness's protocol: its tools join the job's
+        env = dataclasses.replace(env, tools={**env.tools, **brought})
+    specs = [t.spec() for t in env.tools.values()]
+    setting = env.setting
+    system = protocol.system_prompt if protocol.own_system_prompt else env.suite.system_prompt(task, setting, specs)
+    ctx = ToolContext(blobs=env.blobs, task=task, images=[], fidelity=setting.fidelity, session_id=job_id,
+                      services=env.services)
+    return _Episode(task, env, protocol, specs, system, ctx, job_seed,
+                    str(setting.options.get("image_profile", "original")))
 
 
 async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -> tuple[ToolResult, Any, float]:
@@ -114,13 +136,6 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
     return result, args, time.monotonic() - t0
 
 
-def _standard_result_messages(call_id: str, result: ToolResult, images_in_tool: bool) -> tuple[Message, list[ImageRef]]:
-    if result.images and images_in_tool:
-        content: Any = [{"type": "text", "text": result.output}] + [{"type": "image", "image": r} for r in result.images]
-        return {"role": "tool", "tool_call_id": call_id, "content": content}, []
-    return {"role": "tool", "tool_call_id": call_id, "content": result.output}, list(result.images)
-
-
 def _images_over_limit(messages: list[Message], limit: int | None) -> str | None:
     """Why the next request cannot be sent, when the conversation holds more images than the server
     takes (vLLM's ``--limit-mm-per-prompt``): its 400 would end the job as a generic error."""
@@ -134,28 +149,6 @@ def _images_over_limit(messages: list[Message], limit: int | None) -> str | None
             f"(--limit-mm-per-prompt in serve.args)")
 
 
-def _rejected_call(protocol: TextProtocol, reason: str, raw: str, turn: int, round_: int) -> tuple[ToolCall, ToolResult]:
-    """A call the model wrote but the protocol could not read: logged as a failed call."""
-    result = ToolResult.fail(reason)
-    return ToolCall(id="text_call", name=protocol.tool_name, args={"text": raw}, status="error", output=reason,
-                    error=reason, turn=turn, round=round_), result
-
-
-def _text_result_message(result: ToolResult) -> Message:
-    content: list[dict[str, Any]] = [{"type": "text", "text": f"<tool_response>\n{result.output}\n</tool_response>"}]
-    content += [{"type": "image", "image": r} for r in result.images]
-    return {"role": "user", "content": content}
-
-
-def _protocol_feedback(protocol: TextProtocol, traj: Trajectory, logged: list[tuple[ToolCall, ToolResult]]) -> bool:
-    """Send each call's result back the protocol's way; True when the harness ends the turn there."""
-    for call, result in logged:
-        if protocol.ends_turn(call):
-            return True
-        traj.messages.extend(protocol.result_messages(call, result))
-    return False
-
-
 async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj: Trajectory | None = None) -> Trajectory:
     """Play every user turn of ``task`` into ``traj``.
 
@@ -164,130 +157,128 @@ async def run_agent(task: Task, job_seed: int, job_id: str, env: AgentEnv, traj:
     """
     traj = traj if traj is not None else Trajectory()
     traj.seed = job_seed
-    suite, setting = env.suite, env.setting
-    protocol = suite.text_protocol(task, setting)
-    if protocol is not None:  # a harness's own text protocol: its tools join the job's
-        env = dataclasses.replace(env, tools={**env.tools, **protocol.tools()})
-    specs = [t.spec() for t in env.tools.values()]
-    text_protocol = setting.tool_protocol == "text" or protocol is not None
-    system = protocol.system_prompt if protocol is not None else suite.system_prompt(task, setting, specs)
-    if system:
-        traj.messages.append({"role": "system", "content": system})
-    seen_images: list[ImageRef] = []
-    ctx = ToolContext(blobs=env.blobs, task=task, images=seen_images, fidelity=setting.fidelity,
-                      session_id=job_id, services=env.services)
-    profile = str(setting.options.get("image_profile", "original"))
+    ep = _episode(task, job_seed, job_id, env)
+    if ep.system:
+        traj.messages.append({"role": "system", "content": ep.system})
     for turn_index in range(len(task.turns)):
-        if turn_index > 0:
-            history = suite.history_before_turn(task, turn_index, setting, traj)
-            if history is not None:
-                traj.messages = ([{"role": "system", "content": system}] if system else []) + history
-        opening = suite.user_message(task, turn_index, setting, traj)
-        # Tools see the images the model was shown (a suite may show only some, e.g. the first).
-        content = opening.get("content")
-        shown = [p["image"] for p in content if p.get("type") == "image"] if isinstance(content, list) else []
-        if setting.options.get("tool_images") == "turn":  # tools see this turn's images only
-            seen_images.clear()
-        seen_images.extend(ref for ref in shown if ref not in seen_images)
-        traj.messages.append(opening)
-        usage = Usage()
-        traj.usage_by_turn.append(usage)
-        answer: str | None = None
-        rounds = 0
-        while True:
-            if rounds >= setting.max_rounds:
-                traj.termination = "max_rounds"
-                traj.termination_reason = f"turn {turn_index} used all {setting.max_rounds} rounds"
-                answer = suite.answer_on_max_rounds(task, turn_index, setting)
-                break
-            over = _images_over_limit(traj.messages, env.client.provider.capabilities().max_images)
-            if over is not None:
-                traj.termination = "image_limit"
-                traj.termination_reason = f"turn {turn_index} round {rounds}: {over}"
-                traj.answers.append(None)
-                return traj
-            sent = suite.tool_specs(task, turn_index, setting, specs) if specs else None
-            sent = specs if sent is None else sent
-            request = ChatRequest(messages=traj.messages, tools=None if text_protocol or not sent else sent,
-                                  params=env.params, seed=job_seed, image_profile=profile)
-            try:
-                resp = await env.client.chat(request)
-            except ProviderError as e:
-                if e.kind == "context_overflow":
-                    traj.termination = "context_overflow"
-                    traj.termination_reason = str(e)
-                    traj.answers.append(None)
-                    return traj
-                raise
-            rounds += 1
-            traj.rounds += 1
-            usage.add(resp.usage)
-            traj.prompt_tokens_by_round.append(resp.usage.prompt_tokens)
-            if resp.finish_reason == "length" and not resp.tool_calls:
-                # cut by the output-token limit: its own termination on every wire, never `answered`; the
-                # partial text is kept and scored as a reference harness would, whitespace counts as nothing
-                traj.messages.append(_assistant_message(resp, []))
-                traj.termination = "max_tokens"
-                traj.termination_reason = f"turn {turn_index} hit the output token limit"
-                text = resp.content if resp.content and resp.content.strip() else None
-                answer = suite.extract_answer(text, setting) if text else None
-                break
-            if resp.finish_reason == "refusal" and not resp.tool_calls:
-                # the model declined (a provider safety stop): its reply is scored as given, not retried
-                traj.messages.append(_assistant_message(resp, []))
-                traj.termination = "refusal"
-                traj.termination_reason = "the provider reported a refusal"
-                traj.answers.append(suite.extract_answer(resp.content, setting) if resp.content else None)
-                return traj
-            logged: list[tuple[ToolCall, ToolResult]] = []  # protocol calls, in order, for their feedback
-            if protocol is not None:
-                parsed = protocol.parse(resp.content or "")
-                calls = parsed.calls
-                traj.messages.append({"role": "assistant", "content": parsed.content,
-                                      **({"native": resp.native} if resp.native is not None else {})})
-                if parsed.rejected is not None:
-                    logged.append(_rejected_call(protocol, parsed.rejected, parsed.raw_call, turn_index, rounds))
-                    traj.tool_calls.append(logged[-1][0])
-            elif text_protocol:
-                strict = bool(setting.options.get("tool_call_arguments_only"))
-                text_call = parse_text_tool_call(resp.content or "", strict) if specs else None
-                calls = [text_call] if text_call else []
-                traj.messages.append({"role": "assistant", "content": resp.content or "",
-                                      **({"native": resp.native} if resp.native is not None else {})})
-            else:
-                calls = resp.tool_calls
-                traj.messages.append(_assistant_message(resp, calls))
-            if not calls and not logged:
-                answer = suite.extract_answer(resp.content or "", setting)
-                traj.termination = "answered"
-                traj.termination_reason = None
-                break
-            pending_images: list[ImageRef] = []
-            for call in calls:
-                result, args, latency = await execute_tool(call, env, ctx)
-                traj.tool_calls.append(ToolCall(
-                    id=call.id, name=call.name, args=args, status=result.status, output=result.output[:20000],
-                    error=result.error, latency_s=round(latency, 4), images=list(result.images),
-                    turn=turn_index, round=rounds, extra=result.extra))
-                custom = suite.tool_result_messages(traj.tool_calls[-1], result, setting)
-                if custom is not None:
-                    traj.messages.extend(custom)
-                elif protocol is not None:
-                    logged.append((traj.tool_calls[-1], result))
-                elif text_protocol:
-                    traj.messages.append(_text_result_message(result))
-                else:
-                    msg, moved = _standard_result_messages(call.id, result, env.client.provider.tool_message_images())
-                    traj.messages.append(msg)
-                    pending_images.extend(moved)
-            if pending_images:
-                traj.messages.append({"role": "user", "content": [{"type": "text", "text": TOOL_IMAGES_PREFIX + ":"}]
-                                      + [{"type": "image", "image": r} for r in pending_images]})
-            if protocol is not None and _protocol_feedback(protocol, traj, logged):
-                # the harness stops here (e.g. DeepEyes on an error): the reply is the answer
-                answer = suite.extract_answer(resp.content or "", setting)
-                traj.termination = "answered"
-                traj.termination_reason = f"{protocol.name}: {traj.tool_calls[-1].error or 'the harness ended the episode'}"
-                break
-        traj.answers.append(answer)
+        _open_turn(ep, traj, turn_index)
+        ending = await _play_turn(ep, traj, turn_index)
+        traj.end(ending)
+        if ending.final:
+            break
     return traj
+
+
+def _open_turn(ep: _Episode, traj: Trajectory, turn_index: int) -> None:
+    """A user turn's history (a suite may replace it), its opening message and the images tools see."""
+    suite, setting, task = ep.env.suite, ep.env.setting, ep.task
+    if turn_index > 0:
+        history = suite.history_before_turn(task, turn_index, setting, traj)
+        if history is not None:
+            traj.messages = ([{"role": "system", "content": ep.system}] if ep.system else []) + history
+    opening = suite.user_message(task, turn_index, setting, traj)
+    # Tools see the images the model was shown (a suite may show only some, e.g. the first).
+    content = opening.get("content")
+    shown = [p["image"] for p in content if p.get("type") == "image"] if isinstance(content, list) else []
+    seen = ep.ctx.images
+    if setting.options.get("tool_images") == "turn":  # tools see this turn's images only
+        seen.clear()
+    seen.extend(ref for ref in shown if ref not in seen)
+    traj.messages.append(opening)
+
+
+async def _play_turn(ep: _Episode, traj: Trajectory, turn_index: int) -> Ending:
+    """The rounds of one user turn until it ends: each asks the model once and runs the calls it makes."""
+    env, protocol = ep.env, ep.protocol
+    suite, setting = env.suite, env.setting
+    usage = Usage()
+    traj.usage_by_turn.append(usage)
+    rounds = 0
+    while True:
+        stop = _before_round(ep, traj, turn_index, rounds)
+        if stop is not None:
+            return stop
+        try:
+            resp = await env.client.chat(_request(ep, traj, turn_index))
+        except ProviderError as e:
+            if e.kind == "context_overflow":
+                return Ending("context_overflow", str(e), final=True)
+            raise
+        rounds += 1
+        traj.rounds += 1
+        usage.add(resp.usage)
+        traj.prompt_tokens_by_round.append(resp.usage.prompt_tokens)
+        if not resp.tool_calls and resp.finish_reason in _STOPPED:
+            return _stopped(ep, traj, resp, turn_index)
+        turn = protocol.read(resp)
+        traj.messages.append(protocol.assistant_message(resp, turn))
+        if not turn.calls and turn.rejected is None:
+            return Ending("answered", None, suite.extract_answer(resp.content or "", setting))
+        ended = turn.rejected is not None and _rejected(ep, traj, turn, turn_index, rounds)
+        for request in turn.calls:
+            result, args, latency = await execute_tool(request, env, ep.ctx)
+            call = ToolCall(
+                id=request.id, name=request.name, args=args, status=result.status, output=result.output[:20000],
+                error=result.error, latency_s=round(latency, 4), images=list(result.images),
+                turn=turn_index, round=rounds, extra=result.extra)
+            traj.tool_calls.append(call)
+            custom = suite.tool_result_messages(call, result, setting)
+            if custom is not None:
+                traj.messages.extend(custom)
+            elif not ended:
+                ended = protocol.feed_back(call, result, traj.messages)
+        protocol.end_round(traj.messages)
+        if ended:  # the harness stops here (e.g. DeepEyes on an error): the reply is the answer
+            why = traj.tool_calls[-1].error or "the harness ended the episode"
+            return Ending("answered", f"{protocol.name}: {why}", suite.extract_answer(resp.content or "", setting))
+
+
+def _before_round(ep: _Episode, traj: Trajectory, turn_index: int, rounds: int) -> Ending | None:
+    """Why the turn cannot ask again: its rounds are spent, or the server would refuse the images."""
+    env, setting = ep.env, ep.env.setting
+    if rounds >= setting.max_rounds:
+        return Ending("max_rounds", f"turn {turn_index} used all {setting.max_rounds} rounds",
+                      env.suite.answer_on_max_rounds(ep.task, turn_index, setting))
+    over = _images_over_limit(traj.messages, env.client.provider.capabilities().max_images)
+    if over is not None:
+        return Ending("image_limit", f"turn {turn_index} round {rounds}: {over}", final=True)
+    return None
+
+
+def _request(ep: _Episode, traj: Trajectory, turn_index: int) -> ChatRequest:
+    tools = None
+    if ep.protocol.sends_tools and ep.specs:  # a text protocol's prompt describes the tools instead
+        sent = ep.env.suite.tool_specs(ep.task, turn_index, ep.env.setting, ep.specs)
+        tools = (ep.specs if sent is None else sent) or None
+    return ChatRequest(messages=traj.messages, tools=tools, params=ep.env.params, seed=ep.seed,
+                       image_profile=ep.profile)
+
+
+def _stopped(ep: _Episode, traj: Trajectory, resp: ChatResponse, turn_index: int) -> Ending:
+    """A reply the provider cut at the output-token limit, or a refusal: kept, and the turn ends."""
+    msg: Message = {"role": "assistant", "content": resp.content}
+    if resp.native is not None:
+        msg["native"] = resp.native
+    traj.messages.append(msg)
+    suite, setting = ep.env.suite, ep.env.setting
+    if resp.finish_reason == "length":
+        # its own termination on every wire, never `answered`; the partial text is kept and scored
+        # as a reference harness would, whitespace counts as nothing
+        text = resp.content if resp.content and resp.content.strip() else None
+        return Ending("max_tokens", f"turn {turn_index} hit the output token limit",
+                      suite.extract_answer(text, setting) if text else None)
+    # the model declined (a provider safety stop): its reply is scored as given, not retried
+    return Ending("refusal", "the provider reported a refusal",
+                  suite.extract_answer(resp.content, setting) if resp.content else None, final=True)
+
+
+def _rejected(ep: _Episode, traj: Trajectory, turn: ParsedTurn, turn_index: int, round_: int) -> bool:
+    """A call the model wrote but the protocol could not read: logged as a failed call, its reason
+    sent back; True when the harness ends the turn on it."""
+    reason = turn.rejected or ""
+    call = ToolCall(id="text_call", name=ep.protocol.tool_name, args={"text": turn.raw_call}, status="error",
+                    output=reason, error=reason, turn=turn_index, round=round_)
+    traj.tool_calls.append(call)
+    return ep.protocol.feed_back(call, ToolResult.fail(reason), traj.messages)
+
+

@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import hashlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fasteval.core.errors import UnsafeRunFolder
+from fasteval.core.job import JobContext, current_job
 from fasteval.core.pricing import BATCH_TOKENS
 from fasteval.engine.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
@@ -41,38 +41,6 @@ from providers.client import EndpointStats, RetryPolicy
 from providers.retry import MODEL_RETRYABLE
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class JobBatches:
-    """One job's context: its request numbers per lane and the batch ids its requests rode in."""
-
-    job: str
-    counters: dict[str, int] = field(default_factory=dict)
-    batch_ids: set[str] = field(default_factory=set)
-    batched: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per lane, the tokens its batches served this job (``batch_prompt_tokens``, ...): batch-priced."""
-    fallbacks: int = 0
-    """Requests answered interactively after their batch failed (full price)."""
-
-    def next(self, lane: str) -> int:
-        n = self.counters.get(lane, 0)
-        self.counters[lane] = n + 1
-        return n
-
-
-_JOB: contextvars.ContextVar[JobBatches | None] = contextvars.ContextVar("fasteval_batch_job", default=None)
-
-
-@contextlib.contextmanager
-def batch_job(job_id: str) -> Iterator[JobBatches]:
-    """Requests made inside belong to one job: their custom_ids are stable across reruns."""
-    slot = JobBatches(job_id)
-    token = _JOB.set(slot)
-    try:
-        yield slot
-    finally:
-        _JOB.reset(token)
 
 
 def custom_id(lane: str, job: str, n: int, body: bytes) -> str:
@@ -131,10 +99,10 @@ class BatchLane:
 
     # -- the client hook -----------------------------------------------------------------------------
     async def chat(self, request: ChatRequest) -> ChatResponse:
-        slot = _JOB.get()
+        slot = current_job()  # the job's request numbers make its custom_ids the same on a rerun
         body = await self.wire.body(request)
         if slot is not None:
-            job, n = slot.job, slot.next(self.name)
+            job, n = slot.job_id, slot.next_request(self.name)
         else:  # outside a job (a rescore): the n-th identical request of this process
             digest = hashlib.blake2b(body, digest_size=16).hexdigest()
             job, n = "-", self._loose.get(digest, 0)
@@ -175,7 +143,7 @@ class BatchLane:
     def _falls_back(self, kind: str | None) -> bool:
         return self.settings.fallback == "interactive" and self.interactive is not None and kind in MODEL_RETRYABLE
 
-    async def _fall_back(self, request: ChatRequest, slot: JobBatches | None) -> ChatResponse:
+    async def _fall_back(self, request: ChatRequest, slot: JobContext | None) -> ChatResponse:
         """Its batch failed retryably: ask the model interactively now (full price) instead of another batch."""
         assert self.interactive is not None
         resp = await self.interactive(request)  # retries, breaker and token counts of the interactive client
@@ -203,7 +171,7 @@ class BatchLane:
                    f"({self.settings.max_resubmissions}) allows: not sent again")
         return ProviderError(st.kind or "fatal", f"{msg} (in batch)")  # type: ignore[arg-type]
 
-    def _response(self, raw: bytes, local: str, slot: JobBatches | None) -> ChatResponse:
+    def _response(self, raw: bytes, local: str, slot: JobContext | None) -> ChatResponse:
         resp = self.wire.parse(raw)
         bid = self.journal.batches[local].batch_id
         u = resp.usage

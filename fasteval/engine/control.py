@@ -12,12 +12,12 @@ rounds and prompts are config, and resume refuses a changed config.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from fasteval.config.load import SweepConfig
+from fasteval.core.job import current_job
 from fasteval.core.types import Job, Record
 from fasteval.engine.progress import Counters
 from providers.client import ModelClient
@@ -29,9 +29,6 @@ Entry = tuple[Job, Any, Any, Any]
 SCOPES = ("all", "model", "suite", "endpoint")
 SETTABLE = ("concurrency", "rpm", "tpm", "max_attempts", "total_budget_s", "attempt_timeout_s")
 """Keys of ``ctl set`` for a model or endpoint; ``global`` takes ``concurrency`` only."""
-
-_current_job: contextvars.ContextVar[Job | None] = contextvars.ContextVar("control_job", default=None)
-
 
 class ControlError(ValueError):
     """A command that cannot apply (unknown model, bad value): its one-line answer to the client."""
@@ -151,11 +148,6 @@ class Controller:
             self._tally(job.model).in_flight -= 1
 
         task.add_done_callback(done)
-
-    @staticmethod
-    def entered(job: Job) -> None:
-        """Called first inside a job's task: the gate then knows whose request it holds."""
-        _current_job.set(job)
 
     def finished(self, entry: Entry, rec: Record) -> None:
         """A job's record is final: counted, and kept for ``requeue`` when it is an error."""
@@ -388,7 +380,7 @@ class Controller:
         return None
 
     def _holds_request(self, endpoint: str) -> bool:
-        job = _current_job.get()
+        job = current_job()  # whose request this is (its model and suite), None outside a job
         for p in self.pauses:
             if p.scope == "endpoint" and p.name == endpoint and (p.now or endpoint not in self.sweep.clients):
                 return True  # a role has no jobs to park: its pause holds its requests

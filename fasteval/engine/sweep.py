@@ -1,8 +1,9 @@
 """One sweep: plan the jobs, skip what the run folder already holds, run the rest, record each.
 
 Jobs start lazily from the plan iterator under a global in-flight cap (never thousands of idle
-coroutines); per-endpoint limits live in each ModelClient. Every finished job, ok or error,
-is one appended JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
+coroutines); per-endpoint limits live in each ModelClient. A job's own life (open, agent, score,
+close) and its record are fasteval.engine.job's; the sweep counts it and appends its record:
+every finished job, ok or error, is one JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
 ones; what was written stays, and the same command resumes.
 """
 
@@ -17,8 +18,7 @@ import shutil
 import signal
 import sqlite3
 import time
-import traceback
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,13 +29,13 @@ from fasteval.core.errors import ConfigChanged
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
-from fasteval.core.types import Job, Record, Task, Trajectory, Usage
+from fasteval.core.types import Job, Task
 from fasteval.engine.admission import Admission
-from fasteval.engine.agent import AgentEnv, run_agent
-from fasteval.engine.batching import BatchLane, batch_job, concurrency_caps, pending_line
+from fasteval.engine.batching import BatchLane, concurrency_caps, pending_line
 from fasteval.engine.clients import model_processor
 from fasteval.engine.control import Controller
 from fasteval.engine.control_server import control_channel
+from fasteval.engine.job import JobRunner
 from fasteval.engine.notify import Health, Notifier, watching
 from fasteval.engine.plan import (
     RunOptions,
@@ -54,12 +54,10 @@ from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
-from fasteval.suites.base import LoadError, ScoreContext, Setting
-from fasteval.tools.base import TOOLS, make_tool
-from providers.base import ProviderError
+from fasteval.suites.base import LoadError, Setting
+from fasteval.tools.base import TOOLS
 from providers.breaker import BreakerPolicy, EndpointDown
-from providers.client import ModelClient, count_retries
-from providers.local import trajectory
+from providers.client import ModelClient
 from providers.registry import is_embedded
 
 log = logging.getLogger("fasteval")
@@ -102,21 +100,6 @@ class SweepIncomplete(RunIncomplete):
     def __init__(self, message: str, result: SweepResult) -> None:
         super().__init__(message)
         self.result = result
-
-
-def usage_summary(turns: list[Usage]) -> dict[str, int]:
-    """A record's token counts; cache counts appear only when a prompt cache served or stored some."""
-    total = Usage()
-    for u in turns:
-        total.add(u)
-    out = {"prompt_tokens": total.prompt_tokens, "completion_tokens": total.completion_tokens}
-    if total.cache_read_tokens or total.cache_write_tokens:
-        out.update(cache_read_tokens=total.cache_read_tokens, cache_write_tokens=total.cache_write_tokens)
-    if total.reasoning_tokens:  # part of completion_tokens, shown apart
-        out["reasoning_tokens"] = total.reasoning_tokens
-    if total.image_tokens:  # part of prompt_tokens, where the server says so
-        out["image_tokens"] = total.image_tokens
-    return out
 
 
 def _versions() -> dict[str, str]:
@@ -369,10 +352,10 @@ class Sweep:
 
     async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
                       result: SweepResult) -> None:
-        tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]] = {}
+        jobs = JobRunner(self.clients, self.services, blobs, halted=lambda: self._fatal is not None)
 
         def run_job(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> Coroutine[Any, Any, None]:
-            return self._one(job, run, setting, item, writer, blobs, result, tools_cache)
+            return self._one(jobs, (job, run, setting, item), writer, result)
 
         def resumed() -> None:
             self.counters.skipped += 1
@@ -409,62 +392,20 @@ class Sweep:
         result.not_run += 1
         result.down[endpoint] = reason
 
-    def _tools_for(self, run: SuiteRun, setting: Setting, task: Task,
-                   cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]]) -> dict[str, Any]:
-        names = tuple(run.suite.tools(task, setting))
-        key = (run.suite.name, setting.name, names)
-        if key not in cache:
-            opts = dict(setting.options.get("tool_options") or {})
-            cache[key] = {n: make_tool(n, **{"fidelity": setting.fidelity, **(opts.get(n) or {})}) for n in names}
-        return cache[key]
-
-    @contextlib.asynccontextmanager
-    async def _job_scope(self, job: Job) -> AsyncIterator[None]:
-        """A job's hold on the sweep: counted in flight, its sandbox session released at the end.
-
-        Whatever ends the job (an answer, a provider error, our own bug, cancellation, its
-        endpoint going down), leaving this block undoes both, so a long sweep with a buggy suite
-        leaks neither sessions nor in-flight counts.
-        """
+    async def _one(self, jobs: JobRunner, entry: tuple[Job, SuiteRun, Setting, Task | LoadError],
+                   writer: RecordWriter, result: SweepResult) -> None:
+        """Run one job (fasteval.engine.job) counted in flight, then count and write its record."""
+        job = entry[0]
         self.counters.in_flight += 1
         try:
-            yield
+            rec = await jobs.run(*entry)
+        except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
+            self._unrun(result, e.endpoint, e.reason)
+            return
         finally:
             self.counters.in_flight -= 1
-            sandbox = self.services.get("sandbox")
-            if sandbox is not None:
-                try:
-                    await asyncio.shield(sandbox.release(job.job_id))
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # a worker that died with the session: nothing left to free
-                    log.warning("job %s: releasing its sandbox session failed: %s", job.job_id, e)
-
-    async def _one(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, writer: RecordWriter,
-                   blobs: BlobStore, result: SweepResult, tools_cache: dict[tuple[str, str, tuple[str, ...]],
-                                                                         dict[str, Any]]) -> None:
-        t0 = time.monotonic()
-        rec = Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
-                     seed=job.seed, status="error", score=None, answer=None)
-        traj = Trajectory()
-        self.control.entered(job)
-        async with self._job_scope(job):
-            try:
-                await self._play(job, run, setting, item, blobs, tools_cache, rec, traj)
-            except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
-                self._unrun(result, e.endpoint, e.reason)
-                return
-            except Exception as e:  # our bug or a suite's: record it, keep the sweep going
-                rec.error, rec.error_kind = _one_line(f"{type(e).__name__}: {e}"), "internal"
-                if self._fatal is not None:  # a storage fault: the sweep stops, this job is not recorded
-                    return
-                log.error("job %s failed internally:\n%s", job.job_id, traceback.format_exc())
-                traj.termination, traj.termination_reason = "error", rec.error
-        rec.answer = traj.answers[-1] if traj.answers else None
-        rec.termination, rec.rounds, rec.tool_calls = traj.termination, traj.rounds, len(traj.tool_calls)
-        rec.usage = {**usage_summary(traj.usage_by_turn), **rec.usage}  # rec.usage: its batch_* parts
-        rec.latency_s = round(time.monotonic() - t0, 4)
-        rec.trajectory = traj
+        if rec is None:  # a storage fault stopped the sweep under it: not recorded
+            return
         if rec.status == "ok":
             self.counters.done += 1
             result.ok += 1
@@ -472,56 +413,14 @@ class Sweep:
             self.counters.errors += 1
             result.errors += 1
             result.add_error(job.model, rec.error_kind or "error", rec.error or "")
-        self.control.finished((job, run, setting, item), rec)
+        self.control.finished(entry, rec)
         writer.write(rec)
-
-    async def _play(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError, blobs: BlobStore,
-                    tools_cache: dict[tuple[str, str, tuple[str, ...]], dict[str, Any]], rec: Record,
-                    traj: Trajectory) -> None:
-        """Run and score one job into ``rec`` and ``traj``; a provider's failure is the record's error."""
-        if isinstance(item, LoadError):
-            rec.error, rec.error_kind = item.message, "load_error"
-            traj.termination, traj.termination_reason = "error", item.message
-            return
-        rec.metadata = {k: v for k, v in item.metadata.items() if isinstance(v, str | int | float | bool)}
-        rec.metadata["max_rounds"] = setting.max_rounds
-        rec.metadata["fidelity"] = setting.fidelity
-        env = AgentEnv(client=self.clients[job.model], suite=run.suite, setting=setting, blobs=blobs,
-                       services=self.services, tools=self._tools_for(run, setting, item, tools_cache),
-                       params=run.suite.request_params(setting, job.model))
-        with count_retries() as retries, (trajectory(job.job_id) if self.serving is not None
-                                          else contextlib.nullcontext()), batch_job(job.job_id) as batches:
-            try:
-                await run_agent(item, job.seed, job.job_id, env, traj)
-                score = await run.suite.score(item, traj, setting, ScoreContext(blobs=blobs, services=self.services))
-                rec.score, rec.score_details = score.value, score.details
-                if score.error:
-                    rec.error, rec.error_kind = score.error, "judge_error"
-                else:
-                    rec.status = "ok"
-            except ProviderError as e:
-                rec.error, rec.error_kind = str(e), e.kind
-                traj.termination, traj.termination_reason = "error", str(e)
-            finally:
-                rec.retries = retries.count
-                if batches.batch_ids:  # the provider batches its requests rode in (batch discount)
-                    rec.metadata["batch_id"] = ",".join(sorted(batches.batch_ids))
-                if batches.fallbacks:  # requests asked interactively after their batch failed (full price)
-                    rec.metadata["batch_fallback"] = batches.fallbacks
-                if any(batched := batches.batched.get(job.model, {})):
-                    rec.usage = {k: v for k, v in batched.items() if v}  # batch-priced; _one adds the totals
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:
         return asyncio.get_running_loop() is loop
     except RuntimeError:
         return False
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    """Error texts on records and the terminal are one bounded line (the traceback is in run.log)."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
 
 
 def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:

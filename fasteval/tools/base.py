@@ -72,9 +72,15 @@ class Tool(ABC):
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
 
+    keeps_sessions: ClassVar[bool] = False
+    """Whether calls may keep state for their job (``ToolContext.session_id``) that ``end_session`` frees."""
+
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         """Execute one call; never raise for bad arguments, return ToolResult.fail instead."""
+
+    async def end_session(self, session_id: str, services: dict[str, Any]) -> None:  # noqa: B027
+        """Free what this tool keeps for one job; the job runner calls it whatever ended the job."""
 
 
 # Built-in tools by the module that defines them; a tool's module is imported when it is named.

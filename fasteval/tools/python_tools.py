@@ -5,7 +5,7 @@
 ``input_0.png``... in the working folder, and return what the model sees: the harness's result
 dict under ``fidelity="reference"``, our corrected one under ``"fixed"``. New images go to the
 blob store and come back as refs. Options: ``stateful=True`` keeps variables across the calls of
-one trajectory (session = ``ctx.session_id``; the agent loop calls ``pool.release`` at the end).
+one trajectory (session = ``ctx.session_id``; the job runner ends it through ``end_session``).
 """
 
 from __future__ import annotations
@@ -86,6 +86,13 @@ class _SandboxTool(Tool):
                                                   "(a fresh interpreter each call; VisualToolBench reference)")}
     kind: ClassVar[Literal["image", "interpreter"]]
     requires = ("sandbox",)
+    keeps_sessions = True
+
+    async def end_session(self, session_id: str, services: dict[str, Any]) -> None:
+        """End the job's session in the pool (its variables and folder); a no-op if it opened none."""
+        pool = services.get("sandbox")
+        if isinstance(pool, SandboxPool):
+            await pool.release(session_id)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = args.get("code") if isinstance(args, dict) else None

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from providers.local.fingerprint import checkpoint_identity
     from providers.local.gpus import GpuConfigError, GpuPool, detect_gpus
     from providers.local.metrics import parse_metrics
-    from providers.local.routing import RoutedProvider, Router, trajectory
+    from providers.local.routing import RoutedProvider, Router
     from providers.local.spec import ServeConfigError, ServeSpec
     from providers.local.supervisor import Replica, ServerGroup, ServerStartError
 
@@ -22,13 +22,12 @@ _HOMES = {"EndpointDown": "providers.breaker", "checkpoint_identity": "providers
           "GpuConfigError": "providers.local.gpus", "GpuPool": "providers.local.gpus",
           "detect_gpus": "providers.local.gpus", "RoutedProvider": "providers.local.routing",
           "Router": "providers.local.routing", "parse_metrics": "providers.local.metrics",
-          "trajectory": "providers.local.routing", "ServeConfigError": "providers.local.spec",
+          "ServeConfigError": "providers.local.spec",
           "ServeSpec": "providers.local.spec", "Replica": "providers.local.supervisor",
           "ServerGroup": "providers.local.supervisor", "ServerStartError": "providers.local.supervisor"}
 
 __all__ = ["EndpointDown", "GpuConfigError", "GpuPool", "Replica", "RoutedProvider", "Router", "ServeConfigError",
-           "ServeSpec", "ServerGroup", "ServerStartError", "checkpoint_identity", "detect_gpus", "parse_metrics",
-           "trajectory"]
+           "ServeSpec", "ServerGroup", "ServerStartError", "checkpoint_identity", "detect_gpus", "parse_metrics"]
 
 
 def __getattr__(name: str) -> Any:

@@ -2,9 +2,9 @@
 
 Sticky-least-loaded (the default): every request of a trajectory goes to the replica that holds
 its prefix cache; a new trajectory goes to the replica with the fewest trajectories in flight.
-The trajectory is known from ``trajectory(key)``, a context the sweep opens around each job
-(a ContextVar, so nothing in the agent loop changes); without one, requests are keyed by their
-first user message. ``least_loaded`` and ``round_robin`` route each request on its own (for the
+The trajectory is the job's (``fasteval.core.job``: the job runner opens its context around each
+job, so nothing in the agent loop changes); the replica a router pins the job to is kept on that
+context and let go when the job ends. Outside a job, requests are keyed by their first user message. ``least_loaded`` and ``round_robin`` route each request on its own (for the
 routing benchmark). With ``admission: kv`` each replica's window of in-flight requests follows
 its ``/metrics``: shrink while requests wait or the KV cache is nearly full, grow while it is not.
 """
@@ -15,48 +15,20 @@ import asyncio
 import contextlib
 import hashlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
 
 import aiohttp
 import orjson
 
+from fasteval.core.job import JobContext, current_job
 from providers.base import Capabilities, ChatRequest, ChatResponse, Provider, ProviderError
 from providers.breaker import EndpointDown
 from providers.local.metrics import parse_metrics, read_metrics
 from providers.local.supervisor import Replica, ServerGroup
 
-__all__ = ["RoutedProvider", "Router", "parse_metrics", "trajectory"]
-
-
-@dataclass(slots=True)
-class Ticket:
-    """One trajectory in flight: the replica each router pinned it to."""
-
-    key: str
-    pins: dict[int, Route] = field(default_factory=dict)
-
-    def close(self) -> None:
-        for route in self.pins.values():
-            route.trajectories -= 1
-        self.pins.clear()
-
-
-_TICKET: ContextVar[Ticket | None] = ContextVar("fasteval_trajectory", default=None)
-
-
-@contextlib.contextmanager
-def trajectory(key: str) -> Iterator[Ticket]:
-    """Requests made inside belong to one trajectory (sticky routing keeps them on one replica)."""
-    ticket = Ticket(key)
-    token = _TICKET.set(ticket)
-    try:
-        yield ticket
-    finally:
-        ticket.close()
-        _TICKET.reset(token)
+__all__ = ["RoutedProvider", "Router", "parse_metrics"]
 
 
 @dataclass(slots=True, eq=False)
@@ -78,6 +50,10 @@ class Route:
 
     def has_room(self) -> bool:
         return not self.alone and not self.exclusive and (self.window is None or self.in_flight < self.window)
+
+    def unpin(self) -> None:
+        """A job pinned here ended (``JobContext.close``): one trajectory fewer on this replica."""
+        self.trajectories -= 1
 
 
 class Router:
@@ -107,7 +83,7 @@ class Router:
             route.generation = replica.generation
         return route
 
-    async def acquire(self, request: ChatRequest, *, alone: bool = False) -> tuple[Route, Ticket | None]:
+    async def acquire(self, request: ChatRequest, *, alone: bool = False) -> Route:
         """The route for this request, counted as in flight until ``release``.
 
         ``alone``: the request runs with nothing else in flight on its replica (a request that was
@@ -115,12 +91,12 @@ class Router:
         """
         if self.admission == "kv" and self._poller is None:
             self._poller = asyncio.create_task(self._poll())
-        ticket = _TICKET.get()
+        job = current_job()
         waiting_on: Route | None = None
         try:
             while True:
                 ready = await self.group.wait_ready()
-                route = self._choose(ready, ticket, request)
+                route = self._choose(ready, job, request)
                 if alone and route is not waiting_on:
                     if waiting_on is not None:
                         waiting_on.alone -= 1
@@ -131,7 +107,7 @@ class Router:
                     route.replica.outstanding += 1
                     route.sent += 1
                     route.exclusive = alone
-                    return route, ticket
+                    return route
                 async with self._room:  # no room: wait for a release or the next metrics poll
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._room.wait(), self._poll_s)
@@ -139,14 +115,15 @@ class Router:
             if waiting_on is not None:
                 waiting_on.alone -= 1
 
-    def _choose(self, ready: list[Replica], ticket: Ticket | None, request: ChatRequest) -> Route:
+    def _choose(self, ready: list[Replica], job: JobContext | None, request: ChatRequest) -> Route:
         routes = [self._route_for(r) for r in ready]
         if self.policy == "round_robin":
             self._rr += 1
             return routes[self._rr % len(routes)]
         if self.policy == "least_loaded":
             return min(routes, key=lambda r: (r.in_flight, r.sent))
-        pinned = ticket.pins.get(id(self)) if ticket is not None else self._loose.get(_loose_key(request))
+        # a job's pin under this router's id is always one of its routes
+        pinned = cast(Route | None, job.pins.get(id(self))) if job is not None else self._loose.get(_loose_key(request))
         if pinned is not None and pinned in routes:
             return pinned
         if pinned is not None:  # its replica is down or restarting: the trajectory moves
@@ -155,8 +132,8 @@ class Router:
         roomy = [r for r in routes if r.has_room()] or routes
         route = min(roomy, key=lambda r: (r.trajectories, r.in_flight, r.sent))
         route.trajectories += 1
-        if ticket is not None:
-            ticket.pins[id(self)] = route
+        if job is not None:
+            job.pins[id(self)] = route
         else:
             key = _loose_key(request)
             self._loose[key] = route
@@ -265,7 +242,7 @@ class RoutedProvider(Provider):
         deaths = alone_deaths = 0
         for _ in range((spec.max_restarts + 2 + CRASHES_BEFORE_BLAME) * spec.replicas):
             alone = deaths > 0
-            route, ticket = await self.router.acquire(request, alone=alone)
+            route = await self.router.acquire(request, alone=alone)
             try:
                 assert route.provider is not None
                 return await route.provider.chat(request)

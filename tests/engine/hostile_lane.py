@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from fasteval.engine.batching import BatchLane, batch_job, custom_id
+from fasteval.core.job import job_context
+from fasteval.engine.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest
@@ -52,7 +53,7 @@ async def ask(run_dir: Path, server: SimServer, wire: str, n: int, *, settings: 
     await lane.reattach()
 
     async def job(i: int) -> str:
-        with batch_job(f"j{i}"):
+        with job_context(f"j{i}"):
             return (await lane.chat(request(i))).content or ""
 
     try:

@@ -13,8 +13,9 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
+from fasteval.core.job import job_context
 from fasteval.core.pricing import Price, model_prices
-from fasteval.engine.batching import BatchLane, batch_job
+from fasteval.engine.batching import BatchLane
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.progress import Counters, ProgressDisplay
 from fasteval.engine.sweep import Sweep
@@ -124,7 +125,7 @@ async def test_a_rerun_falls_back_for_a_request_an_earlier_runs_batch_failed(tmp
                              interactive=client.chat_interactive if interactive else None)
 
             async def job(i: int) -> str:
-                with batch_job(f"j{i}"):
+                with job_context(f"j{i}"):
                     return (await lane.chat(ChatRequest([{"role": "user", "content": f"q{i}"}]))).content or ""
 
             try:

@@ -28,7 +28,8 @@ import pyvips
 import yaml
 
 from fasteval.config.load import load_config
-from fasteval.engine.batching import BatchLane, batch_job, custom_id
+from fasteval.core.job import job_context
+from fasteval.engine.batching import BatchLane, custom_id
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.sweep import run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
@@ -86,7 +87,7 @@ async def rerun(run_dir: Path, server: SimServer, n: int, *, image: bool = False
     await lane.reattach()
 
     async def job(i: int) -> str:
-        with batch_job(f"j{i}"):
+        with job_context(f"j{i}"):
             resp = await lane.chat(request(i, image))
         return resp.content or ""
 

@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 import pytest
 
-from fasteval.engine.batching import BatchLane, batch_job, custom_id
+from fasteval.core.job import job_context
+from fasteval.engine.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings
@@ -49,7 +50,7 @@ async def run_jobs(run_dir: Path, server: SimServer, n: int) -> list[str]:
     await lane.reattach()
 
     async def job(i: int) -> str:
-        with batch_job(f"j{i}"):
+        with job_context(f"j{i}"):
             return (await lane.chat(request(i))).content or ""
 
     try:

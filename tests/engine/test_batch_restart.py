@@ -20,7 +20,8 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.engine.batching import BatchLane, batch_job, custom_id
+from fasteval.core.job import job_context
+from fasteval.engine.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest, Provider, ProviderError
@@ -74,7 +75,7 @@ async def rerun(run_dir: Path, server: SimServer, dialect: str, n: int) -> list[
     await lane.reattach()
 
     async def job(i: int) -> str:
-        with batch_job(f"j{i}"):
+        with job_context(f"j{i}"):
             resp = await lane.chat(request(i))
         return resp.content or ""
 
@@ -235,7 +236,7 @@ async def test_the_live_panel_rows_show_each_batch_in_flight(tmp_path: Path, ser
     lane = BatchLane("m", wire_of(server, "openai"), BatchJournal(tmp_path), SETTINGS)
 
     async def job(i: int) -> None:
-        with batch_job(f"j{i}"):
+        with job_context(f"j{i}"):
             await lane.chat(request(i))
 
     jobs = asyncio.gather(job(0), job(1))
@@ -259,7 +260,7 @@ async def test_a_journal_that_cannot_be_written_fails_the_requests_instead_of_su
     (tmp_path / "batches").write_text("not a folder")  # every input and event write now fails
     lane = BatchLane("m", wire_of(server, "openai"), journal, SETTINGS)
     try:
-        with batch_job("j0"), pytest.raises(ProviderError, match="cannot journal a batch"):
+        with job_context("j0"), pytest.raises(ProviderError, match="cannot journal a batch"):
             await asyncio.wait_for(lane.chat(request(0)), 10)
     finally:
         await lane.close()

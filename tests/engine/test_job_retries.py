@@ -14,10 +14,11 @@ import orjson
 import yaml
 
 from fasteval.config.load import load_config
+from fasteval.core.job import job_context
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.sweep import run_sweep
 from providers.base import ChatRequest, ProviderError
-from providers.client import ModelClient, RetryPolicy, count_retries
+from providers.client import ModelClient, RetryPolicy
 from providers.openai_compat import OpenAICompatProvider
 from providers.sim import Faults, SimModel, SimServer
 
@@ -75,7 +76,7 @@ async def test_no_phantom_retry_after_the_last_attempt() -> None:
     client = ModelClient("m", OpenAICompatProvider(server.base_url, "m"),
                          retry=RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.002))
     try:
-        with count_retries() as job:
+        with job_context("j") as job:
             try:
                 await client.chat(ChatRequest(messages=[{"role": "user", "content": "hi"}]))
             except ProviderError as e:
@@ -84,4 +85,4 @@ async def test_no_phantom_retry_after_the_last_attempt() -> None:
         await client.close()
         await server.stop()
     assert server.requests == 3
-    assert job.count == 2 and client.stats.retries == 2  # three attempts are two retries, not three
+    assert job.retries == 2 and client.stats.retries == 2  # three attempts are two retries, not three

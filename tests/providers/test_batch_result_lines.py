@@ -12,7 +12,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from fasteval.engine.batching import BatchLane, batch_job
+from fasteval.core.job import job_context
+from fasteval.engine.batching import BatchLane
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings
@@ -77,7 +78,7 @@ async def test_a_long_line_fails_its_request_and_a_duplicate_keeps_the_first_bod
     lane = BatchLane("m", wire, journal, BatchSettings(gather_s=0.05, poll_s=0.05))
 
     async def job(i: int) -> str:
-        with batch_job(f"j{i}"):
+        with job_context(f"j{i}"):
             resp = await lane.chat(ChatRequest([{"role": "user", "content": f"q{i}"}]))
         return resp.content or ""
 

@@ -4,22 +4,26 @@ Some harnesses never send a ``tools`` list: the system prompt describes the tool
 writes the call inside tags (DeepEyes' ``<tool_call>{json}</tool_call>``, Mini-o3's
 ``<grounding>{json}</grounding>``), the harness parses it, runs it and feeds the result back as
 a new user turn. A ``TextProtocol`` is those three steps for one job (a new instance per job: it
-may remember the job's observations); its tools run through the agent loop's ``execute_tool``
+may remember the job's observations), a ``CallProtocol`` like the loop's native and built-in text
+ones (``fasteval.tools.call_protocol``); its tools run through the agent loop's ``execute_tool``
 like any other, so every call is logged with its arguments, status and images.
 """
 
 from __future__ import annotations
 
 import ast
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import orjson
 
 from fasteval.core.types import Message, ToolCall
 from fasteval.tools.base import Tool, ToolResult
-from providers.base import ToolCallRequest
+from fasteval.tools.call_protocol import CallProtocol, ParsedTurn
+from providers.base import ChatResponse, ToolCallRequest
+
+__all__ = ["MAX_CALL_TEXT", "MAX_ERROR_TEXT", "ParsedTurn", "TextProtocol", "bounded", "call_request",
+           "read_call_object"]
 
 MAX_CALL_TEXT = 20_000
 """The longest tool-call text we try to read (a model may write megabytes of junk in a tag)."""
@@ -27,29 +31,12 @@ MAX_ERROR_TEXT = 500
 """Errors shown to the model and kept on the record are cut to this many characters."""
 
 
-@dataclass(slots=True)
-class ParsedTurn:
-    """One model reply read by a protocol: the calls it asks for, or an answer.
-
-    ``content`` is the reply as the history keeps it (Mini-o3's harness stops generation at
-    ``</grounding>``, so text after it is dropped). ``rejected`` says why a call the model tried
-    to write could not be read; the loop logs it as a failed call and shows the model the
-    protocol's error message, or ends the turn where the harness does.
-    """
-
-    content: str
-    calls: list[ToolCallRequest] = field(default_factory=list)
-    rejected: str | None = None
-    raw_call: str = ""
-    """The text of the rejected call, cut to MAX_ERROR_TEXT, for the record."""
-
-
-class TextProtocol(ABC):
+class TextProtocol(CallProtocol):
     """How the model writes tool calls in text, and how results go back to it."""
 
-    name: ClassVar[str]
     tool_name: ClassVar[str]
     """The name the protocol's calls are logged under (and looked up by in the job's tools)."""
+    own_system_prompt: ClassVar[bool] = True
 
     def __init__(self, fidelity: str, system_prompt: str | None) -> None:
         self.fidelity = fidelity
@@ -64,12 +51,21 @@ class TextProtocol(ABC):
     def parse(self, content: str) -> ParsedTurn:
         """Read one model reply; never raises (a malformed call is ``rejected``)."""
 
+    def read(self, resp: ChatResponse) -> ParsedTurn:
+        return self.parse(resp.content or "")
+
     @abstractmethod
     def result_messages(self, call: ToolCall, result: ToolResult) -> list[Message]:
         """The user turn(s) that carry a call's result (or its error) back to the model."""
 
     def ends_turn(self, call: ToolCall) -> bool:
         """Whether the harness stops the episode after this call (e.g. DeepEyes on an error)."""
+        return False
+
+    def feed_back(self, call: ToolCall, result: ToolResult, messages: list[Message]) -> bool:
+        if self.ends_turn(call):
+            return True
+        messages.extend(self.result_messages(call, result))
         return False
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from fasteval.core.job import job_context
 from providers.base import ChatRequest
-from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, trajectory
+from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec
 from providers.openai_compat import OpenAICompatProvider
 from tests.providers.local.conftest import sim_command
 
@@ -48,10 +49,10 @@ async def test_sticky_pins_each_trajectory_and_spreads_new_ones(tmp_path: Path) 
     seen: dict[str, set[str]] = {}
 
     async def one(t: int) -> None:
-        with trajectory(f"t{t}") as ticket:
+        with job_context(f"t{t}") as job:
             for i in range(3):
                 await provider.chat(request(t * 10 + i))
-                seen.setdefault(f"t{t}", set()).add(ticket.pins[id(router)].replica.label)
+                seen.setdefault(f"t{t}", set()).add(job.pins[id(router)].replica.label)
 
     try:
         await asyncio.gather(*(one(t) for t in range(6)))
