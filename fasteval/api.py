@@ -21,7 +21,7 @@ from fasteval.core.errors import ControlRefused, PreflightFailed, RunDirUnwritab
 from fasteval.core.exitcodes import exit_code_for
 from fasteval.engine.plan import RunOptions, Selectors, default_run_dir
 from fasteval.engine.sweep import SweepIncomplete, SweepResult, run_sweep
-from fasteval.runfolder.diskfaults import shown
+from fasteval.runfolder.diskfaults import unwritable_run_dir
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.lock import run_folder_lock
 from fasteval.runfolder.names import RECORDS
@@ -116,8 +116,7 @@ def _create(run_dir: Path) -> bool:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise RunDirUnwritable(f"cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
-                               "use a writable --run-dir") from e
+        raise unwritable_run_dir(e, run_dir) from e
     return existed
 
 

@@ -17,7 +17,6 @@ from rich.console import Console
 from rich.table import Table
 
 from fasteval.cli.common import console, print_config_error, private_run_files
-from fasteval.core.errors import RunDirUnwritable
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERNAL,
@@ -28,7 +27,7 @@ from fasteval.core.exitcodes import (
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
-from fasteval.runfolder.diskfaults import RunLogHandler, shown
+from fasteval.runfolder.diskfaults import RunLogHandler, shown, unwritable_run_dir
 from fasteval.runfolder.names import RUN_LOG
 
 if TYPE_CHECKING:
@@ -151,8 +150,7 @@ class _RunLog:
         try:
             handler = RunLogHandler(run_dir / RUN_LOG)
         except OSError as e:
-            raise RunDirUnwritable(f"cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
-                                   "use a writable --run-dir") from e
+            raise unwritable_run_dir(e, run_dir) from e
         self.opened = True
         root = logging.getLogger()
         root.addHandler(handler)
