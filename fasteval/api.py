@@ -3,22 +3,28 @@
 ``run`` does what ``fasteval run`` does (strict config, selectors, preflight, the same run
 folder and resume rules) and returns a summary instead of an exit code; ``load_records``
 streams the latest record of each job through the run index, so a big run folder never sits in memory.
+``run_planned`` is the run path both share (``cli/run.py`` adds only its terminal and run.log).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig, load_config
-from fasteval.core.errors import ConfigError
+from fasteval.core.errors import ControlRefused, PreflightFailed, RunDirUnwritable, UsageError
+from fasteval.core.exitcodes import exit_code_for
 from fasteval.engine.plan import RunOptions, Selectors, default_run_dir
 from fasteval.engine.sweep import SweepIncomplete, SweepResult, run_sweep
+from fasteval.runfolder.diskfaults import unwritable_run_dir
 from fasteval.runfolder.index import open_index
-from fasteval.runfolder.records import RECORDS
+from fasteval.runfolder.lock import run_folder_lock
+from fasteval.runfolder.names import RECORDS
 
 
 @dataclass(slots=True)
@@ -38,9 +44,11 @@ class RunSummary:
     """Why the run stopped with work left (an endpoint down), or None."""
 
 
-def _summary(run_dir: Path, r: SweepResult, incomplete: str | None) -> RunSummary:
+def _summary(run_dir: Path, r: SweepResult, incomplete: SweepIncomplete | None = None) -> RunSummary:
+    code = r.exit_code() if incomplete is None else exit_code_for(incomplete)  # the CLI's map, not a copy
     return RunSummary(run_dir=run_dir, ok=r.ok, errors=r.errors, skipped=r.skipped, not_run=r.not_run,
-                      wall_s=r.wall_s, exit_code=r.exit_code(incomplete is not None), errors_by=r.errors_by, incomplete=incomplete)
+                      wall_s=r.wall_s, exit_code=code, errors_by=r.errors_by,
+                      incomplete=None if incomplete is None else str(incomplete))
 
 
 async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | None = None,
@@ -50,33 +58,74 @@ async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | N
                     seeds: list[int] | None = None, limit: int | None = None) -> RunSummary:
     """``run`` inside a running event loop (notebooks, async applications)."""
     cfg = config if isinstance(config, SweepConfig) else load_config(config)
-    if preflight:
-        from fasteval.engine.preflight import preflight as check
-
-        problems = await check(cfg)
-        if problems:
-            raise ConfigError("preflight: " + "; ".join(problems), problems)
     folder = Path(run_dir) if run_dir is not None else default_run_dir(cfg.path)
     sel = Selectors(models=list(models or []), suites=list(suites or []), settings=list(settings or []),
                     seeds=list(seeds or []), limit=limit)
     opts = RunOptions(run_dir=folder, force=force, keep_errors=keep_errors, max_concurrency=max_concurrency,
                       progress=False, selectors=sel)
-    from fasteval.runfolder.lock import run_folder_lock
+    try:
+        result = await run_planned(cfg, opts, preflight=preflight)
+    except SweepIncomplete as e:
+        return _summary(folder, e.result, e)
+    return _summary(folder, result)
 
-    folder.mkdir(parents=True, exist_ok=True)
-    with run_folder_lock(folder, "run (Python API)"):  # RunFolderBusy when another command writes it
+
+async def run_planned(cfg: SweepConfig, opts: RunOptions, *, preflight: bool = True,
+                      command: str = "run (Python API)",
+                      while_held: Callable[[Path], AbstractContextManager[object]] | None = None) -> SweepResult:
+    """The one run path of ``fasteval run`` and ``run_async``: preflight, claim the run folder, sweep.
+
+    ``while_held`` wraps the sweep once the folder's lock is held (the CLI opens run.log there, so
+    a refused second run writes nothing). Raises ``PreflightFailed``, ``RunDirUnwritable`` and
+    ``RunFolderBusy`` before anything ran, ``SweepIncomplete`` with the partial result.
+    """
+    async with claimed_run_folder(cfg, opts.run_dir, preflight=preflight, command=command):
+        with while_held(opts.run_dir) if while_held is not None else nullcontext():
+            return await run_sweep(cfg, opts)
+
+
+@asynccontextmanager
+async def claimed_run_folder(cfg: SweepConfig, run_dir: Path, *, preflight: bool,
+                             command: str) -> AsyncIterator[Path]:
+    """Preflight, then create and lock ``run_dir`` for the block; a start that fails claims nothing.
+
+    Preflight comes first so that endpoints not ready leave no folder behind. A ``UsageError`` out
+    of the block (a config the sweep refuses, a changed config) deletes a folder this call created
+    while it holds no records; a folder it cannot write, or one whose control socket another sweep
+    answers on, is left as it is.
+    """
+    if preflight:
+        from fasteval.engine.preflight import preflight as check
+
+        problems = await check(cfg)
+        if problems:
+            raise PreflightFailed(problems)
+    existed = _create(run_dir)
+    with run_folder_lock(run_dir, command):
         try:
-            result = await run_sweep(cfg, opts)
-        except SweepIncomplete as e:
-            return _summary(folder, e.result, str(e))
-    return _summary(folder, result, None)
+            yield run_dir
+        except UsageError as e:
+            if not (existed or isinstance(e, (RunDirUnwritable, ControlRefused)) or (run_dir / RECORDS).exists()):
+                shutil.rmtree(run_dir, ignore_errors=True)
+            raise
+
+
+def _create(run_dir: Path) -> bool:
+    """Create the run folder (once, at start: no sweep shares the loop yet); whether it existed."""
+    existed = run_dir.exists()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise unwritable_run_dir(e, run_dir) from e
+    return existed
 
 
 def run(config: str | Path | SweepConfig, *, run_dir: str | Path | None = None, **options: Any) -> RunSummary:
     """Run (or resume) a sweep; selectors (models, suites, settings, seeds, limit) narrow the plan.
 
-    Raises ConfigError for a bad config or a failed preflight (nothing ran, no run folder), and
-    RunFolderBusy when another command (a CLI run, a rescore) holds the run folder.
+    Raises ConfigError for a bad config or a failed preflight (nothing ran, no run folder),
+    RunDirUnwritable for a folder it cannot create, and RunFolderBusy when another command (a CLI
+    run, a rescore) holds the run folder.
     """
     return asyncio.run(run_async(config, run_dir=run_dir, **options))
 

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from fasteval.cli.common import console, fmt, print_json
 from fasteval.core.errors import UsageError
-from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.names import MANIFEST
 
@@ -85,7 +85,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
         todo = pairs(a)
     except CompareError as e:
         print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     results = [compare(x, y, alpha=a.alpha, n_resamples=a.resamples) for x, y in todo]
     if all(r["n_shared_jobs"] == 0 for r in results):
         print("error: the two sides share no job (same suite, setting, task and seed)", file=sys.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.core.errors import NoSweepRunning
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean
 from fasteval.runfolder.control import ask
 
@@ -64,7 +64,7 @@ def cmd_ctl(a: argparse.Namespace) -> int:
             print_json({"ok": False, "running": False, "error": str(e)})
         else:
             print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     if a.json:
         print_json(answer)
     else:

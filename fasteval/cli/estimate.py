@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from fasteval.cli.common import console, print_json
-from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.redact import redact_text
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.names import RECORDS
@@ -108,8 +108,8 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
         print(f"pilot: {result.ok} ok, {result.errors} error in {result.wall_s:.1f} s", file=sys.stderr)
     except SweepIncomplete as e:  # what finished is still evidence
         print(f"pilot incomplete ({clean(redact_text(str(e)))}): estimating from what finished", file=sys.stderr)
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as e:
+        return exit_code_for(e)
     return popts.run_dir
 
 

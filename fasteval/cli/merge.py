@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.cli.common import print_json, private_run_files
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 from fasteval.core.terminal import clean
 from fasteval.runfolder.lock import run_folder_lock
 
@@ -26,7 +26,7 @@ def cmd_merge(a: argparse.Namespace) -> int:
             out = merge_runs(Path(a.out), sources)
     except MergeConflict as e:
         print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     print_json(out)
     return EXIT_OK
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
-import shutil
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +19,7 @@ from rich.table import Table
 from fasteval.cli.common import console, print_config_error, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
-    EXIT_INTERRUPTED,
+    EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
     RunIncomplete,
@@ -26,9 +27,8 @@ from fasteval.core.exitcodes import (
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
-from fasteval.runfolder.diskfaults import RunDirUnwritable, RunLogHandler, shown
-from fasteval.runfolder.lock import run_folder_lock
-from fasteval.runfolder.names import RECORDS, RUN_LOG
+from fasteval.runfolder.diskfaults import RunLogHandler, shown, unwritable_run_dir
+from fasteval.runfolder.names import RUN_LOG
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -37,21 +37,26 @@ if TYPE_CHECKING:
 
 
 def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
-    """The plan narrowing asked for on the command line; unknown names are usage errors."""
+    """The plan narrowing asked for on the command line; unknown names are usage errors (ConfigError)."""
     from fasteval.config.schema import did_you_mean
+    from fasteval.core.errors import ConfigError
     from fasteval.engine.plan import Selectors
 
+    try:
+        seeds = [int(x) for x in _names(a.seeds)]
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
     sel = Selectors(models=_names(a.model), suites=_names(a.suite), settings=_names(a.setting),
-                    seeds=[int(x) for x in _names(a.seeds)], limit=a.limit)
+                    seeds=seeds, limit=a.limit)
     known = {"--model": [m["name"] for m in cfg.models], "--suite": [str(s["name"]) for s in cfg.suites],
              "--seeds": [str(x) for x in cfg.seeds]}
     for flag, asked in (("--model", sel.models), ("--suite", sel.suites), ("--seeds", [str(x) for x in sel.seeds])):
         for name in asked:
             if name not in known[flag]:
-                raise ValueError(f"{flag} {name}: not in {cfg.path}{did_you_mean(name, known[flag])} "
+                raise ConfigError(f"{flag} {name}: not in {cfg.path}{did_you_mean(name, known[flag])} "
                                  f"(known: {', '.join(known[flag])})")
     if sel.limit is not None and sel.limit < 1:
-        raise ValueError("--limit must be at least 1")
+        raise ConfigError("--limit must be at least 1")
     return sel
 
 
@@ -112,10 +117,8 @@ def _print_error_summary(result: SweepResult) -> None:
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
 
 
-def _internal_error(e: Exception, run_dir: Path, handler: logging.Handler) -> int:
-    """One line on the terminal, the traceback in run.log only (never on the live terminal)."""
-    handler.handle(logging.getLogger("fasteval").makeRecord(
-        "fasteval", logging.ERROR, __file__, 0, "internal error: %s", (type(e).__name__,), sys.exc_info()))
+def _internal_error(e: Exception, run_dir: Path) -> int:
+    """One line on the terminal; the traceback went to run.log only (``_RunLog.held``)."""
     print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
           f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / RUN_LOG)}, "
           "please report it", file=sys.stderr)
@@ -128,6 +131,56 @@ class _TerminalFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.levelno >= logging.ERROR
+
+
+class _RunLog:
+    """run.log and a quiet terminal for as long as the sweep holds the run folder's lock.
+
+    ``held`` is ``api.run_planned``'s ``while_held``: opened after the lock, so a refused second
+    run writes nothing. ``opened`` and ``bug`` tell the CLI where a Ctrl-C or an exception ended.
+    """
+
+    def __init__(self) -> None:
+        self.opened = False
+        self.bug: Exception | None = None
+        """A bug of ours whose traceback went to run.log (the terminal gets one line)."""
+
+    @contextlib.contextmanager
+    def held(self, run_dir: Path) -> Iterator[None]:
+        try:
+            handler = RunLogHandler(run_dir / RUN_LOG)
+        except OSError as e:
+            raise unwritable_run_dir(e, run_dir) from e
+        self.opened = True
+        root = logging.getLogger()
+        root.addHandler(handler)
+        ours = logging.getLogger("fasteval")
+        old_level = ours.level
+        ours.setLevel(logging.INFO)  # breaker and job failures in full in run.log; third parties stay at WARNING
+        quiet = _TerminalFilter()
+        terminal = [h for h in root.handlers if h is not handler]
+        for h in terminal:
+            h.addFilter(quiet)
+        logging.captureWarnings(True)
+        # Long sweeps hold many small live objects; the default GC thresholds rescan them thousands of
+        # times a second. Freeze what startup built and collect young objects less often.
+        gc.freeze()
+        gc.set_threshold(50_000, 50, 100)
+        try:
+            yield
+        except Exception as e:
+            if exit_code_for(e) == EXIT_INTERNAL:  # a bug of ours: its traceback in run.log, the folder kept
+                self.bug = e
+                handler.handle(ours.makeRecord("fasteval", logging.ERROR, __file__, 0, "internal error: %s",
+                                               (type(e).__name__,), sys.exc_info()))
+            raise
+        finally:
+            logging.captureWarnings(False)
+            for h in terminal:
+                h.removeFilter(quiet)
+            ours.setLevel(old_level)
+            root.removeHandler(handler)
+            handler.close()
 
 
 class _Started:
@@ -163,18 +216,9 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
         selectors = _selectors(a, cfg)
     except ConfigError as e:
         print_config_error(e)
-        return EXIT_USAGE
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
-    if a.cache or a.cache_mode:
-        cache_cfg = dict(cfg.run.get("cache") or {})
-        if a.cache:
-            cache_cfg["path"] = a.cache
-        if a.cache_mode:
-            cache_cfg["modes"] = a.cache_mode
-        cfg.run["cache"] = cache_cfg
+    _cache_overrides(a, cfg)
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
                       max_concurrency=a.max_concurrency, force=a.force,
@@ -187,90 +231,69 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     if a.dry_run:
         return _print_preview(cfg, opts)
     seen.cfg, seen.run_dir, seen.started = cfg, run_dir, time.monotonic()
-    if not a.no_preflight:
-        from fasteval.engine.preflight import preflight
-
-        try:
-            problems = uvloop.run(preflight(cfg))
-        except KeyboardInterrupt:
-            print("interrupted during preflight: nothing ran", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        if problems:
-            print(f"error: preflight found {len(problems)} endpoint(s) not ready (nothing ran; --no-preflight "
-                  f"skips this check):", file=sys.stderr)
-            for line in problems:
-                print(f"  {clean(redact_text(line))}", file=sys.stderr)  # an upstream may echo the key back
-            return EXIT_USAGE
-    existed = run_dir.exists()
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
-              "use a writable --run-dir", file=sys.stderr)
-        return EXIT_USAGE
-    with run_folder_lock(run_dir, "run"):  # before run.log: a refused second run writes nothing
-        return _sweep(a, cfg, opts, existed, seen)
+    return _sweep(a, cfg, opts, seen)
 
 
-def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, existed: bool, seen: _Started) -> int:
-    """The sweep itself, holding the run folder's lock: run.log, the live run, the closing lines."""
-    from fasteval.core.errors import ControlRefused, UsageError
-    from fasteval.engine.sweep import SweepIncomplete, run_sweep
+def _cache_overrides(a: argparse.Namespace, cfg: SweepConfig) -> None:
+    """``--cache`` and ``--cache-mode`` over the config's ``run.cache``."""
+    if a.cache or a.cache_mode:
+        cache_cfg = dict(cfg.run.get("cache") or {})
+        if a.cache:
+            cache_cfg["path"] = a.cache
+        if a.cache_mode:
+            cache_cfg["modes"] = a.cache_mode
+        cfg.run["cache"] = cache_cfg
 
-    run_dir = opts.run_dir
-    try:
-        handler = RunLogHandler(run_dir / RUN_LOG)
-    except OSError as e:
-        print(f"error: cannot write the run folder {shown(run_dir)} ({e.strerror or e}): "
-              "use a writable --run-dir", file=sys.stderr)
-        return EXIT_USAGE
-    root = logging.getLogger()
-    root.addHandler(handler)
-    ours = logging.getLogger("fasteval")
-    old_level = ours.level
-    ours.setLevel(logging.INFO)  # breaker and job failures in full in run.log; third parties stay at WARNING
-    quiet = _TerminalFilter()
-    terminal = [h for h in root.handlers if h is not handler]
-    for h in terminal:
-        h.addFilter(quiet)
-    logging.captureWarnings(True)
-    # Long sweeps hold many small live objects; the default GC thresholds rescan them thousands of
-    # times a second. Freeze what startup built and collect young objects less often.
-    gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+
+def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Started) -> int:
+    """The run (``api.run_planned``, or ``--watch``) and what the terminal says of how it ended."""
+    from fasteval.api import run_planned
+    from fasteval.core.errors import PreflightFailed, UsageError
+    from fasteval.engine.sweep import SweepIncomplete
+
+    log = _RunLog()
     try:
         if a.watch:
-            return _watch(a, opts)
-        result = uvloop.run(run_sweep(cfg, opts))
+            return uvloop.run(_watched(a, cfg, opts, log))
+        result = uvloop.run(run_planned(cfg, opts, preflight=not a.no_preflight, command="run",
+                                        while_held=log.held))
+    except KeyboardInterrupt as e:
+        if not (log.opened or a.no_preflight):
+            print("interrupted during preflight: nothing ran", file=sys.stderr)
+        elif a.watch and log.opened:  # between rounds: nothing is running, the run folder is whole
+            print("watch interrupted: rerun the same command to go on watching", file=sys.stderr)
+        else:
+            raise  # cli/main.py: "interrupted: rerun the same command to resume"
+        return exit_code_for(e)
+    except PreflightFailed as e:
+        print(f"error: preflight found {len(e.problems)} endpoint(s) not ready (nothing ran; --no-preflight "
+              f"skips this check):", file=sys.stderr)
+        for line in e.problems:
+            print(f"  {clean(redact_text(line))}", file=sys.stderr)  # an upstream may echo the key back
+        return exit_code_for(e)
     except SweepIncomplete as e:
         r = seen.result = e.result
-        print(f"{run_dir}: {r.ok} ok, {r.errors} error, {r.skipped} already done, {r.not_run} not run "
+        print(f"{opts.run_dir}: {r.ok} ok, {r.errors} error, {r.skipped} already done, {r.not_run} not run "
               f"in {r.wall_s:.1f} s", file=sys.stderr)
         _print_error_summary(r)
         print(clean(redact_text(str(e)), block=True), file=sys.stderr)
-        return EXIT_INCOMPLETE
+        return exit_code_for(e)
     except RunIncomplete as e:
         msg = clean(redact_text(str(e)), block=True)
         print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
-        return EXIT_INCOMPLETE
-    except (RunDirUnwritable, ControlRefused) as e:  # ControlRefused: another sweep answers on its socket
-        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
-        return EXIT_USAGE
-    except UsageError as e:  # ours: a config, a changed config, a damaged run folder
-        if not existed and not (run_dir / RECORDS).exists():
-            shutil.rmtree(run_dir, ignore_errors=True)  # a start that failed claims nothing
+        return exit_code_for(e)
+    except UsageError as e:  # ours: a config, a changed config, a damaged or busy run folder
         print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
         return exit_code_for(e)
-    except Exception as e:  # a bug of ours: its traceback in run.log, the folder kept for the report
-        return _internal_error(e, run_dir, handler)
-    finally:
-        logging.captureWarnings(False)
-        for h in terminal:
-            h.removeFilter(quiet)
-        ours.setLevel(old_level)
-        root.removeHandler(handler)
-        handler.close()
+    except Exception as e:
+        if e is not log.bug:  # a bug before run.log: cli/main.py prints its traceback
+            raise
+        return _internal_error(e, opts.run_dir)
     seen.result = result
+    return _print_finished(result, opts.run_dir)
+
+
+def _print_finished(result: SweepResult, run_dir: Path) -> int:
     print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
@@ -284,7 +307,16 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, existed: b
     return result.exit_code()
 
 
-def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
+async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, log: _RunLog) -> int:
+    """``--watch`` on ``run_planned``'s path: the same preflight, claimed folder and run.log."""
+    from fasteval.api import claimed_run_folder
+
+    async with claimed_run_folder(cfg, opts.run_dir, preflight=not a.no_preflight, command="run"):
+        with log.held(opts.run_dir):
+            return await _watch(a, opts)
+
+
+async def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
     """``--watch``: sweeps into one run folder as checkpoints complete (fasteval/engine/watch.py)."""
     from fasteval.core.errors import ConfigError
     from fasteval.engine.watch import WatchOptions, watch_sweep
@@ -294,13 +326,10 @@ def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
         return EXIT_USAGE
     wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout)
     try:
-        w = uvloop.run(watch_sweep(Path(a.config), opts, wopts))
-    except KeyboardInterrupt:  # between rounds: nothing is running, the run folder is whole
-        print("watch interrupted: rerun the same command to go on watching", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        w = await watch_sweep(Path(a.config), opts, wopts)
     except ConfigError as e:  # the config was edited into an invalid one under the watch
         print_config_error(e)
-        return EXIT_USAGE
+        return exit_code_for(e)
     print(f"{opts.run_dir}: watch ended ({w.stopped_by}) after {w.rounds} round(s), "
           f"{len(w.evaluated)} checkpoint model(s) taken", file=sys.stderr)
     if w.interrupted:

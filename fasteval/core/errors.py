@@ -73,3 +73,14 @@ class DamagedRunFolder(RuntimeError, UsageError):
     A crash of another tool, a hand edit or a copy cut short; the message names the file, and the
     user restores it or starts a new ``--run-dir``.
     """
+
+
+class PreflightFailed(ConfigError):
+    """Preflight found endpoints not ready (``problems``: one line each): nothing ran, no folder, exit 2.
+
+    A ``ConfigError`` as before, so API callers that caught that still do; its own type lets the CLI
+    print the problems as a list and tell them from a config error the sweep raised later.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("preflight: " + "; ".join(problems), problems)

@@ -39,6 +39,12 @@ def is_fatal(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FATAL_ERRNOS
 
 
+def unwritable_run_dir(exc: OSError, run_dir: Path) -> RunDirUnwritable:
+    """The one-line error for a run folder that cannot be created or take its run.log (exit 2)."""
+    return RunDirUnwritable(f"cannot write the run folder {shown(run_dir)} ({exc.strerror or exc}): "
+                            "use a writable --run-dir")
+
+
 def write_failure(exc: OSError, path: Path, run_dir: Path | None = None) -> RuntimeError:
     """The one-line error for a failed write of ``path`` inside the run folder ``run_dir``.
 

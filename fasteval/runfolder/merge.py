@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.errors import UsageError
 from fasteval.runfolder.blobs import pid_alive
 from fasteval.runfolder.control import append_trace, read_trace
 from fasteval.runfolder.index import RunIndex, RunIndexError, open_index
@@ -35,8 +36,8 @@ _COMPARED = ("status", "score", "answer", "model", "suite", "setting", "task_id"
 _TMP_TAG = ".merge-"
 
 
-class MergeConflict(RuntimeError):
-    pass
+class MergeConflict(RuntimeError, UsageError):
+    """Sources that cannot merge (a job that differs between them, a missing folder): one line, exit 2."""
 
 
 def _clean_stale(out: Path) -> None:

@@ -201,6 +201,8 @@ def _planted(tmp_path: Path, files: dict[str, str]) -> Path:
     ({"fasteval/view/report.py": "def f():\n    from fasteval.engine import sweep\n",
       "fasteval/engine/sweep.py": ""}, "a sibling layer"),
     ({"cache/_keys.py": "from providers.base import ChatRequest\n", "providers/base.py": ""}, "cache._keys"),
+    ({"fasteval/engine/watch.py": "def f():\n    from fasteval.api import run_planned\n",  # the run path's owner
+      "fasteval/api.py": ""}, "fasteval/engine/watch.py:2"),
 ])
 def test_a_planted_back_import_is_named_with_file_and_line(tmp_path: Path, files: dict[str, str],
                                                              expect: str) -> None:
