@@ -29,6 +29,9 @@ Steps:
    re-send the history) through ``RoutedProvider``; hit rate = delta of
    ``vllm:prefix_cache_hits_total`` / ``vllm:prefix_cache_queries_total`` over both replicas.
 
+Images (a vision-language checkpoint against ``vllm bench serve --dataset-name random-mm``):
+benchmarks/vllm_images.py.
+
 Exits 2 at once, with the reason, when vLLM (or, to build the model, transformers/tokenizers)
 is missing, unless ``--server-command`` replaces the server.
 """

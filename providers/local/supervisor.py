@@ -144,6 +144,8 @@ class Replica:
         self.preprocessing = PreprocessWatch(self.label)
         self.warning: str | None = None
         """Said once, in run.log and on the live panel: the replica looks preprocessing-bound."""
+        self.prefix_cache: dict[str, int] | None = None
+        """vLLM's prefix-cache counters (token ``queries`` and ``hits`` since its last start), read as it stops."""
         self.ready = asyncio.Event()
         self._process: asyncio.subprocess.Process | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -183,6 +185,8 @@ class Replica:
                "restarts": self.restarts, "started_at": self.started_at, "stopped_at": self.stopped_at,
                "command": [redact_text(part) for part in self.command], "log": str(self.log_path),
                "last_error": self.last_error, "tmpdir": str(self.tmp_dir) if self.tmp_dir is not None else None}
+        if self.prefix_cache is not None:
+            doc["prefix_cache"] = self.prefix_cache
         tmp = self.state_path.with_suffix(".json.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
@@ -315,6 +319,14 @@ class Replica:
             if self._on_change is not None:
                 self._on_change()
 
+    async def _keep_prefix_cache_counters(self) -> None:
+        """vLLM's counters die with the server: kept in the state file, a run's prefix-cache hit rate
+        can still be read (and checked against the records' cached tokens) once its servers are gone."""
+        metrics = await read_metrics(self._http(), f"http://{self.host}:{self.port}/metrics")
+        if metrics is not None and "vllm:prefix_cache_queries_total" in metrics:
+            self.prefix_cache = {"queries": int(metrics["vllm:prefix_cache_queries_total"]),
+                                 "hits": int(metrics.get("vllm:prefix_cache_hits_total", 0.0))}
+
     def refund_restarts(self, n: int) -> None:
         """Deaths caused by one request (which then fails alone) do not count against max_restarts."""
         self.restarts = max(0, self.restarts - n)
@@ -387,6 +399,8 @@ class Replica:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+        if self.state == "ready" and self.alive():
+            await self._keep_prefix_cache_counters()
         await self._kill()
         if self._session is not None:
             await self._session.close()

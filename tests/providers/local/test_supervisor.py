@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 import pytest
 
-from providers.local import EndpointDown, ServerGroup, ServerStartError, ServeSpec
+from providers.local import EndpointDown, ServerGroup, ServerStartError, ServeSpec, parse_metrics
 from tests.providers.local.conftest import gone_within, sim_command
 
 
@@ -108,3 +108,24 @@ async def test_replicas_sharing_a_gpu_start_one_after_the_other(tmp_path: Path) 
         assert group.replicas[1].log_path.read_text().count("=== fasteval: start") == 1
     finally:
         await group.stop()
+
+
+async def test_prefix_cache_counters_outlive_the_server_in_its_state_file(tmp_path: Path) -> None:
+    group = ServerGroup(spec("--prefix-cache"), ["0"], tmp_path)
+    await group.start()
+    first = {"role": "user", "content": "a long first question " * 20}
+    try:
+        async with aiohttp.ClientSession() as s:
+            url = group.replicas[0].base_url
+            for messages in ([first], [first, {"role": "assistant", "content": "a"}, {"role": "user", "content": "b"}]):
+                async with s.post(f"{url}/chat/completions", json={"model": "m", "messages": messages}) as resp:
+                    assert resp.status == 200
+            async with s.get(url.removesuffix("/v1") + "/metrics") as resp:
+                text = await resp.text()
+        assert "prefix_cache" not in orjson.loads((tmp_path / "m-0.json").read_bytes())  # read as it stops
+    finally:
+        await group.stop()
+    metrics = parse_metrics(text)
+    kept = orjson.loads((tmp_path / "m-0.json").read_bytes())["prefix_cache"]
+    assert kept == {"queries": metrics["vllm:prefix_cache_queries_total"], "hits": metrics["vllm:prefix_cache_hits_total"]}
+    assert 0 < kept["hits"] < kept["queries"]  # the second request found the first one's prefix
