@@ -43,7 +43,7 @@ def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
 
     sel = Selectors(models=_names(a.model), suites=_names(a.suite), settings=_names(a.setting),
                     seeds=[int(x) for x in _names(a.seeds)], limit=a.limit)
-    known = {"--model": [m["name"] for m in cfg.models], "--suite": [str(s["name"]) for s in cfg.suites],
+    known = {"--model": [m.name for m in cfg.models], "--suite": [str(s["name"]) for s in cfg.suites],
              "--seeds": [str(x) for x in cfg.seeds]}
     for flag, asked in (("--model", sel.models), ("--suite", sel.suites), ("--seeds", [str(x) for x in sel.seeds])):
         for name in asked:
@@ -169,12 +169,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
         return EXIT_USAGE
     add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     if a.cache or a.cache_mode:
-        cache_cfg = dict(cfg.run.get("cache") or {})
-        if a.cache:
-            cache_cfg["path"] = a.cache
-        if a.cache_mode:
-            cache_cfg["modes"] = a.cache_mode
-        cfg.run["cache"] = cache_cfg
+        cfg.run = cfg.run.with_cache(path=a.cache, modes=a.cache_mode)
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
                       max_concurrency=a.max_concurrency, force=a.force,
