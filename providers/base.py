@@ -7,8 +7,8 @@ rate-limit and concurrency layer around every provider (providers.client) acts o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Self
 

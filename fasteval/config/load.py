@@ -16,8 +16,8 @@ from typing import Any
 import orjson
 
 from fasteval.config.endpoint import EndpointSpec
-from fasteval.config.run import RunSettings
 from fasteval.config.notify import NotifySpec, notify_problems, notify_spec
+from fasteval.config.run import RunSettings
 from fasteval.config.schema import (
     KNOWN_ROLES,
     TOP_LEVEL,

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from functools import partial
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
