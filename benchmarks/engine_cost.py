@@ -41,6 +41,7 @@ import uvloop
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from fasteval.config.endpoint import EndpointSpec  # noqa: E402
 from fasteval.core.job import job_context  # noqa: E402
 from fasteval.core.types import Record, Task, Trajectory  # noqa: E402
 from fasteval.engine.agent import AgentEnv, run_agent  # noqa: E402
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [t for t in suite.load() if isinstance(t, Task)]
         setting = suite.default_settings()[0]
         encoder = ImageEncoder(blobs)
-        resolver = image_resolver(encoder, spec={"local_media": a.local_media})
+        resolver = image_resolver(encoder, spec=EndpointSpec.of("bench", {"provider": "sim", "local_media": a.local_media}))
         tools = {"calculator": make_tool("calculator", fidelity=setting.fidelity)}
         calls = a.n * (a.k + 1)
         figures: dict[str, float] = {}

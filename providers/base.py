@@ -8,8 +8,9 @@ rate-limit and concurrency layer around every provider (providers.client) acts o
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from fasteval.core.types import Message, Usage
 
@@ -98,6 +99,13 @@ class Provider(ABC):
     @abstractmethod
     async def chat(self, request: ChatRequest) -> ChatResponse:
         """Send one request; raise ProviderError (classified) on failure."""
+
+    def with_capabilities(self, overrides: Mapping[str, bool | int]) -> Self:
+        """This provider with a model entry's ``capabilities:`` over its defaults; set once, when the
+        client is built (``providers.registry.make_provider``), never changed afterwards."""
+        if overrides:
+            self.capability_overrides = dict(overrides)
+        return self
 
     def endpoint_id(self) -> str:
         """Identity of the endpoint for limiters and cache keys (never includes secrets)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from fasteval.core.job import current_job
 from providers.base import ChatRequest, ChatResponse, Provider, ProviderError
@@ -19,7 +19,7 @@ from providers.breaker import CircuitBreaker, is_outage
 from providers.limits import AdaptiveLimit, RateLimiter
 from providers.retry import MODEL_RETRYABLE, RetryPolicy, retry_call
 
-__all__ = ["RETRYABLE", "EndpointStats", "ModelClient", "RetryPolicy"]
+__all__ = ["RETRYABLE", "BatchRoute", "EndpointStats", "ModelClient", "RetryPolicy"]
 
 RETRYABLE = MODEL_RETRYABLE
 
@@ -48,6 +48,12 @@ class EndpointStats:
     by_kind: dict[str, int] = field(default_factory=dict)
 
 
+class BatchRoute(Protocol):
+    """Where a batched model's requests go instead of one request each (a batch lane)."""
+
+    async def chat(self, request: ChatRequest) -> ChatResponse: ...
+
+
 ResponseCache = Callable[[ChatRequest, Callable[[], Awaitable[ChatResponse]]], Awaitable[ChatResponse]]
 """Wraps a request's computation with a cache lookup (keyed by endpoint, model, request, seed)."""
 
@@ -66,9 +72,12 @@ class ModelClient:
         retry: RetryPolicy | None = None,
         params: dict[str, Any] | None = None,
         limit: AdaptiveLimit | None = None,
-        cache: ResponseCache | None = None,
+        cache: Callable[[ModelClient], ResponseCache] | None = None,
         breaker: CircuitBreaker | None = None,
+        batch: Callable[[ModelClient], BatchRoute] | None = None,
     ) -> None:
+        """``cache`` and ``batch`` wrap this client's requests and are given the client they wrap
+        (its provider, stats, retry policy and interactive path), once, as it is built."""
         self.name = name
         self.provider = provider
         self.limit = limit or AdaptiveLimit(concurrency)
@@ -76,10 +85,7 @@ class ModelClient:
         self.retry = retry or RetryPolicy()
         self.params = dict(params or {})
         self.stats = EndpointStats()
-        self.cache = cache
         self.breaker = breaker
-        self.batch: Callable[[ChatRequest], Awaitable[ChatResponse]] | None = None
-        """Set for a model in batch mode (fasteval.engine.batching): requests go into provider batches."""
         self.attempt_timeout_s: float | None = None
         """A cap on each attempt set while running (``fasteval ctl set attempt_timeout_s=N``), on top
         of the wire's own connect/read/attempt timeouts from the config."""
@@ -87,6 +93,10 @@ class ModelClient:
         """Awaited with this client's name before each request is sent (each attempt; a cache hit is
         not held): a paused sweep (``fasteval ctl pause --now``) holds trajectories here, before their
         next model request, instead of ending them."""
+        self.cache = cache(self) if cache is not None else None
+        self.lane = batch(self) if batch is not None else None
+        """A model in batch mode (fasteval.engine.batching): its requests go into provider batches."""
+        self.batch = self.lane.chat if self.lane is not None else None
 
     def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:
         """Called only when a retry will really happen (never after the last attempt)."""

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasteval.cli.common import console, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
+
+if TYPE_CHECKING:
+    from fasteval.config.endpoint import EndpointSpec
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -50,7 +53,7 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     specs = _endpoints(a, run_dir)
     if specs is None:
         return EXIT_USAGE
-    add_secrets_from_env({s["api_key_env"] for s in specs if isinstance(s.get("api_key_env"), str)}
+    add_secrets_from_env({s.key_env for s in specs if isinstance(s.key_env, str)}
                          | secret_like_env_names())
 
     def say(line: str) -> None:  # batch ids, status words and error bodies are the provider's text
@@ -64,7 +67,7 @@ def cmd_cancel(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[dict[str, Any]] | None:
+def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[EndpointSpec] | None:
     """The batched entries to cancel through: ``--config``'s, or the manifest's once trusted (rescore's rule:
     a manifest ``base_url`` that would get a key needs ``--trust-manifest``); None after saying why not."""
     from fasteval.cli.common import print_config_error
@@ -80,9 +83,13 @@ def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[dict[str, Any]] | N
         except ConfigError as e:
             print_config_error(e)
             return None
-        return batched_specs({"models": cfg.models, "roles": cfg.roles})
-    specs = manifest_specs(run_dir)
-    untrusted = [] if a.trust_manifest else manifest_endpoints({str(s.get("name")): s for s in specs}, given=set())
+        return batched_specs(cfg)
+    try:
+        specs = manifest_specs(run_dir)
+    except (KeyError, ValueError) as e:
+        print(clean(f"error: {run_dir}/manifest.json: {e}"), file=sys.stderr)
+        return None
+    untrusted = [] if a.trust_manifest else manifest_endpoints({s.name: s for s in specs}, given=set())
     if untrusted:
         print(clean(f"error: {run_dir}/manifest.json names endpoints that would get your keys:"), file=sys.stderr)
         for line in untrusted:

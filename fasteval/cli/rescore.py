@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import uvloop
@@ -13,8 +14,12 @@ import uvloop
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 
+if TYPE_CHECKING:
+    from fasteval.config.endpoint import EndpointSpec
+
 
 def cmd_rescore(a: argparse.Namespace) -> int:
+    from fasteval.config.endpoint import EndpointSpec
     from fasteval.config.load import config_from_manifest, load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.rescore import rescore
@@ -31,8 +36,8 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         else:
             cfg = config_from_manifest(manifest, run_dir)
         if a.judge:
-            cfg.roles["judge"] = dict(orjson.loads(a.judge))
-    except (ConfigError, orjson.JSONDecodeError, KeyError) as e:
+            cfg.roles["judge"] = EndpointSpec.of("judge", dict(orjson.loads(a.judge)))
+    except (ConfigError, orjson.JSONDecodeError, KeyError, ValueError) as e:
         print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
     untrusted = [] if a.config or a.trust_manifest else manifest_endpoints(cfg.roles, given={"judge"} if a.judge else set())
@@ -51,7 +56,7 @@ def cmd_rescore(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def manifest_endpoints(roles: dict[str, Any], given: set[str]) -> list[str]:
+def manifest_endpoints(roles: Mapping[str, EndpointSpec], given: set[str]) -> list[str]:
     """One line per role read from a manifest that would send a key to its URL or start a server.
 
     A role with a key but no ``base_url`` goes to its vendor's own API, which is where the key
@@ -59,13 +64,13 @@ def manifest_endpoints(roles: dict[str, Any], given: set[str]) -> list[str]:
     """
     out = []
     for name, spec in sorted(roles.items()):
-        if name in given or not isinstance(spec, dict):
+        if name in given:
             continue
-        if spec.get("serve") is not None:
-            command = (spec["serve"] or {}).get("command") if isinstance(spec["serve"], dict) else None
+        if spec.serve is not None:
+            command = spec.serve.get("command") if isinstance(spec.serve, dict) else None
             out.append(f"{name}: serves a model locally" + (f" with the command {command!r}" if command else ""))
-        elif spec.get("api_key_env") and spec.get("base_url"):
-            out.append(f"{name}: {spec['base_url']} (with the key in ${spec['api_key_env']})")
+        elif spec.key_env and spec.base_url:
+            out.append(f"{name}: {spec.base_url} (with the key in ${spec.key_env})")
     return out
 
 

@@ -48,7 +48,7 @@ def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
         raise ConfigError(str(e)) from e
     sel = Selectors(models=_names(a.model), suites=_names(a.suite), settings=_names(a.setting),
                     seeds=seeds, limit=a.limit)
-    known = {"--model": [m["name"] for m in cfg.models], "--suite": [str(s["name"]) for s in cfg.suites],
+    known = {"--model": [m.name for m in cfg.models], "--suite": [str(s["name"]) for s in cfg.suites],
              "--seeds": [str(x) for x in cfg.seeds]}
     for flag, asked in (("--model", sel.models), ("--suite", sel.suites), ("--seeds", [str(x) for x in sel.seeds])):
         for name in asked:
@@ -237,12 +237,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
 def _cache_overrides(a: argparse.Namespace, cfg: SweepConfig) -> None:
     """``--cache`` and ``--cache-mode`` over the config's ``run.cache``."""
     if a.cache or a.cache_mode:
-        cache_cfg = dict(cfg.run.get("cache") or {})
-        if a.cache:
-            cache_cfg["path"] = a.cache
-        if a.cache_mode:
-            cache_cfg["modes"] = a.cache_mode
-        cfg.run["cache"] = cache_cfg
+        cfg.run = cfg.run.with_cache(path=a.cache, modes=a.cache_mode)
 
 
 def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Started) -> int:

@@ -60,7 +60,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
                                      f"this node has fewer")
         else:
             cores = []
-            taken = GpuPool(detect_gpus(cfg.run.get("gpus", "auto"))).take(spec.gpus_needed)
+            taken = GpuPool(detect_gpus(cfg.run.gpus)).take(spec.gpus_needed)
             if taken is None:
                 raise GpuConfigError(f"model {a.model} needs {spec.gpus_needed} GPU(s); this node has fewer (run.gpus)")
             gpus = taken

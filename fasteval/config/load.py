@@ -17,6 +17,7 @@ import orjson
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.notify import NotifySpec, notify_problems, notify_spec
+from fasteval.config.run import RunSettings
 from fasteval.config.schema import (
     KNOWN_ROLES,
     TOP_LEVEL,
@@ -44,16 +45,15 @@ class SweepConfig:
     raw: dict[str, Any]
     """The config as written (includes expanded): what the manifest stores and the hash covers."""
     path: Path
-    models: list[dict[str, Any]]
-    roles: dict[str, dict[str, Any]]
+    models: list[EndpointSpec]
+    """The evaluated models, typed (a series' checkpoints each one model)."""
+    roles: dict[str, EndpointSpec]
     suites: list[dict[str, Any]]
     """Suite entries with their path options resolved against the config file's folder."""
     seeds: list[int]
-    run: dict[str, Any] = field(default_factory=dict)
-    typed: dict[str, EndpointSpec] = field(default_factory=dict, repr=False)
+    run: RunSettings = field(default_factory=RunSettings)
     notify: NotifySpec | None = None
     """Who is told when the sweep ends or goes wrong (``notify:``)."""
-    """Each model's and role's entry typed once (``EndpointSpec``), by model or role name."""
     series: dict[str, list[Checkpoint]] = field(default_factory=dict)
     """Each series entry's checkpoints taken, in serving order (their models are in ``models``)."""
     pending: dict[str, list[str]] = field(default_factory=dict)
@@ -63,12 +63,9 @@ class SweepConfig:
         return config_hash(self.raw)
 
     def endpoint(self, name: str) -> EndpointSpec:
-        """The typed spec of the model or role called ``name``."""
-        entry = next((m for m in self.models if m.get("name") == name), None) or self.roles[name]
-        typed = self.typed.get(name)
-        if typed is None or typed.raw is not entry:  # an entry replaced after loading (rescore --judge)
-            typed = self.typed[name] = EndpointSpec.of(name, entry)
-        return typed
+        """The typed spec of the model or role called ``name`` (KeyError if none)."""
+        found = next((m for m in self.models if m.name == name), None)
+        return found if found is not None else self.roles[name]
 
 
 def _refuse_secrets(spec: Any, where: KeyPath, src: Source, problems: Problems) -> bool:
@@ -232,13 +229,10 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
                           problems.items)
     seeds_raw = raw.get("seeds", [0])
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
-    run = dict(top.get("run") or {})
-    cfg = SweepConfig(raw=raw, path=p, models=models, roles=roles if isinstance(roles, dict) else {},
-                      suites=suites, seeds=seeds, run=run, notify=notify_spec(top.get("notify")), series=series,
-                      pending=pending)
-    for name in [m["name"] for m in models] + list(cfg.roles):
-        cfg.endpoint(name)  # typed once, here
-    return cfg
+    return SweepConfig(raw=raw, path=p, models=[EndpointSpec.of(str(m["name"]), m) for m in models],
+                       roles={str(r): EndpointSpec.of(str(r), spec) for r, spec in (roles if isinstance(roles, dict) else {}).items()},
+                       suites=suites, seeds=seeds, run=RunSettings.of(top.get("run")),
+                       notify=notify_spec(top.get("notify")), series=series, pending=pending)
 
 
 def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
@@ -249,8 +243,10 @@ def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig
     problems = Problems(check_paths=False)
     suites = [check_suite(e, ("suites", i), Source(run_dir / MANIFEST), problems, base)
               for i, e in enumerate(raw.get("suites") or [])]
-    return SweepConfig(raw=raw, path=run_dir / MANIFEST, models=raw["models"], roles=raw.get("roles") or {},
-                       suites=suites, seeds=[], run=dict(raw.get("run") or {}))
+    return SweepConfig(raw=raw, path=run_dir / MANIFEST,
+                       models=[EndpointSpec.of(str(m["name"]), m) for m in raw["models"]],
+                       roles={str(r): EndpointSpec.of(str(r), spec) for r, spec in (raw.get("roles") or {}).items()},
+                       suites=suites, seeds=[], run=RunSettings.of(raw.get("run")))
 
 
 # How a served model is kept up, not what it computes: may change between attempts of one run.

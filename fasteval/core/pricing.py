@@ -16,7 +16,7 @@ price, so a record carries which part of its tokens rode in batches (``usage.bat
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -129,7 +129,7 @@ def _cost(usage: dict[str, Any], price: Price) -> float:
     return (uncached * price.input + read * cr + write * cw + out * price.output) / 1e6
 
 
-def batch_factor(spec: dict[str, Any], price: Price, overrides: dict[str, Any] | None = None) -> float:
+def batch_factor(spec: Mapping[str, Any], price: Price, overrides: dict[str, Any] | None = None) -> float:
     """The share of the interactive price a batched entry pays: its own, the config's, the provider's."""
     if price.batch is not None:
         return price.batch

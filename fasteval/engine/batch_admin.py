@@ -14,6 +14,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
+from fasteval.config.endpoint import EndpointSpec
+from fasteval.config.load import SweepConfig
 from fasteval.engine.batching import BatchLane
 from fasteval.engine.clients import build_client
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
@@ -21,23 +23,24 @@ from fasteval.runfolder.records import read_manifest
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
 from providers.batch.wires import wire_for
-from providers.registry import is_embedded
 
 
-def batched_specs(config: dict[str, Any]) -> list[dict[str, Any]]:
-    """The batched model and role entries of a config (the run's manifest's, or one the user passed)."""
-    specs = [m for m in config.get("models") or [] if isinstance(m, dict) and m.get("batch")]
-    roles = config.get("roles") or {}
-    specs += [{**s, "name": r} for r, s in roles.items() if isinstance(s, dict) and s.get("batch")]
-    return specs
+def batched_specs(cfg: SweepConfig) -> list[EndpointSpec]:
+    """The batched models and roles of a config (the run's manifest's, or one the user passed)."""
+    return [ep for ep in [*cfg.models, *cfg.roles.values()] if ep.batch is not None]
 
 
-def manifest_specs(run_dir: Path) -> list[dict[str, Any]]:
-    """``batched_specs`` of the run's manifest: input anyone who can write the folder wrote."""
-    return batched_specs((read_manifest(run_dir) or {}).get("config") or {})
+def manifest_specs(run_dir: Path) -> list[EndpointSpec]:
+    """``batched_specs`` of the run's manifest: input anyone who can write the folder wrote
+    (KeyError or ValueError for an entry that cannot be typed)."""
+    config = (read_manifest(run_dir) or {}).get("config") or {}
+    specs = [EndpointSpec.of(str(m["name"]), m) for m in config.get("models") or []
+             if isinstance(m, dict) and m.get("batch")]
+    return specs + [EndpointSpec.of(str(r), s) for r, s in (config.get("roles") or {}).items()
+                    if isinstance(s, dict) and s.get("batch")]
 
 
-async def cancel_batches(run_dir: Path, specs: list[dict[str, Any]], *, poll_s: float = 5.0,
+async def cancel_batches(run_dir: Path, specs: list[EndpointSpec], *, poll_s: float = 5.0,
                          say: Any = print) -> tuple[int, int]:
     """Cancel every open batch of the run at the endpoints ``specs`` name (checked by the caller: the
     manifest's are not trusted blindly) and collect what they finished: (cancelled, results kept)."""
@@ -50,15 +53,15 @@ async def cancel_batches(run_dir: Path, specs: list[dict[str, Any]], *, poll_s: 
     async with contextlib.AsyncExitStack() as stack:
         lanes: list[BatchLane] = []
         for spec in specs:
-            if spec["name"] not in open_:
+            if spec.name not in open_:
                 continue
-            if is_embedded(spec):
-                say(f"model {spec['name']}: its batches were at the run's embedded sim, which ended with the run")
+            if spec.kind.embedded:
+                say(f"model {spec.name}: its batches were at the run's embedded sim, which ended with the run")
                 continue
-            client = build_client(spec["name"], spec, sim_base_url=None, resolver=None)
+            client = build_client(spec.name, spec, sim_base_url=None, resolver=None)
             stack.push_async_callback(client.close)
-            settings = BatchSettings.from_config(spec["batch"]) or BatchSettings()
-            lane = BatchLane(spec["name"], wire_for(client.provider), journal,
+            settings = spec.batch or BatchSettings()
+            lane = BatchLane(spec.name, wire_for(client.provider), journal,
                              BatchSettings(gather_s=settings.gather_s, poll_s=poll_s))
             stack.push_async_callback(lane.close)
             lanes.append(lane)

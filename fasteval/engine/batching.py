@@ -1,7 +1,8 @@
 """Batch mode: a batched model's requests are gathered into provider batches, journaled, awaited.
 
-The hook is the model client: ``ModelClient.batch`` is a lane's ``chat``, which turns the request
-into a batch line, enqueues it and awaits its result, so the agent loop does not change. Rounds
+The hook is the model client: a batched client is built with its lane (``batch_lane``), and
+``ModelClient.batch`` is the lane's ``chat``, which turns the request into a batch line,
+enqueues it and awaits its result, so the agent loop does not change. Rounds
 of every live trajectory of that model gather for ``gather_s`` (or until a documented limit in
 requests or bytes) and go out as one batch; when it ends, each trajectory runs its tools locally
 and its next request joins the next batch.
@@ -20,7 +21,6 @@ part of its tokens rode in batches (``usage.batch_*``, priced at the batch facto
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -37,7 +37,7 @@ from fasteval.runfolder.diskfaults import is_fatal
 from providers.base import ChatRequest, ChatResponse, ProviderError
 from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
 from providers.breaker import EndpointDown
-from providers.client import EndpointStats, RetryPolicy
+from providers.client import EndpointStats, ModelClient, RetryPolicy
 from providers.retry import MODEL_RETRYABLE
 
 log = logging.getLogger(__name__)
@@ -522,19 +522,13 @@ def pending_line(lanes: dict[str, BatchLane], not_run: int) -> str:
             f"batches end within an hour, all by {when}: rerun the same command then to collect them")
 
 
-async def attach_lane(stack: contextlib.AsyncExitStack, client: Any, spec: dict[str, Any], journal: BatchJournal, *,
-                      no_wait: bool = False) -> BatchLane | None:
-    """Put a model client in batch mode when its entry says ``batch:``; reattach its open batches."""
-    from providers.batch.wires import wire_for
+def batch_lane(settings: BatchSettings, journal: BatchJournal, *,
+               no_wait: bool = False) -> Callable[[ModelClient], BatchLane]:
+    """What puts a model client in batch mode as it is built (``build_client(batch=...)``): its lane,
+    given the client whose provider, retry policy, stats and interactive path the lane uses."""
+    def lane(client: ModelClient) -> BatchLane:
+        from providers.batch.wires import wire_for
 
-    settings = BatchSettings.from_config(spec.get("batch"))
-    if settings is None:
-        return None
-    lane = BatchLane(client.name, wire_for(client.provider), journal, settings, retry=client.retry, stats=client.stats,
-                     no_wait=no_wait, interactive=client.chat_interactive)
-    client.batch = lane.chat
-    stack.push_async_callback(lane.close)
-    n = await lane.reattach()
-    if n:
-        log.info("model %s: reattached to %d batch(es) from an earlier run", client.name, n)
+        return BatchLane(client.name, wire_for(client.provider), journal, settings, retry=client.retry,
+                         stats=client.stats, no_wait=no_wait, interactive=client.chat_interactive)
     return lane

@@ -8,114 +8,123 @@ are read from the environment variable the config names, at request time, and ne
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from fasteval.config.endpoint import EndpointSpec
+from fasteval.config.endpoint import DEFAULT_CONCURRENCY, EndpointSpec
 from fasteval.core.errors import ModelConfigError
 from fasteval.images.processor import ProcessorResize, processor_resize
 from providers.base import Capabilities, Provider, ProviderError
 from providers.body import ByteBudget
 from providers.breaker import BreakerPolicy, CircuitBreaker
-from providers.client import ModelClient, RetryPolicy
-from providers.http_json import Timeouts
+from providers.client import BatchRoute, ModelClient, ResponseCache
 from providers.openai_compat import ImageUrlResolver
-from providers.registry import WireArgs, is_embedded, make_provider
+from providers.registry import WireArgs, make_provider
 from providers.sim.spec import SimModel
 
-DEFAULT_MAX_BODY_MB = 1024
-"""Request body bytes in flight per model before new requests wait (``limits.max_body_mb``)."""
+CacheHook = Callable[[ModelClient], ResponseCache]
+"""Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""
+BatchHook = Callable[[ModelClient], BatchRoute]
+"""Puts a client in batch mode: its lane (``fasteval.engine.batching.batch_lane``)."""
 
 
-def sim_models(models: list[dict[str, Any]], roles: dict[str, dict[str, Any]]) -> list[SimModel]:
+def sim_models(endpoints: Iterable[EndpointSpec]) -> list[SimModel]:
     """The endpoints the embedded sim serves (their provider's kind says ``embedded``)."""
-    sims = [SimModel.from_config(m["name"], m) for m in models if is_embedded(m)]
-    return sims + [SimModel.from_config(role, spec) for role, spec in roles.items() if is_embedded(spec)]
+    return [SimModel.from_config(ep.name, ep.options) for ep in endpoints if ep.kind.embedded]
 
 
-def build_client(name: str, spec: dict[str, Any] | EndpointSpec, *, sim_base_url: str | None,
+def build_client(name: str, spec: Mapping[str, Any] | EndpointSpec, *, sim_base_url: str | None,
                  resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None,
-                 serving: Any = None) -> ModelClient:
-    """A ModelClient for one config entry (model or role); ``serving`` provides served models.
+                 serving: Any = None, cache: CacheHook | None = None, batch: BatchHook | None = None) -> ModelClient:
+    """A ModelClient for one config entry (model or role), whole: its provider with the entry's
+    capabilities, limits, retries, breaker, and the ``cache`` and ``batch`` lane wrapping it.
+    ``serving`` provides served models.
 
     A served model gets no circuit breaker: its supervisor restarts dead servers and raises
     EndpointDown itself when they are exhausted.
     """
     try:
         ep = spec if isinstance(spec, EndpointSpec) else EndpointSpec.of(name, spec)
-    except KeyError as e:
+    except (KeyError, ValueError) as e:
         raise ModelConfigError(f"model {name}: {e.args[0]}") from None
-    kind = ep.kind
-    timeouts = Timeouts(**ep.timeouts)
-    retry = RetryPolicy(**ep.retry)
-    tool_images = bool(ep.raw.get("tool_message_images", False))
+    _check_capabilities(name, ep)
+    limits = ep.limits
+    sized: dict[str, Any] = {"concurrency": DEFAULT_CONCURRENCY if limits.concurrency is None else limits.concurrency,
+                             "rpm": limits.rpm, "tpm": limits.tpm, "retry": ep.retry, "params": ep.params,
+                             "cache": cache, "batch": batch}
     if ep.serve is not None:
-        if serving is None or not kind.servable:
-            raise ModelConfigError(f"model {name}: 'serve' needs an OpenAI-compatible provider (vllm, sglang, "
-                                   f"openai_compat) in a sweep")
-        endpoint = serving.endpoint_name(name)
-
-        def make(base_url: str) -> Provider:
-            replica = make_provider("openai", WireArgs(
-                model_id=name, base_url=base_url, key_env=None, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
-                endpoint_name=endpoint, image_resolver=resolver, tool_message_images=tool_images))
-            _apply_capabilities(name, replica, ep)  # each replica's provider decides what it sends (seed)
-            return replica
-
-        served = serving.provider(name, make, tool_message_images=tool_images)
-        _apply_capabilities(name, served, ep)
-        return ModelClient(name, served, concurrency=int(ep.limits.get("concurrency", 256)), rpm=ep.limits.get("rpm"),
-                           tpm=ep.limits.get("tpm"), retry=retry, params=ep.params)
-    if kind.embedded:
-        if sim_base_url is None:
-            raise ModelConfigError(f"model {name}: the sim server is not running")
-        base_url, model_id, key_env = sim_base_url, name, None
-        retry = RetryPolicy(**{"base_delay_s": 0.05, "max_delay_s": 2.0, **ep.retry})
-    else:
-        if kind.needs_base_url and not ep.base_url:
-            raise ModelConfigError(f"model {name}: 'base_url' is required for provider {kind.name}")
-        base_url, model_id, key_env = ep.base_url or "", ep.model, ep.key_env
-    endpoint_name = ep.endpoint_id or (f"sim:{name}" if kind.embedded else None)
-    try:
-        provider = make_provider(ep.wire, WireArgs(
-            model_id=model_id, base_url=base_url, key_env=key_env, timeouts=timeouts, extra_body=ep.raw.get("extra_body"),
-            endpoint_name=endpoint_name, image_resolver=resolver, tool_message_images=tool_images,
-            body_budget=_body_budget(name, ep.limits), options=ep.raw, embedded=kind.embedded))
-    except ValueError as e:
-        raise ModelConfigError(f"model {name}: {e}") from None
-    _apply_capabilities(name, provider, ep)
+        return ModelClient(name, _served_provider(name, ep, resolver, serving), **sized)
+    provider, label = _provider(name, ep, sim_base_url, resolver)
     lister = getattr(provider, "list_models", None)
     probe = None
     if lister is not None:
         async def probe() -> None:  # GET /models: is the server back? (no list: the breaker half-opens)
-            await lister(timeout_s=min(10.0, timeouts.connect_s + 5.0))
+            await lister(timeout_s=min(10.0, ep.timeouts.connect_s + 5.0))
 
-    label = f"{name} ({base_url})" if not kind.embedded and base_url else name
-    return ModelClient(name, provider, concurrency=int(ep.limits.get("concurrency", 256)), rpm=ep.limits.get("rpm"),
-                       tpm=ep.limits.get("tpm"), retry=retry, params=ep.params,
-                       breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None)
+    return ModelClient(name, provider, breaker=CircuitBreaker(label, breaker, probe) if breaker is not None else None,
+                       **sized)
 
 
-def _body_budget(name: str, limits: dict[str, Any]) -> ByteBudget:
-    mb = limits.get("max_body_mb", DEFAULT_MAX_BODY_MB)
+def _served_provider(name: str, ep: EndpointSpec, resolver: ImageUrlResolver | None, serving: Any) -> Provider:
+    """A served model's provider: it routes to replicas, each its own OpenAI-wire provider."""
+    if serving is None or not ep.kind.servable:
+        raise ModelConfigError(f"model {name}: 'serve' needs an OpenAI-compatible provider (vllm, sglang, "
+                               f"openai_compat) in a sweep")
+    endpoint = serving.endpoint_name(name)
+
+    def make(base_url: str) -> Provider:  # each replica's provider decides what it sends (seed)
+        return make_provider("openai", WireArgs(
+            model_id=name, base_url=base_url, key_env=None, timeouts=ep.timeouts, extra_body=ep.extra_body,
+            endpoint_name=endpoint, image_resolver=resolver, tool_message_images=ep.tool_message_images,
+            capabilities=ep.capabilities))
+
+    routed: Provider = serving.provider(name, make, tool_message_images=ep.tool_message_images)
+    return routed.with_capabilities(ep.capabilities)
+
+
+def _provider(name: str, ep: EndpointSpec, sim_base_url: str | None,
+              resolver: ImageUrlResolver | None) -> tuple[Provider, str]:
+    """A hosted or embedded endpoint's provider (its wire's factory) and the breaker's label for it."""
+    kind = ep.kind
+    if kind.embedded:
+        if sim_base_url is None:
+            raise ModelConfigError(f"model {name}: the sim server is not running")
+        base_url, model_id, key_env = sim_base_url, name, None
+    else:
+        if kind.needs_base_url and not ep.base_url:
+            raise ModelConfigError(f"model {name}: 'base_url' is required for provider {kind.name}")
+        base_url, model_id, key_env = ep.base_url or "", ep.model, ep.key_env
+    try:
+        provider = make_provider(ep.wire, WireArgs(
+            model_id=model_id, base_url=base_url, key_env=key_env, timeouts=ep.timeouts, extra_body=ep.extra_body,
+            endpoint_name=ep.endpoint_id or (f"sim:{name}" if kind.embedded else None), image_resolver=resolver,
+            tool_message_images=ep.tool_message_images, body_budget=_body_budget(name, ep.limits.max_body_mb),
+            options=ep.options, embedded=kind.embedded, capabilities=ep.capabilities))
+    except ValueError as e:
+        raise ModelConfigError(f"model {name}: {e}") from None
+    return provider, f"{name} ({base_url})" if not kind.embedded and base_url else name
+
+
+def _body_budget(name: str, mb: Any) -> ByteBudget:
     if isinstance(mb, bool) or not isinstance(mb, int | float) or mb <= 0:
         raise ModelConfigError(f"model {name}: limits.max_body_mb must be a positive number, got {mb!r}")
     return ByteBudget(int(mb * 1024 * 1024))
 
 
-def model_processor(spec: dict[str, Any]) -> ProcessorResize | None:
+def model_processor(ep: EndpointSpec) -> ProcessorResize | None:
     """The model's ``image_resize`` switch, resolved (ModelConfigError when malformed); ``auto``
     reads the served checkpoint's preprocessor config."""
-    serve = spec.get("serve")
+    serve = ep.serve
     checkpoint = Path(str(serve["model"])) if isinstance(serve, dict) and serve.get("model") else None
     try:
-        return processor_resize(spec.get("image_resize"), checkpoint)
+        return processor_resize(ep.images.resize, checkpoint)
     except ValueError as e:
-        raise ModelConfigError(f"model {spec.get('name', '?')}: {e}") from None
+        raise ModelConfigError(f"model {ep.name}: {e}") from None
 
 
-def _apply_capabilities(name: str, provider: Provider, ep: EndpointSpec) -> None:
+def _check_capabilities(name: str, ep: EndpointSpec) -> None:
     caps = ep.capabilities
     known = {f.name for f in fields(Capabilities)}
     unknown = set(caps) - known
@@ -124,12 +133,10 @@ def _apply_capabilities(name: str, provider: Provider, ep: EndpointSpec) -> None
     limit = caps.get("max_images")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ModelConfigError(f"model {name}: capabilities.max_images must be a whole number >= 0, got {limit!r}")
-    if caps:
-        provider.capability_overrides = {k: v if k == "max_images" else bool(v) for k, v in caps.items()}
 
 
 def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int | None = None, *,
-                   spec: dict[str, Any] | None = None) -> ImageUrls:
+                   spec: EndpointSpec | None = None) -> ImageUrls:
     """Image URLs from the sweep's ImageEncoder; a bad image becomes a non-retried bad_input error.
 
     A model entry's ``max_image_bytes`` / ``max_image_pixels`` downsize images that would
@@ -142,9 +149,10 @@ def image_resolver(encoder: Any, max_bytes: int | None = None, max_pixels: int |
     local = False
     processor = None
     if spec is not None:
-        max_bytes = spec.get("max_image_bytes", max_bytes)
-        max_pixels = spec.get("max_image_pixels", max_pixels)
-        local = bool(spec.get("local_media", False))
+        images = spec.images
+        max_bytes = images.max_bytes if images.max_bytes is not None else max_bytes
+        max_pixels = images.max_pixels if images.max_pixels is not None else max_pixels
+        local = images.local_media
         processor = model_processor(spec)
     return ImageUrls(encoder, max_bytes, max_pixels, processor, local)
 

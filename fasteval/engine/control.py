@@ -363,7 +363,7 @@ class Controller:
         if scope not in SCOPES:
             raise ControlError(f"unknown scope {scope!r} (one of {', '.join(SCOPES)})")
         # Names from the config: a pause or a drain may come while the models are still being set up.
-        models = [str(m["name"]) for m in self.sweep.cfg.models]
+        models = [m.name for m in self.sweep.cfg.models]
         if scope == "model" and name not in models:
             raise ControlError(f"no model {name!r} in this sweep (models: {', '.join(sorted(models))})")
         endpoints = models + list(self.sweep.cfg.roles)

@@ -41,7 +41,6 @@ from providers.registry import is_embedded
 
 DEFAULT_COMPLETION_BOUND = 4096
 """A request's completion bound when neither the model nor the suite sets ``max_tokens``."""
-DEFAULT_MAX_CONCURRENCY = 256
 
 Key = tuple[str, str, str]
 
@@ -194,8 +193,8 @@ def collect_plan(cfg: SweepConfig, opts: RunOptions) -> tuple[dict[Key, _Plan], 
     if (opts.run_dir / RECORDS).exists():
         with open_index(opts.run_dir) as index:
             finished = index.job_ids(ok_only=not opts.keep_errors)
-    rules = {m["name"]: model_token_rule(m) for m in cfg.models}
-    params = {m["name"]: dict(m.get("params") or {}) for m in cfg.models}
+    rules = {m.name: model_token_rule(m) for m in cfg.models}
+    params = {m.name: dict(m.params or {}) for m in cfg.models}
     plans: dict[Key, _Plan] = {}
     unloaded = 0
     with tempfile.TemporaryDirectory(prefix="fasteval-estimate-") as tmp:
@@ -264,31 +263,31 @@ def _price(cfg: SweepConfig, g: GroupEstimate, prices: dict[str, Price | None]) 
     price = prices.get(g.model)
     if price is None:
         return
-    entry = next(m for m in cfg.models if m["name"] == g.model)
+    ep = cfg.endpoint(g.model)
     g.cost_usd = cost_usd({"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens},
                           Price(price.input, price.output, price.cache_read, price.cache_write))
-    if str(entry.get("provider")) in BATCH_PROVIDERS and entry.get("serve") is None:
-        g.batch_cost_usd = g.cost_usd * batch_factor(entry, price, cfg.raw.get("prices") or {})
+    if ep.provider in BATCH_PROVIDERS and ep.serve is None:
+        g.batch_cost_usd = g.cost_usd * batch_factor(ep.options, price, cfg.raw.get("prices") or {})
 
 
 def _wall(cfg: SweepConfig, model: str, groups: list[GroupEstimate], cap: int) -> ModelWall:
     """Seconds the model's jobs need under its concurrency, RPM and TPM limits, whichever binds."""
-    limits = cfg.endpoint(model).limits
-    entry = next(m for m in cfg.models if m["name"] == model)
-    concurrency = min(int(limits.get("concurrency") or cap), cap)
+    ep = cfg.endpoint(model)
+    limits = ep.limits
+    concurrency = min(int(limits.concurrency or cap), cap)
     known = [g.job_seconds for g in groups if g.job_seconds is not None]
     candidates: dict[str, float] = {}
     if known:
         candidates[f"concurrency {concurrency}"] = sum(known) / concurrency
-    if limits.get("rpm"):
-        candidates[f"rpm {limits['rpm']}"] = 60 * sum(g.requests for g in groups) / float(limits["rpm"])
-    if limits.get("tpm"):
+    if limits.rpm:
+        candidates[f"rpm {limits.rpm}"] = 60 * sum(g.requests for g in groups) / float(limits.rpm)
+    if limits.tpm:
         tokens = sum(g.prompt_tokens + g.completion_tokens for g in groups)
-        candidates[f"tpm {limits['tpm']}"] = 60 * tokens / float(limits["tpm"])
+        candidates[f"tpm {limits.tpm}"] = 60 * tokens / float(limits.tpm)
     if not candidates:
-        return ModelWall(model, None, "no evidence of seconds per job", bool(entry.get("batch")), False)
+        return ModelWall(model, None, "no evidence of seconds per job", ep.batch is not None, False)
     why = max(candidates, key=lambda k: candidates[k])
-    return ModelWall(model, candidates[why], why, bool(entry.get("batch")), len(known) == len(groups))
+    return ModelWall(model, candidates[why], why, ep.batch is not None, len(known) == len(groups))
 
 
 def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | None = None) -> Estimate:
@@ -299,7 +298,7 @@ def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | Non
     groups = [_group(key, planned, evidence.get(key)) for key, planned in plans.items()]
     for g in groups:
         _price(cfg, g, prices)
-    cap = opts.max_concurrency or int(cfg.run.get("max_concurrency", DEFAULT_MAX_CONCURRENCY))
+    cap = opts.max_concurrency or cfg.run.max_concurrency
     walls = {m: _wall(cfg, m, [g for g in groups if g.model == m], cap) for m in dict.fromkeys(g.model for g in groups)}
     # Models share the global cap: the sweep takes at least the longest model and at least all
     # the job-seconds spread over the cap.

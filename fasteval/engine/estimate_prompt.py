@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 import pyvips
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.core.types import ImageRef, Task, Trajectory
 from fasteval.images.decode import ImageError
 from fasteval.images.ops import smart_resize
@@ -25,8 +26,7 @@ from fasteval.images.processor import PROCESSOR_PRESETS, ProcessorResize, proces
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting, Suite
 from fasteval.tools.base import make_tool
-from providers.registry import provider_kind
-from providers.token_rules import OPENAI, TokenRule, token_rule
+from providers.token_rules import TokenRule, token_rule
 
 # Served checkpoints whose processor we know, by a piece of their model id.
 _PROCESSOR_BY_ID = (("qwen3-vl", "qwen3_vl"), ("qwen2.5-vl", "qwen2_5_vl"), ("qwen2_5", "qwen2_5_vl"),
@@ -47,10 +47,10 @@ def processor_rule(resize: ProcessorResize) -> TokenRule:
     return TokenRule(f"processor {resize.name}", tokens)
 
 
-def model_token_rule(entry: dict[str, Any]) -> TokenRule:
+def model_token_rule(ep: EndpointSpec) -> TokenRule:
     """The rule for a model entry, on images as they are sent (``max_image_pixels`` shrinks them first)."""
-    rule = _entry_rule(entry)
-    cap = entry.get("max_image_pixels")
+    rule = _entry_rule(ep)
+    cap = ep.images.max_pixels
     if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0:
         return rule
 
@@ -61,22 +61,19 @@ def model_token_rule(entry: dict[str, Any]) -> TokenRule:
     return TokenRule(rule.name, shrunk, rule.tool_specs_billed)
 
 
-def _entry_rule(entry: dict[str, Any]) -> TokenRule:
+def _entry_rule(ep: EndpointSpec) -> TokenRule:
     """Its ``image_resize`` processor, a known served processor, else its provider's."""
-    if entry.get("image_resize"):
-        resize = processor_resize(entry["image_resize"])
+    if ep.images.resize:
+        resize = processor_resize(ep.images.resize)
         if resize is not None:
             return processor_rule(resize)
-    served = entry.get("serve") or {}
-    kind = provider_kind(str(entry.get("provider")))
-    if served or (kind is not None and kind.open_weights):
-        model_id = str(served.get("model") or entry.get("model") or entry.get("name", "")).lower()
+    served = ep.serve or {}
+    if served or ep.kind.open_weights:
+        model_id = str(served.get("model") or ep.model).lower()
         for piece, preset in _PROCESSOR_BY_ID:
             if piece in model_id:
                 return processor_rule(PROCESSOR_PRESETS[preset])
-    if kind is None:
-        return OPENAI
-    return token_rule(kind.wire_of(entry), embedded=kind.embedded, base_url=entry.get("base_url"))
+    return token_rule(ep.wire, embedded=ep.kind.embedded, base_url=ep.base_url)
 
 
 @dataclass(slots=True)

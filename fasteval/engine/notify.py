@@ -203,7 +203,7 @@ def tell_finished(cfg: SweepConfig, run_dir: Path, exit_code: int, result: Any, 
     notifier = Notifier(spec, str(cfg.raw.get("name") or cfg.path.stem), run_dir,
                         frozenset(secret_env_names(cfg.raw) | secret_like_env_names()))
     try:
-        names = [m["name"] for m in cfg.models] + list(cfg.roles)
+        names = [m.name for m in cfg.models] + list(cfg.roles)
         asyncio.run(notifier.send("finished", finished_event(notifier, exit_code, result, started, names)))
     except Exception as e:  # the run's outcome is decided; a notifier cannot change it
         log.warning("notify: %s", e)

@@ -128,7 +128,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, 
     resuming a finished sweep builds no Job at all.
     """
     sel = selectors or Selectors()
-    all_models = [m["name"] for m in cfg.models]
+    all_models = [m.name for m in cfg.models]
     slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
     models, seeds = _plan_axes(cfg, sel)
     need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
@@ -149,7 +149,7 @@ def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, 
 
 def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
     """The plan's models and seeds, as the selectors narrow them."""
-    models = [m["name"] for m in cfg.models if not sel.models or m["name"] in sel.models]
+    models = [m.name for m in cfg.models if not sel.models or m.name in sel.models]
     return models, [s for s in cfg.seeds if not sel.seeds or s in sel.seeds]
 
 

@@ -13,10 +13,10 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
 from fasteval.engine.clients import build_client
 from providers.base import ProviderError
-from providers.registry import is_embedded
 
 PREFLIGHT_TIMEOUT_S = 15.0
 
@@ -27,31 +27,31 @@ class Endpoint:
 
     label: str
     """``model gpt-4o`` or ``role judge``."""
-    spec: dict[str, Any]
+    spec: EndpointSpec
 
 
 def endpoints(cfg: SweepConfig) -> list[Endpoint]:
     # served models (``serve:``) do not exist yet: the sweep starts them and checks their readiness
-    out = [Endpoint(f"model {m['name']}", m) for m in cfg.models if not is_embedded(m) and not m.get("serve")]
-    out += [Endpoint(f"role {r}", s) for r, s in cfg.roles.items() if not is_embedded(s) and not s.get("serve")]
+    out = [Endpoint(f"model {m.name}", m) for m in cfg.models if not m.kind.embedded and m.serve is None]
+    out += [Endpoint(f"role {r}", s) for r, s in cfg.roles.items() if not s.kind.embedded and s.serve is None]
     return out
 
 
 async def check_endpoint(ep: Endpoint, timeout_s: float = PREFLIGHT_TIMEOUT_S) -> str | None:
     """None when the endpoint is ready, else one readable line saying what is wrong."""
     spec = ep.spec
-    key_env = spec.get("api_key_env")
-    where = spec.get("base_url") or spec["provider"]
+    key_env = spec.key_env
+    where = spec.base_url or spec.provider
     if key_env and not os.environ.get(key_env):
         return f"{ep.label} ({where}): the key variable {key_env} is not set"
     client = build_client(ep.label, spec, sim_base_url=None, resolver=None)
-    if spec.get("batch"):
+    if spec.batch is not None:
         problem = await _check_batch_api(ep, client.provider, where, timeout_s)
         if problem is not None:
             await client.close()
             return problem
     lister = getattr(client.provider, "list_models", None)
-    model_id = str(spec.get("model") or spec.get("name") or "")
+    model_id = spec.model
     try:
         if lister is None:
             return None  # a provider that cannot list its models is checked by its first request

@@ -74,7 +74,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
         rt = await open_runtime(stack, blobs, cfg, models=[], roles=cfg.roles, needed={"cache"},
                                 run_dir=run_dir)  # a batched judge journals its batches in the run folder
         roles = rt.roles
-        writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.get("fsync", "batch"), index=index)
+        writer = RecordWriter(run_dir / RECORDS, fsync=cfg.run.fsync, index=index)
         await writer.start()
         stack.push_async_callback(writer.close)
         for job_id, suite, setting_name, task_id, offset, length in todo:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
-from fasteval.engine.batching import BatchLane, attach_lane
-from fasteval.engine.clients import build_client, image_resolver, sim_models
+from fasteval.engine.batching import BatchLane, batch_lane
+from fasteval.engine.clients import CacheHook, build_client, image_resolver, sim_models
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.runfolder.blobs import BlobStore
@@ -44,18 +46,19 @@ class Runtime:
 
 
 async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: SweepConfig, *,
-                       models: list[dict[str, Any]], roles: dict[str, dict[str, Any]], needed: set[str],
+                       models: list[EndpointSpec], roles: dict[str, EndpointSpec], needed: set[str],
                        serving: Any = None, breaker: BreakerPolicy | None = None,
                        local_media_root: Path | None = None, used_keys: Path | None = None,
                        run_dir: Path | None = None, no_wait: bool = False) -> Runtime:
-    """Start the sim, the encoder, every client and the ``needed`` services on ``stack``.
+    """Start the sim, the encoder, the cache, every client and the other ``needed`` services on ``stack``.
 
-    Roles answer through the ``judge`` cache namespace (a summarizer caches whole summaries
-    itself); evaluated models through ``model`` when that namespace is on. ``used_keys``: where
-    the cache writes the keys this run touched, before it closes. ``run_dir``: where batched
-    models journal their batches (``no_wait``: submit them and stop, fasteval.engine.batching).
+    Each client is built whole (``build_client``): roles answer through the ``judge`` cache
+    namespace (a summarizer caches whole summaries itself), evaluated models through ``model``
+    when that namespace is on, and a batched entry gets its lane. ``used_keys``: where the cache
+    writes the keys this run touched, before it closes. ``run_dir``: where batched models journal
+    their batches (``no_wait``: submit them and stop, fasteval.engine.batching).
     """
-    sims = sim_models(models, roles)
+    sims = sim_models([*models, *roles.values()])
     sim: SimServer | None = None
     if sims:
         sim = SimServer(sims, allowed_local_media_path=local_media_root)  # models with local_media: true
@@ -64,42 +67,49 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
     encoder = ImageEncoder(blobs)
     stack.callback(encoder.close)
     rt = Runtime(encoder=encoder, sim=sim)
+    cache = (await _start(stack, {"cache"} & needed, cfg, rt)).get("cache")
+    if cache is not None and used_keys is not None:
+        stack.push_async_callback(_write_used_keys, cache, used_keys)
+    journal = BatchJournal(run_dir) if run_dir is not None and any(ep.batch for ep in [*models, *roles.values()]) \
+        else None
     sim_url = sim.base_url if sim else None
-    for m in models:
-        rt.clients[m["name"]] = client = build_client(m["name"], cfg.endpoint(m["name"]), sim_base_url=sim_url,
-                                                      serving=serving,
-                                                      resolver=image_resolver(encoder, spec=m), breaker=breaker)
-        stack.push_async_callback(client.close)
-    for role, spec in roles.items():
-        rt.roles[role] = client = build_client(role, cfg.endpoint(role), sim_base_url=sim_url, serving=serving,
-                                               resolver=image_resolver(encoder, spec=spec), breaker=breaker)
-        stack.push_async_callback(client.close)
-    batched = [(rt.clients[m["name"]], m) for m in models if m.get("batch")] + \
-        [(rt.roles[r], spec) for r, spec in roles.items() if spec.get("batch")]
-    if batched and run_dir is not None:
-        journal = BatchJournal(run_dir)
-        for client, spec in batched:
-            lane = await attach_lane(stack, client, spec, journal, no_wait=no_wait)
-            if lane is not None:
-                rt.lanes[client.name] = lane
+    for table, entries, namespace in ((rt.clients, {m.name: m for m in models}, "model"), (rt.roles, roles, "judge")):
+        for name, ep in entries.items():
+            table[name] = client = build_client(
+                name, ep, sim_base_url=sim_url, serving=serving, resolver=image_resolver(encoder, spec=ep),
+                breaker=breaker, cache=_cache_hook(cache, namespace, name),
+                batch=batch_lane(ep.batch, journal, no_wait=no_wait) if ep.batch and journal else None)
+            stack.push_async_callback(client.close)
+            if isinstance(client.lane, BatchLane):
+                rt.lanes[name] = client.lane
+                stack.push_async_callback(client.lane.close)
+    for lane in rt.lanes.values():
+        n = await lane.reattach()
+        if n:
+            log.info("model %s: reattached to %d batch(es) from an earlier run", lane.name, n)
     if serving is not None:
         await serving.start()
         stack.push_async_callback(serving.close)
-    services, closers = await start_services(needed, cfg.run)
+    await _start(stack, needed - {"cache"}, cfg, rt)
+    rt.services = {**rt.services, **rt.roles}
+    return rt
+
+
+def _cache_hook(cache: Any, namespace: str, name: str) -> CacheHook | None:
+    """Models through the ``model`` namespace when it is on; roles through ``judge``, except a
+    summarizer (text_search_tool caches its whole summaries itself)."""
+    if cache is None or (cache.mode("model") == "off" if namespace == "model" else name == "summarizer"):
+        return None
+    return partial(response_cache, cache, namespace)
+
+
+async def _start(stack: contextlib.AsyncExitStack, names: set[str], cfg: SweepConfig, rt: Runtime) -> dict[str, Any]:
+    """Start services on ``stack`` (each closed when the run ends) and add them to ``rt.services``."""
+    services, closers = await start_services(names, cfg.run.service_options())
     for closer in closers:
         stack.push_async_callback(closer)
-    cache = services.get("cache")
-    if cache is not None:
-        if used_keys is not None:
-            stack.push_async_callback(_write_used_keys, cache, used_keys)
-        for role, client in rt.roles.items():
-            if role != "summarizer":  # text_search_tool caches whole summaries itself
-                client.cache = response_cache(cache, "judge", client)
-        if cache.mode("model") != "off":
-            for client in rt.clients.values():
-                client.cache = response_cache(cache, "model", client)
-    rt.services = {**services, **rt.roles}
-    return rt
+    rt.services.update(services)
+    return services
 
 
 async def _write_used_keys(cache: Any, path: Path) -> None:

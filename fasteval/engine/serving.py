@@ -23,6 +23,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.runfolder.names import BLOBS
@@ -44,8 +45,8 @@ from providers.local.spec import missing_vllm_message
 log = logging.getLogger("fasteval.engine.serving")
 
 
-def is_served(spec: dict[str, Any]) -> bool:
-    return spec.get("serve") is not None
+def is_served(ep: EndpointSpec) -> bool:
+    return ep.serve is not None
 
 
 def lora_groups(cfg: SweepConfig) -> dict[str, str]:
@@ -58,16 +59,16 @@ def serve_specs(cfg: SweepConfig, run_dir: Path) -> dict[str, ServeSpec]:
     and one per LoRA series (under the series' name) serving its base with all its adapters."""
     shared = lora_groups(cfg)
     out: dict[str, ServeSpec] = {}
-    for name, entry in [(m["name"], m) for m in cfg.models] + list(cfg.roles.items()):
-        if not is_served(entry):
+    for name, entry in [(m.name, m) for m in cfg.models] + list(cfg.roles.items()):
+        if entry.serve is None:
             continue
         group = shared.get(name, name)
         if group in out:  # one more adapter of a LoRA series
-            out[group].lora_modules.update(entry["serve"].get("lora_modules") or {})
+            out[group].lora_modules.update(entry.serve.get("lora_modules") or {})
             continue
-        spec = ServeSpec.from_config(group, entry["serve"])
+        spec = ServeSpec.from_config(group, entry.serve)
         spec.lora_modules = dict(spec.lora_modules)
-        if entry.get("local_media") and spec.allowed_local_media_path is None:
+        if entry.images.local_media and spec.allowed_local_media_path is None:
             spec.allowed_local_media_path = str((run_dir / BLOBS).resolve())
         out[group] = spec
     return out
@@ -78,15 +79,15 @@ def checkpoint_identities(cfg: SweepConfig) -> dict[str, dict[str, Any]]:
 
     A LoRA series' step is its adapter on its base: a new adapter or a new base is a new identity.
     """
-    entries = [(m["name"], m) for m in cfg.models] + list(cfg.roles.items())
+    entries = [(m.name, m) for m in cfg.models] + list(cfg.roles.items())
     shared = lora_groups(cfg)
     out: dict[str, dict[str, Any]] = {}
     for name, e in entries:
-        if not is_served(e):
+        if e.serve is None:
             continue
-        base = checkpoint_identity(str(e["serve"].get("model", "")))
+        base = checkpoint_identity(str(e.serve.get("model", "")))
         if name in shared:
-            adapter = checkpoint_identity(str(e["serve"]["lora_modules"][name]))
+            adapter = checkpoint_identity(str(e.serve["lora_modules"][name]))
             key = f"{base['fingerprint']}+{adapter['fingerprint']}"
             base = {**adapter, "base": base["path"], "fingerprint": hashlib.sha256(key.encode()).hexdigest()[:16]}
         out[name] = base
@@ -98,12 +99,12 @@ class Serving:
 
     def __init__(self, cfg: SweepConfig, run_dir: Path) -> None:
         self.specs = serve_specs(cfg, run_dir)
-        self.group_of = {m["name"]: g for m in cfg.models if (g := lora_groups(cfg).get(m["name"], m["name"]))
+        self.group_of = {m.name: g for m in cfg.models if (g := lora_groups(cfg).get(m.name, m.name))
                          in self.specs} | {r: r for r in cfg.roles if r in self.specs}
         """Model (or role) name -> the server it runs on: its own, or its LoRA series' shared one."""
         self.roles = {r for r in cfg.roles if r in self.specs}
-        self.order = list(dict.fromkeys(self.group_of[m["name"]] for m in cfg.models if m["name"] in self.group_of))
-        self.pool = GpuPool(detect_gpus(cfg.run.get("gpus", "auto")))
+        self.order = list(dict.fromkeys(self.group_of[m.name] for m in cfg.models if m.name in self.group_of))
+        self.pool = GpuPool(detect_gpus(cfg.run.gpus))
         self.cpu_node = not self.pool.all
         self.cores = GpuPool(usable_cpus(detect_cpus()) if self.cpu_node else [])
         self.identity = checkpoint_identities(cfg)

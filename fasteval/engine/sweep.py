@@ -56,7 +56,7 @@ from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
-from providers.breaker import BreakerPolicy, EndpointDown
+from providers.breaker import EndpointDown
 from providers.client import ModelClient
 from providers.registry import is_embedded
 
@@ -166,7 +166,7 @@ class Sweep:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
         self.control = Controller(self)
-        self.cap = opts.max_concurrency or int(cfg.run.get("max_concurrency", 256))
+        self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
 
     def _fault(self, err: RuntimeError) -> None:
@@ -245,12 +245,12 @@ class Sweep:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
             await stack.enter_async_context(control_channel(self.control, self.opts.run_dir))
-            writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.get("fsync", "batch"),
+            writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
             rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
-                                    breaker=BreakerPolicy(**(self.cfg.run.get("breaker") or {})),
+                                    breaker=self.cfg.run.breaker,
                                     local_media_root=blobs.root, used_keys=self.opts.run_dir / CACHE_KEYS,
                                     run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
@@ -293,7 +293,7 @@ class Sweep:
         manifest["plan"] = {"total": jobs_total, **{f"by_{k}": v for k, v in by.items()},
                             "settings": {r.suite.name: [asdict(s) for s in r.settings] for r in runs}}
         manifest["texts"] = {r.suite.name: m for r in runs if (m := r.suite.text_manifest()) is not None}
-        manifest["image_resize"] = {m["name"]: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
+        manifest["image_resize"] = {m.name: p.as_dict() for m in self.cfg.models if (p := model_processor(m))}
         try:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
@@ -304,10 +304,10 @@ class Sweep:
         needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
                   for name in run.suite.tools(item, s) if name in TOOLS
                   for req in getattr(TOOLS[name], "requires", ())}
-        if self.cfg.roles or self.cfg.run.get("cache"):
+        if self.cfg.roles or self.cfg.run.cache:
             needed.add("cache")
         needed.add("limiters")
-        if self.cfg.run.get("browser"):  # browser-rendered pages (VistaHop's reference)
+        if self.cfg.run.browser:  # browser-rendered pages (VistaHop's reference)
             needed.add("browser")
         return needed
 

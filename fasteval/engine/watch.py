@@ -126,7 +126,7 @@ def _within(cfg: SweepConfig, until_step: int | None) -> SweepConfig:
     if until_step is None:
         return cfg
     late = {f"{name}@{c.step}" for name, ckpts in cfg.series.items() for c in ckpts if c.step > until_step}
-    cfg.models = [m for m in cfg.models if m["name"] not in late]
+    cfg.models = [m for m in cfg.models if m.name not in late]
     for name, ckpts in cfg.series.items():
         cfg.series[name] = [c for c in ckpts if c.step <= until_step]
     return cfg
@@ -158,7 +158,7 @@ async def watch_sweep(config: Path, opts: RunOptions, wopts: WatchOptions,
     last_new = time.monotonic()
     while True:
         cfg = _within(load_config(config, ready=ready), wopts.until_step)
-        fresh = [m["name"] for m in cfg.models if m["name"] not in taken]
+        fresh = [m.name for m in cfg.models if m.name not in taken]
         if fresh:
             tell(f"watch: {len(fresh)} new checkpoint(s): {', '.join(fresh)}")
             taken.update(fresh)

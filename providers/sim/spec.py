@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,7 +76,7 @@ class SimModel:
     options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, name: str, cfg: dict[str, Any]) -> SimModel:
+    def from_config(cls, name: str, cfg: Mapping[str, Any]) -> SimModel:
         known = {"policy", "tool_uses", "latency_ms", "latency_jitter_ms", "seed", "script", "default_reply"}
         faults = Faults(**(cfg.get("faults") or {}))
         kwargs = {k: cfg[k] for k in known if k in cfg}

@@ -149,7 +149,7 @@ def test_api_server_count_alone_passes_config_check(tmp_path: Path, capsys: pyte
     from fasteval.config.load import load_config
 
     cfg = load_config(_served(tmp_path, {"api_server_count": 4}))
-    assert next(m for m in cfg.models if m["name"] == "local")["serve"]["api_server_count"] == 4
+    assert cfg.endpoint("local").serve["api_server_count"] == 4
 
 
 def test_one_long_string_aliased_many_times_is_refused_by_its_text(tmp_path: Path,

@@ -45,7 +45,7 @@ def config(tmp: Path, entry: dict[str, Any]) -> Path:
 
 
 def names(path: Path) -> list[str]:
-    return [m["name"] for m in load_config(path).models]
+    return [m.name for m in load_config(path).models]
 
 
 def test_a_glob_in_serve_model_expands_in_step_order_not_name_order(tmp_path: Path) -> None:
@@ -53,15 +53,15 @@ def test_a_glob_in_serve_model_expands_in_step_order_not_name_order(tmp_path: Pa
         hf_checkpoint(tmp_path / "ckpts" / f"checkpoint-{step}")
     path = config(tmp_path, {"serve": {"model": "ckpts/checkpoint-*"}})  # relative to the config file
     cfg = load_config(path)
-    assert [m["name"] for m in cfg.models] == ["run7@30", "run7@200", "run7@1000"]
-    assert cfg.models[0]["serve"]["model"] == str((tmp_path / "ckpts" / "checkpoint-30").resolve())
+    assert [m.name for m in cfg.models] == ["run7@30", "run7@200", "run7@1000"]
+    assert cfg.models[0].serve["model"] == str((tmp_path / "ckpts" / "checkpoint-30").resolve())
     assert [c.step for c in cfg.series["run7"]] == [30, 200, 1000]
     # the manifest keeps the entry as written: a checkpoint landing later does not change the hash
     assert [m["name"] for m in cfg.raw["models"]] == ["run7"]
     before = cfg.hash()
     hf_checkpoint(tmp_path / "ckpts" / "checkpoint-2000")
     after = load_config(path)
-    assert after.hash() == before and after.models[-1]["name"] == "run7@2000"
+    assert after.hash() == before and after.models[-1].name == "run7@2000"
 
 
 def test_each_trainer_layout_gives_its_step_and_the_folder_vllm_loads(tmp_path: Path) -> None:
@@ -69,8 +69,8 @@ def test_each_trainer_layout_gives_its_step_and_the_folder_vllm_loads(tmp_path: 
     hf_checkpoint(tmp_path / "verl" / "global_step_40" / "actor" / "huggingface")
     (tmp_path / "verl" / "global_step_40" / "actor" / "fsdp_config.json").write_text("{}")
     cfg = load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "verl" / "global_step_*")}}))
-    assert cfg.models[0]["name"] == "run7@40"
-    assert cfg.models[0]["serve"]["model"].endswith("global_step_40/actor/huggingface")
+    assert cfg.models[0].name == "run7@40"
+    assert cfg.models[0].serve["model"].endswith("global_step_40/actor/huggingface")
     assert step_of(Path("/x/iter_0002000")) == 2000
     assert step_of(Path("/x/step-7")) == 7 and step_of(Path("/x/step_8")) == 8
     assert step_of(Path("/x/global_step_5/actor/huggingface")) == 5
@@ -133,7 +133,7 @@ def test_watch_readiness_leaves_an_incomplete_folder_pending_instead_of_refusing
     hf_checkpoint(tmp_path / "run" / "checkpoint-2", shards=2, written=1)
     cfg = load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "run" / "checkpoint-*")}}),
                       ready=not_loadable)
-    assert [m["name"] for m in cfg.models] == ["run7@1"]
+    assert [m.name for m in cfg.models] == ["run7@1"]
     assert len(cfg.pending["run7"]) == 1 and "checkpoint-2" in cfg.pending["run7"][0]
 
 
@@ -141,7 +141,7 @@ def test_each_step_gets_its_own_cache_identity(tmp_path: Path) -> None:
     for step in (1, 2):
         hf_checkpoint(tmp_path / "run" / f"checkpoint-{step}")
     path = config(tmp_path, {"endpoint_id": "lab-run7", "serve": {"model": str(tmp_path / "run" / "checkpoint-*")}})
-    assert [m["endpoint_id"] for m in load_config(path).models] == ["lab-run7@1", "lab-run7@2"]
+    assert [m.endpoint_id for m in load_config(path).models] == ["lab-run7@1", "lab-run7@2"]
     assert series_of("run7@2000") == ("run7", 2000) and series_of("gpt-4o") is None
 
 
@@ -157,8 +157,8 @@ def test_a_lora_series_keeps_its_base_and_serves_each_adapter_by_its_step_name(t
     for step in (5, 10):
         adapter(tmp_path / "lora" / f"checkpoint-{step}")
     cfg = load_config(config(tmp_path, {"serve": {"model": str(base)}, "checkpoints": {"glob": "lora/checkpoint-*"}}))
-    assert [m["serve"]["model"] for m in cfg.models] == [str(base)] * 2
-    assert cfg.models[1]["serve"]["lora_modules"] == {"run7@10": str((tmp_path / "lora" / "checkpoint-10").resolve())}
+    assert [m.serve["model"] for m in cfg.models] == [str(base)] * 2
+    assert cfg.models[1].serve["lora_modules"] == {"run7@10": str((tmp_path / "lora" / "checkpoint-10").resolve())}
     assert all(c.adapter for c in cfg.series["run7"])
     with pytest.raises(ConfigError, match="name the base model in serve.model"):
         load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "lora" / "checkpoint-*")}}))

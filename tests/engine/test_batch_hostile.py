@@ -19,7 +19,8 @@ import orjson
 import pytest
 import yaml
 
-from fasteval.engine.batch_admin import cancel_batches
+from fasteval.config.endpoint import EndpointSpec
+from fasteval.engine.batch_admin import cancel_batches, manifest_specs
 from fasteval.engine.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ProviderError
@@ -125,13 +126,13 @@ async def test_anthropic_a_colleagues_batch_of_the_same_size_is_never_adopted(tm
     assert server.batch_apis.created == 2  # theirs, and ours once
 
 
-def _manifest(run_dir: Path, server: SimServer, provider: str) -> list[dict[str, Any]]:
+def _manifest(run_dir: Path, server: SimServer, provider: str) -> list[EndpointSpec]:
     """The run's manifest names the endpoint; the specs returned are what the CLI hands over once checked."""
     root = server.base_url.removesuffix("/v1")
     spec = {"name": "m", "provider": provider, "model": "m", "batch": True,
             "base_url": server.base_url if provider == "openai" else root, "api_key_env": "FE_HOSTILE_KEY"}
     (run_dir / "manifest.json").write_bytes(orjson.dumps({"config": {"models": [spec]}}))
-    return [spec]
+    return manifest_specs(run_dir)
 
 
 async def test_batches_cancel_never_cancels_a_guess_nor_submits(tmp_path: Path, server: SimServer,

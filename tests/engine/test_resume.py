@@ -13,6 +13,7 @@ import orjson
 import pytest
 import yaml
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigChanged
 from fasteval.engine.plan import RunOptions
@@ -210,7 +211,7 @@ async def test_provider_errors_become_error_records_and_rerun_on_resume(tmp_path
     assert kept.total == 0
     # the endpoint is fixed (no more 401): the errored job, and only it, runs again
     fixed = load_config(cfg_path)
-    fixed.models[0]["faults"] = {}
+    fixed.models[0] = EndpointSpec.of(fixed.models[0].name, {**fixed.models[0].options, "faults": {}})
     again = await run_sweep(fixed, RunOptions(run_dir=run_dir, progress=False, force=True))
     assert (again.ok, again.errors) == (1, 0)
     st = status(run_dir)

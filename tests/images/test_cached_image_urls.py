@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pyvips
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.engine.clients import image_resolver
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.blobs import BlobStore
@@ -26,7 +27,7 @@ async def test_cached_urls_are_the_awaited_urls_and_only_after_encoding(tmp_path
     encoder = ImageEncoder(blobs)
     try:
         for spec in ({}, {"local_media": True}):
-            urls = image_resolver(encoder, spec=spec)
+            urls = image_resolver(encoder, spec=EndpointSpec.of("m", {"provider": "sim", **spec}))
             assert urls.cached(ref, "original") is None  # nothing is computed by asking
             url = await urls(ref, "original")
             assert urls.cached(ref, "original") is url

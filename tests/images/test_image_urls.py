@@ -23,6 +23,7 @@ import yaml
 from aiohttp import web
 from PIL import Image
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError, ModelConfigError
 from fasteval.engine.clients import build_client, image_resolver
@@ -88,8 +89,8 @@ def blobs(tmp_path: Path) -> BlobStore:
 async def _send(recorder: Recorder, blobs: BlobStore, spec: dict[str, Any], refs: list[str],
                 profile: str = "original") -> list[str]:
     encoder = ImageEncoder(blobs)
-    client = build_client("m", {"provider": "openai", "base_url": recorder.url, **spec}, sim_base_url=None,
-                          resolver=image_resolver(encoder, spec=spec))
+    ep = EndpointSpec.of("m", {"provider": "openai", "base_url": recorder.url, **spec})
+    client = build_client("m", ep, sim_base_url=None, resolver=image_resolver(encoder, spec=ep))
     try:
         content = [{"type": "image", "image": r} for r in refs] + [{"type": "text", "text": "look"}]
         await client.chat(ChatRequest(messages=[{"role": "user", "content": content}], image_profile=profile))
@@ -192,7 +193,7 @@ def test_image_resize_config_is_checked() -> None:
                         ({"processor": "qwen2_vl", "max_pixel": 5}, "unknown keys"),
                         ({"processor": "qwen2_vl", "min_pixels": 10, "max_pixels": 5}, "exceeds")]:
         with pytest.raises(ModelConfigError, match=reason):
-            image_resolver(None, spec={"name": "m", "image_resize": bad})
+            image_resolver(None, spec=EndpointSpec.of("m", {"provider": "sim", "image_resize": bad}))
 
 
 async def test_local_media_and_image_resize_end_to_end_with_the_sim(tmp_path: Path) -> None:
@@ -229,8 +230,8 @@ async def test_a_refused_file_url_is_a_clear_error_not_a_retry_storm(tmp_path: P
     sim = SimServer([SimModel("m", policy="direct")])  # no allowed local media path
     await sim.start()
     encoder = ImageEncoder(blobs)
-    client = build_client("m", {"provider": "sim", "local_media": True, "retry": {"max_attempts": 3}},
-                          sim_base_url=sim.base_url, resolver=image_resolver(encoder, spec={"local_media": True}))
+    ep = EndpointSpec.of("m", {"provider": "sim", "local_media": True, "retry": {"max_attempts": 3}})
+    client = build_client("m", ep, sim_base_url=sim.base_url, resolver=image_resolver(encoder, spec=ep))
     client.retry = RetryPolicy(max_attempts=3, base_delay_s=0.01)
     try:
         with pytest.raises(ProviderError) as err:
@@ -249,7 +250,7 @@ def test_image_keys_are_declared_in_the_strict_config(tmp_path: Path) -> None:
     cfg = {"models": [model], "suites": [{"name": "demo", "options": {"n_tasks": 1}}]}
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    assert load_config(path).models[0]["local_media"] is True
+    assert load_config(path).models[0].images.local_media is True
     model["image_resise"] = "qwen2_5_vl"
     path.write_text(yaml.safe_dump(cfg))
     with pytest.raises(ConfigError, match="image_resize"):

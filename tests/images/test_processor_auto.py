@@ -91,4 +91,4 @@ def test_config_check_refuses_auto_without_a_local_checkpoint_and_accepts_it_wit
     del model["base_url"]
     model.update(image_resize="auto", serve={"model": str(ckpt)})
     path.write_text(yaml.safe_dump(cfg))
-    assert load_config(path).models[0]["image_resize"] == "auto"
+    assert load_config(path).models[0].images.resize == "auto"

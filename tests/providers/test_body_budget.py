@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.engine.clients import build_client, image_resolver
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.blobs import BlobStore
@@ -36,7 +37,7 @@ async def _burst(tmp_path: Path, max_body_mb: float | None, n: int = 12) -> tupl
     await sim.start()
     encoder = ImageEncoder(blobs)
     limits = {"concurrency": 64} | ({"max_body_mb": max_body_mb} if max_body_mb else {})
-    spec = {"provider": "sim", "limits": limits}
+    spec = EndpointSpec.of("m", {"provider": "sim", "limits": limits})
     client = build_client("m", spec, sim_base_url=sim.base_url, resolver=image_resolver(encoder, spec=spec))
     try:
         reqs = [ChatRequest(messages=[{"role": "user", "content": [{"type": "image", "image": r},

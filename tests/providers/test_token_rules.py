@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from fasteval.config.endpoint import EndpointSpec
 from fasteval.engine.estimate_prompt import model_token_rule, processor_rule
 from fasteval.images.processor import PROCESSOR_PRESETS
 from providers.token_rules import (
@@ -55,7 +56,7 @@ def test_qwen_processor_grid() -> None:
     ({"provider": "openai", "base_url": "http://127.0.0.1:8000/v1", "image_resize": "qwen3_vl"}, "processor qwen3_vl"),
 ])
 def test_a_model_entry_picks_its_rule(entry: dict[str, object], name: str) -> None:
-    assert model_token_rule(entry).name == name
+    assert model_token_rule(EndpointSpec.of("m", entry)).name == name
 
 
 def test_the_sim_bills_images_by_the_rule_the_estimate_uses() -> None:
@@ -63,6 +64,6 @@ def test_the_sim_bills_images_by_the_rule_the_estimate_uses() -> None:
 
 
 def test_max_image_pixels_shrinks_the_image_before_it_is_counted() -> None:
-    entry = {"provider": "anthropic", "max_image_pixels": 250_000}
+    entry = EndpointSpec.of("m", {"provider": "anthropic", "max_image_pixels": 250_000})
     assert model_token_rule(entry).image(2000, 2000) == anthropic_image_tokens(500, 500)
     assert model_token_rule(entry).image(100, 100) == anthropic_image_tokens(100, 100)

@@ -87,9 +87,9 @@ def test_config_loads_and_every_name_it_uses_exists(path: Path, tmp_path: Path) 
     cfg = load_config(path, check_paths=False)  # the benchmark data is not in the repo
     assert cfg.raw.get("name") == path.stem  # the default run folder is runs/<name>
     for m in cfg.models:
-        _check_endpoint(f"model {m['name']}", m)
+        _check_endpoint(f"model {m.name}", dict(m.options))
     for role, spec in cfg.roles.items():
-        _check_endpoint(f"role {role}", spec)
+        _check_endpoint(f"role {role}", dict(spec.options))
     for written, entry in zip(cfg.raw["suites"], cfg.suites, strict=True):
         assert entry["name"] in SUITES, entry["name"]
         for e in entry.get("settings") or []:
@@ -134,10 +134,10 @@ def test_full_config_covers_the_eight_suites_with_batched_api_models() -> None:
                                                "mme-realworld", "treebench", "visualprobe"}
     assert {e["options"]["version"] for e in cfg.suites if e["name"] == "hrbench"} == {"4k", "8k"}
     assert cfg.seeds == [0, 1, 2, 3, 4]
-    hosted = [m for m in cfg.models if not str(m.get("base_url", "http://127.0.0.1")).startswith("http://127.0.0.1")
-              and not m.get("serve")]
-    assert hosted and all(m.get("batch") for m in hosted)
-    assert any(m.get("serve") for m in cfg.models)
+    hosted = [m for m in cfg.models if not str(m.base_url or "http://127.0.0.1").startswith("http://127.0.0.1")
+              and not m.serve]
+    assert hosted and all(m.batch for m in hosted)
+    assert any(m.serve for m in cfg.models)
 
 
 def test_round_sweep_and_prompt_levels_cover_the_papers_values(tmp_path: Path) -> None:
