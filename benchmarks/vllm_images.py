@@ -34,7 +34,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.vllm_local import CheckError, run_in_work_dir  # noqa: E402
 from fasteval.engine.clients import image_resolver  # noqa: E402
 from fasteval.images.blob_encoder import ImageEncoder  # noqa: E402
 from fasteval.runfolder.blobs import BlobStore  # noqa: E402
@@ -59,8 +59,6 @@ WORDS = ("a grey image with one coloured square in a cell of a four by four grid
          "which colour it is red green blue yellow row column top left right bottom").split()
 
 
-class CheckError(RuntimeError):
-    pass
 
 
 def noise_jpeg(rng: Any, side: int) -> bytes:
@@ -109,7 +107,7 @@ class Harness:
         encoder = ImageEncoder(self.blobs)
         provider = OpenAICompatProvider(self.base_url, NAME, extra_body={"ignore_eos": True},
                                         timeouts=Timeouts(read_s=600, attempt_s=900),
-                                        image_resolver=image_resolver(encoder, spec={}))
+                                        image_resolver=image_resolver(encoder))
         client = ModelClient(NAME, provider, concurrency=self.a.concurrency, retry=RetryPolicy(max_attempts=3))
 
         async def one(i: int) -> tuple[int, int]:
@@ -224,15 +222,8 @@ def main() -> int:
     if a.vllm is None:
         print("error: no vllm binary (not on PATH, no .venv-vllm/bin/vllm): `make vllm`", file=sys.stderr)
         return 2
-    try:
-        if a.work_dir:
-            Path(a.work_dir).mkdir(parents=True, exist_ok=True)
-            result = asyncio.run(run_check(a, Path(a.work_dir)))
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                result = asyncio.run(run_check(a, Path(tmp)))
-    except CheckError as e:
-        print(f"error: {e}", file=sys.stderr)
+    result = run_in_work_dir(run_check, a)
+    if result is None:
         return 2
     if a.json:
         print(json.dumps(result, indent=2))

@@ -122,7 +122,22 @@ TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {
 
 
 class CheckError(RuntimeError):
-    pass
+    """A precondition of the check failed (no vllm, a template that cannot render): exit 2 with its line."""
+
+
+def run_in_work_dir(run: Any, a: argparse.Namespace) -> dict[str, Any] | None:
+    """``run(a, folder)`` in ``--work-dir`` (kept) or a temporary folder; None after printing a CheckError."""
+    try:
+        if a.work_dir:
+            Path(a.work_dir).mkdir(parents=True, exist_ok=True)
+            result: dict[str, Any] = asyncio.run(run(a, Path(a.work_dir)))
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                result = asyncio.run(run(a, Path(tmp)))
+    except CheckError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
+    return result
 
 
 # -- 1. the tiny model ------------------------------------------------------------------------
@@ -403,7 +418,9 @@ async def run_check(a: argparse.Namespace, work: Path) -> dict[str, Any]:
                 bench = await asyncio.to_thread(vllm_bench, group.replicas[0].base_url, a.tokenizer or model_path,
                                                 a, work)
                 result["vllm_bench_serve"] = bench
-                result["ratio_harness_vs_vllm_bench"] = round(ours["output_throughput"] / bench["output_throughput"], 3)
+                # a --server-command server may answer without honouring ignore_eos (the sim): no output, no ratio
+                result["ratio_harness_vs_vllm_bench"] = (round(ours["output_throughput"] / bench["output_throughput"], 3)
+                                                         if bench["output_throughput"] else None)
             else:
                 result["vllm_bench_serve"] = "skipped: no vllm binary here for `vllm bench serve`"
         result["prefix_cache"] = [await hit_rate(group, policy, a, salt)
@@ -435,14 +452,11 @@ def main() -> int:
     a = ap.parse_args()
     try:
         preflight(a)
-        if a.work_dir:
-            Path(a.work_dir).mkdir(parents=True, exist_ok=True)
-            result = asyncio.run(run_check(a, Path(a.work_dir)))
-        else:
-            with tempfile.TemporaryDirectory() as tmp:
-                result = asyncio.run(run_check(a, Path(tmp)))
     except CheckError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    result = run_in_work_dir(run_check, a)
+    if result is None:
         return 2
     if a.json:
         print(json.dumps(result, indent=2))
