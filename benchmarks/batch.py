@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fasteval.core.job import job_context  # noqa: E402
-from fasteval.engine.batching import BatchLane  # noqa: E402
+from fasteval.engine.batch.batching import BatchLane  # noqa: E402
 from fasteval.runfolder.batch_journal import BatchJournal  # noqa: E402
 from providers.anthropic import AnthropicProvider  # noqa: E402
 from providers.base import ChatRequest, Provider  # noqa: E402

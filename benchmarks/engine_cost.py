@@ -44,8 +44,8 @@ sys.path.insert(0, str(ROOT))
 from fasteval.config.endpoint import EndpointSpec  # noqa: E402
 from fasteval.core.job import job_context  # noqa: E402
 from fasteval.core.types import Record, Task, Trajectory  # noqa: E402
-from fasteval.engine.agent import AgentEnv, run_agent  # noqa: E402
-from fasteval.engine.clients import image_resolver  # noqa: E402
+from fasteval.engine.run.agent import AgentEnv, run_agent  # noqa: E402
+from fasteval.engine.run.clients import image_resolver  # noqa: E402
 from fasteval.images import ImageEncoder  # noqa: E402
 from fasteval.runfolder.blobs import BlobStore  # noqa: E402
 from fasteval.runfolder.records import RecordWriter  # noqa: E402

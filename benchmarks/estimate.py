@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from fasteval.cli.estimate import run_pilot  # noqa: E402
 from fasteval.cli.main import main  # noqa: E402
 from fasteval.config.load import load_config  # noqa: E402
-from fasteval.engine.estimate import estimate  # noqa: E402
+from fasteval.engine.forecast.estimate import estimate  # noqa: E402
 from fasteval.engine.plan import RunOptions  # noqa: E402
 from fasteval.runfolder.index import open_index  # noqa: E402
 

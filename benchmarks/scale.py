@@ -140,7 +140,7 @@ async def build_runs(folder: Path, n: int, kb: float, shards: int, templates: li
     from fasteval.config.load import load_config
     from fasteval.core.types import Record
     from fasteval.engine.plan import RunOptions, in_shard, load_suite, plan
-    from fasteval.engine.sweep import prepare_run_dir
+    from fasteval.engine.run.sweep import prepare_run_dir
     from fasteval.runfolder.blobs import BlobStore
     from fasteval.runfolder.index import open_index
     from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest

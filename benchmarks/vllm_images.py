@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.vllm_local import CheckError, run_in_work_dir  # noqa: E402
-from fasteval.engine.clients import image_resolver  # noqa: E402
+from fasteval.engine.run.clients import image_resolver  # noqa: E402
 from fasteval.images.blob_encoder import ImageEncoder  # noqa: E402
 from fasteval.runfolder.blobs import BlobStore  # noqa: E402
 from providers.base import ChatRequest  # noqa: E402

@@ -20,7 +20,7 @@ from fasteval.config.load import SweepConfig, load_config
 from fasteval.core.errors import ControlRefused, PreflightFailed, RunDirUnwritable, UsageError
 from fasteval.core.exitcodes import exit_code_for
 from fasteval.engine.plan import RunOptions, Selectors, default_run_dir
-from fasteval.engine.sweep import SweepIncomplete, SweepResult, run_sweep
+from fasteval.engine.run.sweep import SweepIncomplete, SweepResult, run_sweep
 from fasteval.runfolder.diskfaults import unwritable_run_dir
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.lock import run_folder_lock
@@ -95,7 +95,7 @@ async def claimed_run_folder(cfg: SweepConfig, run_dir: Path, *, preflight: bool
     answers on, is left as it is.
     """
     if preflight:
-        from fasteval.engine.preflight import preflight as check
+        from fasteval.engine.run.preflight import preflight as check
 
         problems = await check(cfg)
         if problems:

@@ -95,7 +95,7 @@ class ModelClient:
         next model request, instead of ending them."""
         self.cache = cache(self) if cache is not None else None
         self.lane = batch(self) if batch is not None else None
-        """A model in batch mode (fasteval.engine.batching): its requests go into provider batches."""
+        """A model in batch mode (fasteval.engine.batch.batching): its requests go into provider batches."""
         self.batch = self.lane.chat if self.lane is not None else None
 
     def _count_retry(self, delay: float, exc: BaseException | None = None) -> None:

@@ -43,7 +43,7 @@ def cmd_cancel(a: argparse.Namespace) -> int:
 
     from fasteval.cli.common import private_run_files
     from fasteval.core.redact import add_secrets_from_env, redact_text, secret_like_env_names
-    from fasteval.engine.batch_admin import cancel_batches
+    from fasteval.engine.offline.batch_admin import cancel_batches
     from fasteval.runfolder.lock import run_folder_lock
 
     run_dir = Path(a.run_dir)
@@ -73,7 +73,7 @@ def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[EndpointSpec] | Non
     from fasteval.cli.common import print_config_error
     from fasteval.cli.rescore import manifest_endpoints
     from fasteval.core.errors import ConfigError
-    from fasteval.engine.batch_admin import batched_specs, manifest_specs
+    from fasteval.engine.offline.batch_admin import batched_specs, manifest_specs
 
     if a.config:
         from fasteval.config.load import load_config

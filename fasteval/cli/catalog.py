@@ -89,7 +89,7 @@ def _serve_placement(cfg: Any) -> list[str]:
     """What the served models will run where; raises ValueError when they cannot run on this node."""
     from pathlib import Path
 
-    from fasteval.engine.serving import Serving
+    from fasteval.engine.run.serving import Serving
 
     serving = Serving.from_config(cfg, Path("runs") / "config-check")
     if serving is None:

@@ -1,6 +1,6 @@
 """``fasteval run CONFIG --dry-run --estimate``: the cost and duration table, and the pilot that feeds it.
 
-The numbers come from ``fasteval.engine.estimate`` (docs/overnight.md says how each is obtained
+The numbers come from ``fasteval.engine.forecast.estimate`` (docs/overnight.md says how each is obtained
 and how good it is). ``--pilot N`` first runs N tasks of every model × suite × setting, one
 seed, for real: it says what that may cost and asks, and refuses to ask without a terminal
 unless ``--yes``.
@@ -24,7 +24,7 @@ from fasteval.runfolder.names import RECORDS
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
-    from fasteval.engine.estimate import Estimate
+    from fasteval.engine.forecast.estimate import Estimate
     from fasteval.engine.plan import RunOptions
 
 
@@ -77,8 +77,8 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
     """Run the pilot after saying what it may cost; its run folder, or an exit code."""
     import uvloop
 
-    from fasteval.engine.estimate import estimate
-    from fasteval.engine.sweep import SweepIncomplete, run_sweep
+    from fasteval.engine.forecast.estimate import estimate
+    from fasteval.engine.run.sweep import SweepIncomplete, run_sweep
 
     popts = _pilot_options(cfg, opts, n)
     bound = estimate(cfg, popts).totals()
@@ -94,7 +94,7 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
         print("pilot not run: nothing was spent", file=sys.stderr)
         return EXIT_OK
     if preflight:
-        from fasteval.engine.preflight import preflight as check
+        from fasteval.engine.run.preflight import preflight as check
 
         problems = uvloop.run(check(cfg))
         if problems:
@@ -114,7 +114,7 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
 
 
 def print_estimate(cfg: SweepConfig, opts: RunOptions, a: argparse.Namespace) -> int:
-    from fasteval.engine.estimate import estimate
+    from fasteval.engine.forecast.estimate import estimate
 
     evidence = [Path(p) for p in a.estimate_from or []]
     for p in evidence:

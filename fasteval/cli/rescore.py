@@ -22,7 +22,7 @@ def cmd_rescore(a: argparse.Namespace) -> int:
     from fasteval.config.endpoint import EndpointSpec
     from fasteval.config.load import config_from_manifest, load_config
     from fasteval.core.errors import ConfigError
-    from fasteval.engine.rescore import rescore
+    from fasteval.engine.offline.rescore import rescore
     from fasteval.runfolder.records import read_manifest
 
     run_dir = Path(a.run_dir)

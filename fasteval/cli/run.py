@@ -33,7 +33,7 @@ from fasteval.runfolder.names import RUN_LOG
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
     from fasteval.engine.plan import RunOptions, Selectors
-    from fasteval.engine.sweep import SweepResult
+    from fasteval.engine.run.sweep import SweepResult
 
 
 def _selectors(a: argparse.Namespace, cfg: SweepConfig) -> Selectors:
@@ -67,7 +67,7 @@ def _names(values: list[str] | None) -> list[str]:
 
 def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     from fasteval.core.errors import UsageError
-    from fasteval.engine.dry_run import preview
+    from fasteval.engine.forecast.dry_run import preview
 
     try:
         pv = preview(cfg, opts)
@@ -198,7 +198,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         seen = _Started()
         code = _run(a, seen)
         if seen.cfg is not None and seen.cfg.notify is not None:
-            from fasteval.engine.notify import tell_finished
+            from fasteval.engine.steer.notify import tell_finished
 
             tell_finished(seen.cfg, seen.run_dir, code, seen.result, seen.started)
         return code
@@ -244,7 +244,7 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
     """The run (``api.run_planned``, or ``--watch``) and what the terminal says of how it ended."""
     from fasteval.api import run_planned
     from fasteval.core.errors import PreflightFailed, UsageError
-    from fasteval.engine.sweep import SweepIncomplete
+    from fasteval.engine.run.sweep import SweepIncomplete
 
     log = _RunLog()
     try:
@@ -312,9 +312,9 @@ async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, lo
 
 
 async def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
-    """``--watch``: sweeps into one run folder as checkpoints complete (fasteval/engine/watch.py)."""
+    """``--watch``: sweeps into one run folder as checkpoints complete (fasteval/engine/offline/watch.py)."""
     from fasteval.core.errors import ConfigError
-    from fasteval.engine.watch import WatchOptions, watch_sweep
+    from fasteval.engine.offline.watch import WatchOptions, watch_sweep
 
     if a.watch_interval <= 0 or (a.idle_timeout is not None and a.idle_timeout <= 0):
         print("error: --watch-interval and --idle-timeout must be positive", file=sys.stderr)

@@ -22,7 +22,7 @@ from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
-from fasteval.engine.serving import Serving, serve_specs
+from fasteval.engine.run.serving import Serving, serve_specs
 from providers.local import (
     GpuConfigError,
     GpuPool,

@@ -17,7 +17,7 @@ from fasteval.core.terminal import clean
 
 
 def cmd_tool_run(a: argparse.Namespace) -> int:
-    from fasteval.engine.toolrun import run_tool_once
+    from fasteval.engine.run.toolrun import run_tool_once
 
     try:
         args = orjson.loads(a.args)

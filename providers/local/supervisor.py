@@ -40,7 +40,7 @@ from providers.local.metrics import PreprocessWatch, read_metrics
 from providers.local.spec import ServeSpec, hints_for
 from providers.local.tiny_checkpoint import cache_root
 
-log = logging.getLogger("fasteval.engine.serving")
+log = logging.getLogger("fasteval.engine.run.serving")
 LOG_TAIL_LINES = 40
 _HEALTH_FAILURES_BEFORE_RESTART = 3
 

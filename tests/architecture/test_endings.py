@@ -1,5 +1,5 @@
 """A trajectory's ending is written in one place: ``Trajectory.end``, for the agent's endings and
-the job's errors alike; the record copies it once the job is over (``engine/job.py``).
+the job's errors alike; the record copies it once the job is over (``engine/run/job.py``).
 
 Read from the source with ``ast``: any assignment to a ``termination`` or ``termination_reason``
 attribute elsewhere in the package fails, naming file and line.
@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-ALLOWED = {("fasteval/core/types.py", "end"), ("fasteval/engine/job.py", "_finished")}
+ALLOWED = {("fasteval/core/types.py", "end"), ("fasteval/engine/run/job.py", "_finished")}
 """(file, function) that may assign a termination: the trajectory's one writer, and the record's copy."""
 
 

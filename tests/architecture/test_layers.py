@@ -181,6 +181,60 @@ def test_the_package_has_no_import_cycle() -> None:
     assert not found, "import cycles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
+# The engine's rooms, top to bottom, the same way: a room imports its own room and the floors below.
+ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("fasteval.engine.offline",),
+    ("fasteval.engine.run",),
+    ("fasteval.engine.steer", "fasteval.engine.batch", "fasteval.engine.forecast"),
+    ("fasteval.engine",),  # its floor: plan.py, ledger.py and the face
+)
+
+
+def engine_room(module: str) -> tuple[int, str]:
+    """(floor, room) of an engine module: the longest room prefix that names it."""
+    for floor, rooms in enumerate(ENGINE_FLOORS):
+        for room in rooms:
+            if room != "fasteval.engine" and (module == room or module.startswith(room + ".")):
+                return floor, room
+    return len(ENGINE_FLOORS) - 1, "fasteval.engine"
+
+
+def engine_back_imports(edges: list[Edge]) -> list[str]:
+    bad = []
+    for e in edges:
+        if not (e.src.startswith("fasteval.engine.") and e.dst.startswith("fasteval.engine")):
+            continue
+        if e.dst == "fasteval.engine":  # the face serves names lazily from every room
+            continue
+        (sf, sr), (df, dr) = engine_room(e.src), engine_room(e.dst)
+        if sr == dr or df > sf:
+            continue
+        what = "a sibling room" if df == sf else "a higher room"
+        bad.append(f"{e.path.relative_to(ROOT)}:{e.line}: {e.src} imports {e.dst} ({dr}), {what}")
+    return sorted(set(bad))
+
+
+def test_no_import_runs_up_the_engines_rooms() -> None:
+    bad = engine_back_imports(all_edges())
+    assert not bad, "imports against the engine's rooms:\n" + "\n".join(bad)
+
+
+def test_a_planted_engine_back_import_is_named(tmp_path: Path) -> None:
+    root = _planted(tmp_path, {"fasteval/engine/steer/control.py": "from fasteval.engine.run.progress import X\n",
+                               "fasteval/engine/run/progress.py": "X = 1\n",
+                               "fasteval/engine/batch/batching.py": "from fasteval.engine.forecast import estimate\n",
+                               "fasteval/engine/forecast/estimate.py": ""})
+    global ROOT
+    saved, ROOT = ROOT, root
+    try:
+        bad = engine_back_imports(all_edges(root))
+    finally:
+        ROOT = saved
+    assert len(bad) == 2
+    assert "fasteval/engine/batch/batching.py:1" in bad[0] and "a sibling room" in bad[0]
+    assert "fasteval/engine/steer/control.py:1" in bad[1] and "a higher room" in bad[1]
+
+
 def test_every_module_is_in_a_layer() -> None:
     for e in all_edges():
         layer_of(e.src)
@@ -196,13 +250,13 @@ def _planted(tmp_path: Path, files: dict[str, str]) -> Path:
 
 
 @pytest.mark.parametrize(("files", "expect"), [
-    ({"fasteval/core/types.py": "from fasteval.engine.sweep import Sweep\n",
-      "fasteval/engine/sweep.py": "Sweep = 1\n"}, "fasteval/core/types.py:1"),
+    ({"fasteval/core/types.py": "from fasteval.engine.run.sweep import Sweep\n",
+      "fasteval/engine/run/sweep.py": "Sweep = 1\n"}, "fasteval/core/types.py:1"),
     ({"fasteval/view/report.py": "def f():\n    from fasteval.engine import sweep\n",
-      "fasteval/engine/sweep.py": ""}, "a sibling layer"),
+      "fasteval/engine/run/sweep.py": ""}, "a sibling layer"),
     ({"cache/_keys.py": "from providers.base import ChatRequest\n", "providers/base.py": ""}, "cache._keys"),
-    ({"fasteval/engine/watch.py": "def f():\n    from fasteval.api import run_planned\n",  # the run path's owner
-      "fasteval/api.py": ""}, "fasteval/engine/watch.py:2"),
+    ({"fasteval/engine/offline/watch.py": "def f():\n    from fasteval.api import run_planned\n",  # the run path's owner
+      "fasteval/api.py": ""}, "fasteval/engine/offline/watch.py:2"),
 ])
 def test_a_planted_back_import_is_named_with_file_and_line(tmp_path: Path, files: dict[str, str],
                                                              expect: str) -> None:
@@ -224,6 +278,6 @@ def test_a_planted_cycle_is_found(tmp_path: Path) -> None:
 
 def test_type_checking_imports_are_not_dependencies(tmp_path: Path) -> None:
     root = _planted(tmp_path, {"fasteval/core/types.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                                                         "    from fasteval.engine.sweep import Sweep\n",
-                               "fasteval/engine/sweep.py": ""})
+                                                         "    from fasteval.engine.run.sweep import Sweep\n",
+                               "fasteval/engine/run/sweep.py": ""})
     assert all_edges(root) == []

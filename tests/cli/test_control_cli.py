@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from fasteval.core.errors import ControlRefused
-from fasteval.engine.sweep import SweepIncomplete
+from fasteval.engine.run.sweep import SweepIncomplete
 from fasteval.runfolder.control import CONTROL_SOCKET, read_trace, socket_path
 from fasteval.runfolder.index import open_index
 from providers.sim import SimModel, SimServer

@@ -13,7 +13,8 @@ import yaml
 
 from fasteval.cli.main import main
 from fasteval.core.exitcodes import EXIT_INTERNAL, EXIT_USAGE
-from fasteval.engine import dry_run, sweep
+from fasteval.engine.forecast import dry_run
+from fasteval.engine.run import sweep
 
 
 def _config(tmp: Path, **suite: Any) -> Path:

@@ -10,7 +10,7 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.pricing import PRICES, Price, cost_usd, lookup, price_for
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.view.report import report
 from providers.registry import is_embedded
 

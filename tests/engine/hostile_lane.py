@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from fasteval.core.job import job_context
-from fasteval.engine.batching import BatchLane, custom_id
+from fasteval.engine.batch.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest

@@ -11,9 +11,9 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.core.types import Task, Trajectory, Turn
-from fasteval.engine.agent import parse_text_tool_call
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.agent import parse_text_tool_call
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from fasteval.suites.demo import render
 
@@ -198,7 +198,7 @@ class FirstImageOnlySuite(Suite):
 
 
 async def test_tools_only_see_the_images_the_model_was_shown(tmp_path: Path) -> None:
-    from fasteval.engine.agent import AgentEnv, execute_tool
+    from fasteval.engine.run.agent import AgentEnv, execute_tool
     from fasteval.runfolder.blobs import BlobStore
     from fasteval.tools.base import ToolContext, make_tool
     from providers.base import ToolCallRequest

@@ -11,7 +11,7 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 
 

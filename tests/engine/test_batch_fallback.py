@@ -15,10 +15,11 @@ from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.job import job_context
 from fasteval.core.pricing import Price, model_prices
-from fasteval.engine.batching import BatchLane
+from fasteval.engine.batch.batching import BatchLane
+from fasteval.engine.ledger import Counters
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.progress import Counters, ProgressDisplay
-from fasteval.engine.sweep import Sweep
+from fasteval.engine.run.progress import ProgressDisplay
+from fasteval.engine.run.sweep import Sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.view.report import report
 from providers.base import ChatRequest, ProviderError

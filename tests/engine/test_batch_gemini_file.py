@@ -29,9 +29,9 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.core.job import job_context
-from fasteval.engine.batching import BatchLane, custom_id
+from fasteval.engine.batch.batching import BatchLane, custom_id
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings

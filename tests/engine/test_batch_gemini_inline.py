@@ -9,7 +9,7 @@ import orjson
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.batch.gemini import inline_results
 from tests.engine.test_batch_mode import FAST, records, same_results, sim_model, sweep, write_config

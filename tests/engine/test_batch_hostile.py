@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from fasteval.config.endpoint import EndpointSpec
-from fasteval.engine.batch_admin import cancel_batches, manifest_specs
-from fasteval.engine.batching import BatchLane, custom_id
+from fasteval.engine.batch.batching import BatchLane, custom_id
+from fasteval.engine.offline.batch_admin import cancel_batches, manifest_specs
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from fasteval.core.job import job_context
-from fasteval.engine.batching import BatchLane, custom_id
+from fasteval.engine.batch.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings

@@ -13,7 +13,7 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import Sweep, run_sweep
+from fasteval.engine.run.sweep import Sweep, run_sweep
 from fasteval.runfolder.batch_journal import BatchJournal
 
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from fasteval.core.job import job_context
-from fasteval.engine.batching import BatchLane, custom_id
+from fasteval.engine.batch.batching import BatchLane, custom_id
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.anthropic import AnthropicProvider
 from providers.base import ChatRequest, Provider, ProviderError

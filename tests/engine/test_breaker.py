@@ -18,7 +18,7 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import SweepIncomplete, run_sweep
+from fasteval.engine.run.sweep import SweepIncomplete, run_sweep
 from providers.breaker import BreakerPolicy, CircuitBreaker, EndpointDown, EndpointUnreachable
 from providers.sim import SimModel, SimServer
 
@@ -134,7 +134,7 @@ async def test_breaker_opens_after_consecutive_outage_failures_and_a_probe_close
 async def test_a_supervisor_can_give_up_on_an_endpoint_and_its_remaining_jobs_are_left_unrun(tmp_path: Path) -> None:
     # What a local-server supervisor does when a model's servers are exhausted: give_up() (or raise
     # EndpointDown from the provider). Jobs in flight and not yet started get no record: exit 3.
-    from fasteval.engine.sweep import Sweep
+    from fasteval.engine.run.sweep import Sweep
 
     port = free_port()
     server = sim(port)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fasteval.engine.plan import Selectors
-from fasteval.engine.sweep import SweepIncomplete
+from fasteval.engine.run.sweep import SweepIncomplete
 from fasteval.runfolder.control import CONTROL_SOCKET, read_trace
 from fasteval.runfolder.index import open_index
 from providers.sim import SimModel, SimServer
@@ -238,8 +238,8 @@ async def test_an_attempt_timeout_set_mid_run_turns_a_hang_into_a_retried_timeou
 def test_to_run_per_model_is_the_plan_less_what_the_index_holds_within_the_selectors() -> None:
     from dataclasses import dataclass, field
 
-    from fasteval.engine.control import Controller
-    from fasteval.engine.progress import Counters
+    from fasteval.engine.ledger import Counters
+    from fasteval.engine.steer.control import Controller
 
     @dataclass
     class View:

@@ -17,7 +17,7 @@ import yaml
 
 from fasteval.cli.main import main
 from fasteval.config.load import load_config
-from fasteval.engine.estimate import estimate
+from fasteval.engine.forecast.estimate import estimate
 from fasteval.engine.plan import RunOptions, Selectors, load_suite, plan, spread
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index

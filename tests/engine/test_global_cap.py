@@ -8,7 +8,7 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from providers.sim import SimModel, SimServer
 
 

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 
 
 async def test_images_are_downsized_to_the_models_budget(tmp_path: Path) -> None:

@@ -60,6 +60,6 @@ async def test_a_run_without_the_manifest_key_asks_the_suites(tmp_path: Path) ->
 
 
 def test_the_engine_imports_without_numpy() -> None:
-    code = "import sys, fasteval.engine.sweep, fasteval.suites; print('numpy' in sys.modules)"
+    code = "import sys, fasteval.engine.run.sweep, fasteval.suites; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

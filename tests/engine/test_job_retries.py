@@ -16,7 +16,7 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.job import job_context
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from providers.base import ChatRequest, ProviderError
 from providers.client import ModelClient, RetryPolicy
 from providers.openai_compat import OpenAICompatProvider

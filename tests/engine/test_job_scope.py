@@ -18,7 +18,7 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import Sweep, SweepIncomplete
+from fasteval.engine.run.sweep import Sweep, SweepIncomplete
 from fasteval.suites.jsonl import JsonlSuite
 from providers.breaker import EndpointDown
 from sandbox import SandboxPool

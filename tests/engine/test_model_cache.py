@@ -9,7 +9,7 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import Sweep
+from fasteval.engine.run.sweep import Sweep
 
 
 def cfg_path(tmp: Path, modes: str) -> Path:

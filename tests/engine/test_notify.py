@@ -19,7 +19,7 @@ from fasteval.cli.main import main
 from fasteval.config.load import load_config
 from fasteval.config.notify import NotifySpec
 from fasteval.core.errors import ConfigError
-from fasteval.engine.notify import Health, Notifier
+from fasteval.engine.steer.notify import Health, Notifier
 
 SECRET = "sk-notify-test-0123456789abcdef"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from fasteval.engine.progress import Counters, ProgressDisplay
+from fasteval.engine.ledger import Counters
+from fasteval.engine.run.progress import ProgressDisplay
 from providers.breaker import BreakerPolicy, CircuitBreaker, EndpointUnreachable
 from providers.client import ModelClient
 from providers.openai_compat import OpenAICompatProvider

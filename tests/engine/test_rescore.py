@@ -11,9 +11,9 @@ import yaml
 
 from fasteval.config.load import load_config
 from fasteval.core.types import Task, Trajectory, Turn
+from fasteval.engine.offline.rescore import rescore
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.rescore import rescore
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.records import latest_by_job
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
 from providers.base import ChatRequest

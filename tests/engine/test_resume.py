@@ -17,7 +17,7 @@ from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigChanged
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.merge import MergeConflict, merge_runs
 from fasteval.runfolder.records import repair_tail
 from fasteval.view.report import report, status

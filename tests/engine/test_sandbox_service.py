@@ -11,7 +11,7 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 
 
 async def test_python_tool_runs_in_the_pool_started_by_the_sweep(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 
-from fasteval.engine.watch import Completeness
+from fasteval.engine.offline.watch import Completeness
 
 
 def start_checkpoint(folder: Path, shards: int = 2) -> list[str]:

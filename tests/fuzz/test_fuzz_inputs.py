@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fasteval.core.types import Task, Turn
-from fasteval.engine.agent import AgentEnv, execute_tool, parse_text_tool_call
+from fasteval.engine.run.agent import AgentEnv, execute_tool, parse_text_tool_call
 from fasteval.images.decode import ImageError, ImageLimits, decode, probe, verify
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite

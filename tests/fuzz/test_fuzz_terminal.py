@@ -23,7 +23,8 @@ from rich.table import Table
 
 from fasteval.cli.slurm import status_lines
 from fasteval.core.terminal import clean, json_text, plain
-from fasteval.engine.progress import Counters, ProgressDisplay
+from fasteval.engine.ledger import Counters
+from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.view.data import RunSet
 from fasteval.view.show import ImageSaver, render_job
 

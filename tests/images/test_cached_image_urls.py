@@ -8,7 +8,7 @@ from pathlib import Path
 import pyvips
 
 from fasteval.config.endpoint import EndpointSpec
-from fasteval.engine.clients import image_resolver
+from fasteval.engine.run.clients import image_resolver
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.blobs import BlobStore
 from providers.base import ChatRequest

@@ -26,9 +26,9 @@ from PIL import Image
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError, ModelConfigError
-from fasteval.engine.clients import build_client, image_resolver
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.clients import build_client, image_resolver
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.images import ImageEncoder, processor_resize, smart_resize
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.records import read_manifest

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from fasteval.core.job import job_context
-from fasteval.engine.batching import BatchLane
+from fasteval.engine.batch.batching import BatchLane
 from fasteval.runfolder.batch_journal import BatchJournal
 from providers.base import ChatRequest, ProviderError
 from providers.batch.base import BatchSettings

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from fasteval.config.endpoint import EndpointSpec
-from fasteval.engine.clients import build_client, image_resolver
+from fasteval.engine.run.clients import build_client, image_resolver
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.blobs import BlobStore
 from providers.base import ChatRequest

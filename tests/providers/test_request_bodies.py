@@ -26,7 +26,7 @@ import pytest
 from aiohttp import web
 
 from fasteval.core.types import Message
-from fasteval.engine.clients import image_resolver
+from fasteval.engine.run.clients import image_resolver
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.blobs import BlobStore
 from providers.base import TOOL_IMAGES_PREFIX, ChatRequest

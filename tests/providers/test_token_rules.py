@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fasteval.config.endpoint import EndpointSpec
-from fasteval.engine.estimate_prompt import model_token_rule, processor_rule
+from fasteval.engine.forecast.estimate_prompt import model_token_rule, processor_rule
 from fasteval.images.processor import PROCESSOR_PRESETS
 from providers.token_rules import (
     anthropic_image_tokens,

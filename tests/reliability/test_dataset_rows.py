@@ -17,7 +17,7 @@ import pyvips
 from fasteval.config.load import load_config
 from fasteval.core.types import Task
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, make_suite
 from fasteval.suites.tirbench.loader import load_tirbench

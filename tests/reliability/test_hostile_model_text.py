@@ -42,7 +42,7 @@ def test_no_pattern_reads_tagged_text_with_a_lazy_dot_star() -> None:
 
 
 _PARSE_ALL = textwrap.dedent('''
-    from fasteval.engine.agent import parse_text_tool_call
+    from fasteval.engine.run.agent import parse_text_tool_call
     from fasteval.suites.mcq.matching import answer_span, fixed_choice, lmms_eval_letter
     from fasteval.suites.mme_realworld.scoring import vlmevalkit_letter
     from fasteval.suites.treebench.boxes import lenient_boxes, vlmevalkit_iou

@@ -153,7 +153,7 @@ def test_values_and_token_shapes_are_masked_in_text_bytes_and_log_lines(tmp_path
 
 async def test_a_tool_error_shown_to_the_model_is_redacted(tmp_path: Path) -> None:
     from fasteval.core.types import Task, Turn
-    from fasteval.engine.agent import AgentEnv, execute_tool
+    from fasteval.engine.run.agent import AgentEnv, execute_tool
     from fasteval.runfolder.blobs import BlobStore
     from fasteval.tools.base import ToolContext, make_tool
     from providers.base import ToolCallRequest

@@ -20,7 +20,7 @@ import yaml
 from fasteval.config.load import load_config
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_USAGE, RunIncomplete
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from providers.sim import SimModel, SimServer
 from tests.reliability.storage_support import fill_disk, remount_read_only, tmpfs
 

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from fasteval.core.redact import add_secrets, clear_secrets
-from fasteval.engine.batching import BatchLane
+from fasteval.engine.batch.batching import BatchLane
 from fasteval.runfolder.batch_journal import BatchJournal, batch_rows
 from providers.base import ProviderError
 from providers.sim import SimModel, SimServer

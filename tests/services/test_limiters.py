@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fasteval.core.types import Task
-from fasteval.engine.agent import AgentEnv, execute_tool
+from fasteval.engine.run.agent import AgentEnv, execute_tool
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.services.limiters import Limiters
 from fasteval.tools.base import Tool, ToolContext, ToolResult

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from fasteval.engine.sweep import SweepIncomplete
+from fasteval.engine.run.sweep import SweepIncomplete
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.merge import merge_runs
 from fasteval.slurm.scripts import SubmitOptions

@@ -17,7 +17,7 @@ import yaml
 from fasteval.cli.main import main
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 from fasteval.slurm.cluster import ACTIVE, Cluster
 from fasteval.slurm.state import read_jobs
 

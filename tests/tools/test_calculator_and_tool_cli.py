@@ -77,7 +77,7 @@ def test_tool_run_misuse_exits_non_zero() -> None:
 
 async def test_a_tool_option_fidelity_overrides_the_setting(tmp_path: Path) -> None:
     from fasteval.core.types import Task
-    from fasteval.engine.agent import AgentEnv, execute_tool
+    from fasteval.engine.run.agent import AgentEnv, execute_tool
     from fasteval.runfolder.blobs import BlobStore
     from fasteval.tools.base import ToolContext, make_tool
     from providers.base import ToolCallRequest

@@ -234,8 +234,8 @@ def test_latency_excludes_the_wait_for_servers_to_start(tmp_path: Path) -> None:
 # -- friction 2: capabilities reach each replica's provider -------------------------------------------
 def test_seed_false_is_honoured_by_every_replica_of_a_served_model(tmp_path: Path) -> None:
     from fasteval.config.load import load_config
-    from fasteval.engine.clients import build_client
-    from fasteval.engine.serving import Serving
+    from fasteval.engine.run.clients import build_client
+    from fasteval.engine.run.serving import Serving
 
     ckpt = make_checkpoint(tmp_path / "ckpt")
     config = jsonl_config(tmp_path, serve_block(ckpt, replicas=2), ["1 + 1"], capabilities={"seed": False})

@@ -18,7 +18,7 @@ from e2e_support import load_fixture_module
 
 from fasteval.config.load import load_config
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import run_sweep
+from fasteval.engine.run.sweep import run_sweep
 
 vtb = load_fixture_module("visualtoolbench/vtb_fixtures.py")
 

@@ -132,7 +132,7 @@ async def test_missing_thumbnail_keeps_its_title_and_images_stay_in_place(blobs:
 
 
 def test_reference_reads_tool_arguments_from_arguments_only(json_file: Path, blobs: BlobStore) -> None:
-    from fasteval.engine.agent import parse_text_tool_call
+    from fasteval.engine.run.agent import parse_text_tool_call
 
     reply = '<tool_call>{"name": "image_zoom_in_tool", "parameters": {"bbox_2d": [0, 0, 5, 5]}}</tool_call>'
     strict = parse_text_tool_call(reply, arguments_only=True)

@@ -42,7 +42,7 @@ from providers.local import (
 from providers.local.gpus import detect_cpus, usable_cpus
 from providers.local.spec import missing_vllm_message
 
-log = logging.getLogger("fasteval.engine.serving")
+log = logging.getLogger("fasteval.engine.run.serving")
 
 
 def is_served(ep: EndpointSpec) -> bool:

@@ -26,9 +26,9 @@ from pathlib import Path
 from fasteval.config.load import SweepConfig, load_config
 from fasteval.config.series import SeriesSpec, not_loadable, step_of
 from fasteval.engine.plan import RunOptions
-from fasteval.engine.sweep import SweepIncomplete, SweepResult, run_sweep
+from fasteval.engine.run.sweep import SweepIncomplete, SweepResult, run_sweep
 
-log = logging.getLogger("fasteval.engine.watch")
+log = logging.getLogger("fasteval.engine.offline.watch")
 
 Snapshot = tuple[tuple[str, int], ...]
 

@@ -27,7 +27,7 @@ from providers.sim.spec import SimModel
 CacheHook = Callable[[ModelClient], ResponseCache]
 """Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""
 BatchHook = Callable[[ModelClient], BatchRoute]
-"""Puts a client in batch mode: its lane (``fasteval.engine.batching.batch_lane``)."""
+"""Puts a client in batch mode: its lane (``fasteval.engine.batch.batching.batch_lane``)."""
 
 
 def sim_models(endpoints: Iterable[EndpointSpec]) -> list[SimModel]:

@@ -2,7 +2,7 @@
 
 Jobs start lazily from the plan iterator under a global in-flight cap (never thousands of idle
 coroutines); per-endpoint limits live in each ModelClient. A job's own life (open, agent, score,
-close) and its record are fasteval.engine.job's; the sweep counts it and appends its record:
+close) and its record are fasteval.engine.run.job's; the sweep counts it and appends its record:
 every finished job, ok or error, is one JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
 ones; what was written stays, and the same command resumes.
 """
@@ -30,13 +30,8 @@ from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Task
-from fasteval.engine.admission import Admission
-from fasteval.engine.batching import BatchLane, concurrency_caps, pending_line
-from fasteval.engine.clients import model_processor
-from fasteval.engine.control import Controller
-from fasteval.engine.control_server import control_channel
-from fasteval.engine.job import JobRunner
-from fasteval.engine.notify import Health, Notifier, watching
+from fasteval.engine.batch.batching import BatchLane, concurrency_caps, pending_line
+from fasteval.engine.ledger import Counters
 from fasteval.engine.plan import (
     RunOptions,
     SuiteRun,
@@ -46,9 +41,15 @@ from fasteval.engine.plan import (
     plan,
     plan_totals,
 )
-from fasteval.engine.progress import Counters, ProgressDisplay
-from fasteval.engine.runtime import open_runtime
-from fasteval.engine.serving import Serving, checkpoint_identities
+from fasteval.engine.run.admission import Admission
+from fasteval.engine.run.clients import model_processor
+from fasteval.engine.run.job import JobRunner
+from fasteval.engine.run.progress import ProgressDisplay
+from fasteval.engine.run.runtime import open_runtime
+from fasteval.engine.run.serving import Serving, checkpoint_identities
+from fasteval.engine.steer.control import Controller
+from fasteval.engine.steer.control_server import control_channel
+from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
@@ -394,7 +395,7 @@ class Sweep:
 
     async def _one(self, jobs: JobRunner, entry: tuple[Job, SuiteRun, Setting, Task | LoadError],
                    writer: RecordWriter, result: SweepResult) -> None:
-        """Run one job (fasteval.engine.job) counted in flight, then count and write its record."""
+        """Run one job (fasteval.engine.run.job) counted in flight, then count and write its record."""
         job = entry[0]
         self.counters.in_flight += 1
         try:

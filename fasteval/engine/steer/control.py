@@ -4,7 +4,7 @@ The sweep owns one Controller. The launcher asks it before each job starts (``ad
 park it while its model, suite or endpoint is paused, or drop it when drained or cancelled), the
 model clients ask it before each request once a ``pause --now`` happened (``gate``), and a job
 tells it how it ended (``finished``), so errors of this run can be requeued. The socket server
-(fasteval.engine.control_server) turns each command into one of the methods below; every change
+(fasteval.engine.steer.control_server) turns each command into one of the methods below; every change
 is appended to the run folder's trace. Nothing here changes what a job computes: sampling,
 rounds and prompts are config, and resume refuses a changed config.
 """
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from fasteval.config.load import SweepConfig
 from fasteval.core.job import current_job
 from fasteval.core.types import Job, Record
-from fasteval.engine.progress import Counters
+from fasteval.engine.ledger import Counters
 from providers.client import ModelClient
 from providers.limits import AdaptiveLimit
 
@@ -35,7 +35,7 @@ class ControlError(ValueError):
 
 
 class SweepView(Protocol):
-    """What the controller reads of the sweep (fasteval.engine.sweep.Sweep)."""
+    """What the controller reads of the sweep (fasteval.engine.run.sweep.Sweep)."""
 
     cfg: SweepConfig
     clients: dict[str, ModelClient]

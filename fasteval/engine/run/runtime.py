@@ -18,8 +18,8 @@ from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
-from fasteval.engine.batching import BatchLane, batch_lane
-from fasteval.engine.clients import CacheHook, build_client, image_resolver, sim_models
+from fasteval.engine.batch.batching import BatchLane, batch_lane
+from fasteval.engine.run.clients import CacheHook, build_client, image_resolver, sim_models
 from fasteval.images import ImageEncoder
 from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.runfolder.blobs import BlobStore
@@ -56,7 +56,7 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
     namespace (a summarizer caches whole summaries itself), evaluated models through ``model``
     when that namespace is on, and a batched entry gets its lane. ``used_keys``: where the cache
     writes the keys this run touched, before it closes. ``run_dir``: where batched models journal
-    their batches (``no_wait``: submit them and stop, fasteval.engine.batching).
+    their batches (``no_wait``: submit them and stop, fasteval.engine.batch.batching).
     """
     sims = sim_models([*models, *roles.values()])
     sim: SimServer | None = None

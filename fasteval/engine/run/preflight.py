@@ -15,7 +15,7 @@ from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
-from fasteval.engine.clients import build_client
+from fasteval.engine.run.clients import build_client
 from providers.base import ProviderError
 
 PREFLIGHT_TIMEOUT_S = 15.0

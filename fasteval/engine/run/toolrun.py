@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from fasteval.core.types import Task, Turn
-from fasteval.engine.agent import AgentEnv, execute_tool
+from fasteval.engine.run.agent import AgentEnv, execute_tool
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.names import BLOBS
 from fasteval.services.registry import start_services

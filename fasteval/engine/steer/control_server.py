@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.engine.control import SCOPES, ControlError, Controller
+from fasteval.engine.steer.control import SCOPES, ControlError, Controller
 from fasteval.runfolder.control import (
     CONTROL_SOCKET,
     MAX_MESSAGE,

@@ -25,7 +25,7 @@ from typing import Any
 from fasteval.config.load import SweepConfig
 from fasteval.core.pricing import Price, batch_factor, cost_usd, model_prices
 from fasteval.core.types import Task
-from fasteval.engine.estimate_prompt import (
+from fasteval.engine.forecast.estimate_prompt import (
     PromptCounter,
     TaskPrompt,
     model_token_rule,

@@ -16,8 +16,8 @@ from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
-from fasteval.engine.batching import BatchLane
-from fasteval.engine.clients import build_client
+from fasteval.engine.batch.batching import BatchLane
+from fasteval.engine.run.clients import build_client
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
 from fasteval.runfolder.records import read_manifest
 from providers.base import ProviderError

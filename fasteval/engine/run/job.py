@@ -2,7 +2,7 @@
 
 ``JobRunner.run`` is a job's whole life. It opens the job (its ``JobContext``, the one context
 its requests carry: the id for sticky routing and stable batch ids, the retry count, the batches
-it rode in; its tools), runs the agent loop (fasteval.engine.agent), has the suite score the
+it rode in; its tools), runs the agent loop (fasteval.engine.run.agent), has the suite score the
 trajectory, and closes it: a tool that keeps state for the job (a sandbox session) frees it
 whatever ended the job (an answer, a provider error, our own bug, cancellation, its endpoint
 going down). The record is filled here and only here, and each failure is attributed to the
@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 from fasteval.core.job import JobContext, job_context
 from fasteval.core.types import Ending, Job, Record, Task, Trajectory, Usage
-from fasteval.engine.agent import AgentEnv, run_agent
 from fasteval.engine.plan import SuiteRun
+from fasteval.engine.run.agent import AgentEnv, run_agent
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, ScoreContext, Setting
 from fasteval.tools.base import Tool, make_tool

@@ -21,7 +21,7 @@ from providers.batch.base import BatchInfo, BatchSettings, BatchWire, ResultLine
 from providers.client import RetryPolicy
 from providers.retry import MODEL_RETRYABLE, retry_call
 
-log = logging.getLogger("fasteval.engine.batching")
+log = logging.getLogger("fasteval.engine.batch.batching")
 
 COLLECT_TRIES = 3
 """Downloads of an ended batch's results before its jobs end in error: a download that fails, or

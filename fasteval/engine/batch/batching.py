@@ -31,7 +31,7 @@ from typing import Any
 from fasteval.core.errors import UnsafeRunFolder
 from fasteval.core.job import JobContext, current_job
 from fasteval.core.pricing import BATCH_TOKENS
-from fasteval.engine.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
+from fasteval.engine.batch.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
 from fasteval.runfolder.diskfaults import is_fatal
 from providers.base import ChatRequest, ChatResponse, ProviderError

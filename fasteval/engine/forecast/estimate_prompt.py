@@ -3,7 +3,7 @@
 A trajectory's first request holds the system prompt, the tool definitions (where the provider
 bills them) and the first user turn with its images; each later request re-sends all of that
 plus every reply and tool result since. This module counts the part the task fixes, per user
-turn (``TaskPrompt.bases``); ``fasteval.engine.estimate`` adds what the rounds grow it by.
+turn (``TaskPrompt.bases``); ``fasteval.engine.forecast.estimate`` adds what the rounds grow it by.
 Images are measured from their headers (no pixel is decoded) and priced by the model's rule:
 its provider's published formula (``providers.token_rules``), or for a served open model with
 ``image_resize`` (or a Qwen-VL model id) its processor's grid.

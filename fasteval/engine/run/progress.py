@@ -9,9 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
@@ -21,28 +19,10 @@ from rich.text import Text
 
 from fasteval.core.pricing import BATCH_TOKENS, TOKEN_KINDS, Price, cost_usd
 from fasteval.core.terminal import clean, plain
+from fasteval.engine.ledger import Counters
 from providers.client import ModelClient
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Counters:
-    total: int = 0
-    skipped: int = 0
-    done: int = 0
-    errors: int = 0
-    in_flight: int = 0
-    started_at: float = field(default_factory=time.monotonic)
-
-    def eta_s(self) -> float | None:
-        """None until enough jobs finished for a rate to mean something (the first jobs pay for
-        start-up and the first finishers are the quick ones: an early ETA is noise)."""
-        finished = self.done + self.errors
-        elapsed = time.monotonic() - self.started_at
-        if finished < max(5, 0.05 * self.total) or elapsed < 5.0:
-            return None
-        return (self.total - finished) / (finished / elapsed)
 
 
 def _money(x: float | None) -> str:

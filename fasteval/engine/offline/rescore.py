@@ -20,7 +20,7 @@ import orjson
 from fasteval.config.load import SweepConfig
 from fasteval.core.types import Record, Task, ToolCall, Trajectory, Usage
 from fasteval.engine.plan import build_settings, load_suite
-from fasteval.engine.runtime import open_runtime
+from fasteval.engine.run.runtime import open_runtime
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.names import BLOBS

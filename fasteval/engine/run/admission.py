@@ -17,9 +17,9 @@ from fasteval.core.types import Job, Task
 from fasteval.suites.base import LoadError, Setting
 
 if TYPE_CHECKING:
-    from fasteval.engine.control import Controller
     from fasteval.engine.plan import SuiteRun
-    from fasteval.engine.serving import Serving
+    from fasteval.engine.run.serving import Serving
+    from fasteval.engine.steer.control import Controller
     from providers.client import ModelClient
     from providers.limits import AdaptiveLimit
 
