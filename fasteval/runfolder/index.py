@@ -29,6 +29,9 @@ from typing import Any, Literal
 
 import orjson
 
+from fasteval.runfolder import done_keys as _done
+from fasteval.runfolder import index_aggregates as _agg
+from fasteval.runfolder.done_keys import DoneKeys
 from fasteval.runfolder.index_rows import (
     COLUMNS,
     INT_MAX,
@@ -41,13 +44,17 @@ from fasteval.runfolder.index_rows import (
     storable_text,
     summarise_line,
 )
+from fasteval.runfolder.index_schema import INDEXES as _INDEXES
+from fasteval.runfolder.index_schema import ForeignIndex as _ForeignIndex
+from fasteval.runfolder.index_schema import connect as _connect
+from fasteval.runfolder.index_schema import derive, derived_ok, drop_triggers
 from fasteval.runfolder.names import INDEX as INDEX  # importers of index keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 
 log = logging.getLogger("fasteval")
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 _STATS_MIN_ROWS = 1000
@@ -71,23 +78,6 @@ _UPSERT = (
     f"ON CONFLICT(job_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])} "
     "WHERE (excluded.ok, excluded.byte_offset) > (jobs.ok, jobs.byte_offset)"
 )
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, model TEXT, suite TEXT, setting TEXT, task_id TEXT, "
-    "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
-    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
-    "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
-    "task_type TEXT, batch_prompt_tokens INTEGER, batch_completion_tokens INTEGER, batch_cache_read_tokens INTEGER, "
-    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
-    "WITHOUT ROWID",
-)
-# Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
-# re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
-# A build from scratch creates them at the end: one sort each instead of a B-tree insert per row.
-_INDEXES = {"jobs_offset": "CREATE INDEX IF NOT EXISTS jobs_offset ON jobs(byte_offset)",
-            "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(model, suite, setting, task_id, seed)"}
-
-
 def _line_digest(data: bytes) -> str:
     return hashlib.sha256(data[:_HASH_BYTES]).hexdigest()
 
@@ -146,12 +136,22 @@ class RunIndex:
 
     def _reset(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
-        self._db.execute("DELETE FROM jobs")
-        self._db.execute("DELETE FROM meta")
+        self._drop_triggers()  # before the DELETE: per-row triggers would make it a walk of every row
+        for table in ("jobs", "meta", "agg", "done_log", "done_blob"):
+            self._db.execute(f"DELETE FROM {table}")
         self._set_meta({"version": SCHEMA_VERSION, "offset": 0, "head": "", "head_len": 0,
-                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0})
+                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0, "derived": "no"})
         self._db.execute("COMMIT")
         self.rebuilt = True
+
+    def _drop_triggers(self) -> None:
+        drop_triggers(self._db)
+
+    def _derived_ok(self) -> bool:
+        return derived_ok(self._db)
+
+    def _derive(self) -> None:
+        derive(self._db, self._set_meta)
 
     def _pread(self, offset: int, length: int) -> bytes:
         if self._fd < 0:
@@ -208,6 +208,12 @@ class RunIndex:
             self._reset()
         from_scratch = self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0] == "0"
         if from_scratch:
+            # One sort per index and one GROUP BY for the aggregates at the end, not a B-tree
+            # insert and a trigger per row.
+            self._db.execute("BEGIN IMMEDIATE")
+            self._drop_triggers()
+            self._set_meta({"derived": "no"})
+            self._db.execute("COMMIT")
             for name in _INDEXES:
                 self._db.execute(f"DROP INDEX IF EXISTS {name}")
         added = 0
@@ -221,6 +227,8 @@ class RunIndex:
             if from_scratch:
                 for sql in _INDEXES.values():
                     self._db.execute(sql)
+        if not self._derived_ok():
+            self._derive()
         self._keep_statistics()
         return added
 
@@ -402,6 +410,8 @@ class RunIndex:
         for col in columns:
             if col not in COLUMNS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
+        if set(columns).issubset(_agg.INT_SUMS) and _agg.covers((), filters):
+            return _agg.sums(self._db, columns, filters)
         where, params = self._where(filters, scan)
         sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
         try:
@@ -434,20 +444,55 @@ class RunIndex:
             self._db.execute("COMMIT")
 
     def count(self, **filters: Any) -> int:
+        if _agg.covers((), filters):
+            return _agg.sums(self._db, (), filters)[0]
         where, params = self._where(filters)
         n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
         return n
 
     def group_sizes(self) -> dict[tuple[str, str, str], int]:
-        """Jobs per model × suite × setting, counted off the key index alone (no row is read)."""
-        sql = "SELECT model, suite, setting, count(*) FROM jobs GROUP BY model, suite, setting"
-        return {(m, s, st): n for m, s, st, n in self._db.execute(sql)}
+        """Jobs per model × suite × setting, off the aggregates (no row is read)."""
+        sql = "SELECT model, suite, setting, sum(n) FROM agg GROUP BY model, suite, setting"
+        return {(m, s, st): int(n) for m, s, st, n in self._db.execute(sql)}
+
+    def aggregates(self, **filters: Any) -> list[dict[str, Any]]:
+        """The aggregate rows (``index_aggregates``) of the jobs under ``filters`` (columns of its key)."""
+        if not _agg.covers((), filters):
+            raise TypeError(f"aggregates filter on {sorted(filters)}; known: {list(_agg.KEY)}")
+        return _agg.group_rows(self._db, filters)
+
+    def per_task(self, model: str, suite: str, setting: str) -> Iterator[tuple[Any, ...]]:
+        """A group's scored jobs summed per task, in task-id order (``index_aggregates.per_task``)."""
+        yield from _agg.per_task(self._db, model, suite, setting)
+
+    def scores(self, **filters: Any) -> list[float]:
+        """Scores of the scored jobs with these exact column values (None: the column is NULL)."""
+        for key in filters:
+            if key not in _FILTERS:
+                raise TypeError(f"unknown index filter {key!r}; known: {sorted(_FILTERS)}")
+        return _agg.scores(self._db, filters)
+
+    def done_keys(self, *, ok_only: bool = True) -> DoneKeys:
+        """The resume set as a sorted array (``done_keys``): the keys of ok jobs, or of every job."""
+        return _done.read(self._db, ok_only=ok_only)
+
+    def error_example(self, model: str, error_kind: str | None) -> str | None:
+        """The first error message (in file order) of a model's errors of one kind (any kind for None)."""
+        sql = "SELECT error FROM jobs INDEXED BY jobs_errors WHERE status = 'error' AND model = ?"
+        params: list[Any] = [model]
+        if error_kind is not None:
+            sql += " AND error_kind = ?"
+            params.append(error_kind)
+        row = self._db.execute(sql + " ORDER BY byte_offset LIMIT 1", params).fetchone()
+        return None if row is None else row[0]
 
     def counts(self, by: Sequence[str] = (), **filters: Any) -> dict[tuple[Any, ...], dict[str, int]]:
         """Jobs per group of ``by`` columns (e.g. ``("model", "error_kind")``): {key: {status: n}}."""
         for col in by:
             if col not in _FILTERS:
                 raise TypeError(f"unknown index dimension {col!r}; known: {sorted(_FILTERS)}")
+        if _agg.covers(by, filters):
+            return _agg.counts(self._db, by, filters)
         where, params = self._where(filters)
         cols = ", ".join(["status", *by])
         out: dict[tuple[Any, ...], dict[str, int]] = {}
@@ -500,30 +545,6 @@ class RunIndex:
         return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
                 "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
                 "rebuilt": self.rebuilt}
-
-
-class _ForeignIndex(sqlite3.DatabaseError):
-    """An index.sqlite whose tables are not ours (another tool's, an older schema)."""
-
-
-def _connect(target: str | Path) -> sqlite3.Connection:
-    db = sqlite3.connect(str(target), timeout=60.0, isolation_level=None, check_same_thread=False)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        # The index is derived: a power cut that loses its last commits is caught by verify().
-        db.execute("PRAGMA synchronous=OFF")
-        for stmt in _SCHEMA:
-            db.execute(stmt)
-        jobs = tuple(r[1] for r in db.execute("PRAGMA table_info(jobs)"))
-        meta = tuple(r[1] for r in db.execute("PRAGMA table_info(meta)"))
-        if jobs != COLUMNS or meta != ("key", "value"):
-            raise _ForeignIndex(f"index tables are not this version's (jobs columns {list(jobs)[:4]}…)")
-        for stmt in _INDEXES.values():
-            db.execute(stmt)
-    except BaseException:
-        db.close()
-        raise
-    return db
 
 
 def _drop(path: Path) -> None:

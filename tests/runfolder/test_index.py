@@ -140,7 +140,9 @@ async def test_an_index_of_the_previous_schema_is_rebuilt_and_the_report_sums_im
     manifest(run, jobs)
     with open_index(run) as index:
         await write(run, [make_record(rng, j) for j in jobs], index)
-    db = sqlite3.connect(run / INDEX)  # the schema-3 table: no image_tokens column, version 3
+    db = sqlite3.connect(run / INDEX)  # the schema-3 table: no image_tokens column, version 3, no triggers
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        db.execute(f"DROP TRIGGER {name}")
     db.execute("ALTER TABLE jobs DROP COLUMN image_tokens")
     db.execute("UPDATE meta SET value = '3' WHERE key = 'version'")
     db.commit()

@@ -1,0 +1,296 @@
+"""The resume set: which job keys a run folder already holds, as one sorted array, not a set of strings.
+
+Deciding what is left of a 10^6-job plan must not load 10^6 rows into Python. The run index keeps,
+beside its rows, the keys of its counted jobs as a sorted array of 128-bit values with a state byte
+each (``done_blob``, 17 bytes a job), written when it last *folded* the changes since. Every change
+after that is found without a trigger on the hot path: a new or rerun job's row holds the byte
+offset of its record, and every line before the fold's watermark (the index's contiguous offset
+then) was already in the array, so the rows at or past the watermark are the changes. The rare
+change that comes without a new line (a row deleted, or one that stops being counted) is logged by
+a trigger into ``done_log``. Loading is one read of the array, of those rows and of the log; the
+plan's keys are then looked up in blocks with one vectorised binary search
+(``DoneKeys.contains_many``). When the changes are many, the loader folds them into a new array.
+
+A key is any lowercase hex string (the job id today; a job fingerprint tomorrow): its first 30
+digits (120 bits) and its length make the 128-bit value, so keys of different lengths never
+collide, and a key that is not lowercase hex (a hand-written record's) is left out: no planned key
+can equal it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fasteval.runfolder.index_aggregates import COUNTED
+
+if TYPE_CHECKING:
+    import numpy as np
+
+KEY_COLUMN = "job_id"
+"""The column of ``jobs`` resume matches planned keys against (one line to change for fingerprints;
+that column then needs an index of its own for the logged keys' lookups)."""
+
+ABSENT, ERRORED, OK = 0, 1, 2
+"""A key's state: no counted row, a counted row that is not ok, an ok row."""
+
+_HEX = re.compile(r"[0-9a-f]+")
+_NOT_HEX = re.compile(r"[^0-9a-f]")
+_DIGITS = 30
+_PART = 8 << 20
+_FOLD_MIN = 4096
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS done_log(seq INTEGER PRIMARY KEY, key TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS done_blob(part INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+)
+TRIGGERS = ("jobs_done_delete", "jobs_done_update")
+
+
+def _state(r: str) -> str:
+    return f"CASE WHEN NOT ({COUNTED.format(r=r)}) THEN {ABSENT} WHEN {r}.ok = 1 THEN {OK} ELSE {ERRORED} END"
+
+
+def trigger_sql() -> list[str]:
+    """Log the changes no new record line brings: a row gone, a row whose state or key changed in place."""
+    k = KEY_COLUMN
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS jobs_done_delete AFTER DELETE ON jobs BEGIN "
+        f"INSERT INTO done_log(key) VALUES(OLD.{k}); END",
+        f"CREATE TRIGGER IF NOT EXISTS jobs_done_update AFTER UPDATE ON jobs "
+        f"WHEN OLD.{k} IS NOT NEW.{k} OR (OLD.byte_offset IS NEW.byte_offset AND {_state('OLD')} != {_state('NEW')}) "
+        f"BEGIN INSERT INTO done_log(key) VALUES(OLD.{k}); END",
+    ]
+
+
+def key_bytes(key: str) -> bytes | None:
+    """The 16 bytes a hex key is stored as (None: not a lowercase hex key)."""
+    if not isinstance(key, str) or not _HEX.fullmatch(key):
+        return None
+    return bytes.fromhex(key[:_DIGITS].ljust(_DIGITS, "0")) + bytes((min(len(key), 255),))
+
+
+class DoneKeys:
+    """A sorted array of keys with their states; ``contains_many`` answers a block of keys at once."""
+
+    __slots__ = ("_hi", "_lo", "_state", "_min_state")
+
+    def __init__(self, hi: np.ndarray, lo: np.ndarray, state: np.ndarray, ok_only: bool = True) -> None:
+        self._hi, self._lo, self._state = hi, lo, state
+        self._min_state = OK if ok_only else ERRORED
+
+    def __len__(self) -> int:
+        import numpy as np
+
+        return int(np.count_nonzero(self._state >= self._min_state))
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and bool(self.contains_many([key])[0])
+
+    def contains_many(self, keys: Sequence[str]) -> np.ndarray:
+        """A boolean per key: is it done (ok; or any counted row when built with ``ok_only=False``)?"""
+        import numpy as np
+
+        hi, lo = _split(keys)
+        n = len(self._hi)
+        if n == 0 or len(hi) == 0:
+            return np.zeros(len(hi), dtype=bool)
+        left = np.searchsorted(self._hi, hi, side="left")
+        right = np.searchsorted(self._hi, hi, side="right")
+        at = np.minimum(left, n - 1)
+        found = (right > left) & (self._lo[at] == lo)
+        # Keys sharing their first 64 bits sit side by side: look through those few one by one.
+        for i in np.flatnonzero(~found & (right - left > 1)):
+            for j in range(int(left[i]) + 1, int(right[i])):
+                if self._lo[j] == lo[i]:
+                    found[i], at[i] = True, j
+                    break
+        done: np.ndarray = found & (self._state[at] >= self._min_state)
+        return done
+
+
+def _split(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Keys as (high, low) 64-bit halves of their 16-byte form; vectorised when all share one length."""
+    import numpy as np
+
+    n = len(keys)
+    width = len(keys[0]) if n else 0
+    digits = min(width, _DIGITS)
+    if n and digits % 2 == 0 and all(len(k) == width for k in keys):
+        joined = "".join(keys) if width == digits else "".join(k[:digits] for k in keys)
+        if not _NOT_HEX.search(joined):
+            buf = np.zeros((n, 16), dtype=np.uint8)
+            buf[:, : digits // 2] = np.frombuffer(bytes.fromhex(joined), dtype=np.uint8).reshape(n, digits // 2)
+            buf[:, 15] = min(width, 255)
+            return _halves(buf)
+    buf = np.zeros((n, 16), dtype=np.uint8)
+    for i, k in enumerate(keys):
+        b = key_bytes(k)
+        # Not a key any row can have: all ones, with a length byte no stored key has (0).
+        buf[i] = np.frombuffer(b if b is not None else b"\xff" * 15 + b"\x00", dtype=np.uint8)
+    return _halves(buf)
+
+
+def _halves(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
+    pairs = buf.view(">u8").reshape(-1, 2)
+    return pairs[:, 0].astype(np.uint64), pairs[:, 1].astype(np.uint64)
+
+
+# ---- kept in the index ---------------------------------------------------------------------
+
+def _encode(hi: np.ndarray, lo: np.ndarray, state: np.ndarray) -> bytes:
+    import numpy as np
+
+    return hi.astype(">u8").tobytes() + lo.astype(">u8").tobytes() + state.astype(np.uint8).tobytes()
+
+
+def _decode(data: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import numpy as np
+
+    if len(data) != 17 * n:
+        raise ValueError(f"done keys: {len(data)} bytes for {n} keys")
+    hi = np.frombuffer(data, dtype=">u8", count=n).astype(np.uint64)
+    lo = np.frombuffer(data, dtype=">u8", count=n, offset=8 * n).astype(np.uint64)
+    state = np.frombuffer(data, dtype=np.uint8, count=n, offset=16 * n)
+    return hi, lo, state
+
+
+def _arrays(entries: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    import numpy as np
+
+    if not entries:
+        empty = np.zeros(0, dtype=np.uint64)
+        return empty, empty.copy(), np.zeros(0, dtype=np.uint8)
+    buf = np.frombuffer(b"".join(entries), dtype=np.uint8).reshape(len(entries), 16)
+    hi, lo = _halves(buf)
+    return hi, lo, np.fromiter(entries.values(), dtype=np.uint8, count=len(entries))
+
+
+def _merge(base: tuple[np.ndarray, np.ndarray, np.ndarray],
+           changes: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``base`` with the logged states applied (a key whose last state is ABSENT leaves), sorted."""
+    import numpy as np
+
+    hi, lo, state = base
+    c_hi, c_lo, c_state = _arrays(changes)
+    if len(c_hi):
+        hi, lo, state = np.concatenate([hi, c_hi]), np.concatenate([lo, c_lo]), np.concatenate([state, c_state])
+        # Sorted by key, then by position: the last of equal keys is the change, which wins.
+        order = np.lexsort((np.arange(len(hi)), lo, hi))
+        hi, lo, state = hi[order], lo[order], state[order]
+        last = np.ones(len(hi), dtype=bool)
+        last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
+        keep = last & (state != ABSENT)
+        hi, lo, state = hi[keep], lo[keep], state[keep]
+    return hi, lo, np.ascontiguousarray(state, dtype=np.uint8)
+
+
+def _changes(db: sqlite3.Connection, since: int, seq: int) -> tuple[dict[bytes, int], int]:
+    """Each key that may have changed since the fold, with its state now; and the log's last number."""
+    k, state = KEY_COLUMN, _state("jobs")
+    changes: dict[bytes, int] = {}
+    for key, st in db.execute(f"SELECT {k}, {state} FROM jobs WHERE byte_offset >= ?", (since,)):
+        if (b := key_bytes(key)) is not None:
+            changes[b] = int(st)
+    logged = db.execute("SELECT DISTINCT key FROM done_log WHERE seq > ?", (seq,)).fetchall()
+    last = db.execute("SELECT coalesce(max(seq), 0) FROM done_log").fetchone()[0]
+    keys = [key for (key,) in logged]
+    for i in range(0, len(keys), 500):
+        part = keys[i:i + 500]
+        now = dict(db.execute(f"SELECT {k}, {state} FROM jobs WHERE {k} IN ({', '.join('?' * len(part))})", part))
+        for key in part:
+            if (b := key_bytes(key)) is not None:
+                changes[b] = int(now.get(key, ABSENT))
+    return changes, int(last)
+
+
+def load(db: sqlite3.Connection, meta: dict[str, str]) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+    """The stored array with every change since applied; also how many changes there were."""
+    import numpy as np
+
+    if "done_offset" not in meta:
+        raise ValueError("done keys: never folded")
+    n = int(meta.get("done_n", 0))
+    data = b"".join(bytes(r[0]) for r in db.execute("SELECT data FROM done_blob ORDER BY part"))
+    base = _decode(data, n) if n else (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
+                                       np.zeros(0, dtype=np.uint8))
+    changes, _ = _changes(db, int(meta["done_offset"]), int(meta.get("done_seq", 0)))
+    return _merge(base, changes), len(changes)
+
+
+def store(db: sqlite3.Connection, arrays: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """Write ``arrays`` as the folded array, up to the index's offset now (in the caller's transaction)."""
+    data = _encode(*arrays)
+    db.execute("DELETE FROM done_blob")
+    db.executemany("INSERT INTO done_blob(part, data) VALUES(?, ?)",
+                   ((i // _PART, data[i:i + _PART]) for i in range(0, len(data), _PART)))
+    offset = db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()
+    seq = db.execute("SELECT coalesce(max(seq), 0) FROM done_log").fetchone()[0]
+    db.execute("DELETE FROM done_log WHERE seq <= ?", (seq,))
+    return {"done_n": len(arrays[0]), "done_seq": seq, "done_offset": int(offset[0]) if offset else 0}
+
+
+def rebuild(db: sqlite3.Connection) -> dict[str, Any]:
+    """The array from the rows themselves (a build from scratch, or an array that does not read)."""
+    import numpy as np
+
+    entries: dict[bytes, int] = {}
+    state = _state("jobs")
+    for key, st in db.execute(f"SELECT {KEY_COLUMN}, {state} FROM jobs WHERE {state} != {ABSENT}"):
+        if (b := key_bytes(key)) is not None:
+            entries[b] = int(st)
+    hi, lo, states = _arrays(entries)
+    order = np.lexsort((lo, hi))
+    return store(db, (hi[order], lo[order], np.ascontiguousarray(states[order])))
+
+
+def worth_folding(n_keys: int, n_log: int) -> bool:
+    """Fold the log into the array once it is long enough to cost more than rewriting the array."""
+    return n_log >= _FOLD_MIN and n_log * 16 >= n_keys
+
+
+def _meta(db: sqlite3.Connection) -> dict[str, str]:
+    return dict(db.execute("SELECT key, value FROM meta WHERE key IN ('done_n', 'done_seq', 'done_offset')").fetchall())
+
+
+def _set(db: sqlite3.Connection, values: dict[str, Any]) -> None:
+    db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", [(k, str(v)) for k, v in values.items()])
+
+
+def read(db: sqlite3.Connection, *, ok_only: bool = True) -> DoneKeys:
+    """The resume set as it stands; many changes since the last fold are folded into a new array.
+
+    The array and the changes are read in one read transaction (one state of the index, even while
+    the sweep's writer commits); folding takes the write lock and re-reads under it.
+    """
+    db.execute("BEGIN")
+    try:
+        try:
+            arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+            arrays, n_changes = load(db, _meta(db))
+        except ValueError:  # never folded, or an array that does not read: made again from the rows
+            arrays, n_changes = None, 0
+    finally:
+        db.execute("COMMIT")
+    if arrays is not None and not worth_folding(len(arrays[0]), n_changes):
+        return DoneKeys(*arrays, ok_only=ok_only)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        try:
+            arrays, _ = load(db, _meta(db))
+            _set(db, store(db, arrays))
+        except ValueError:
+            _set(db, rebuild(db))
+            arrays, _ = load(db, _meta(db))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return DoneKeys(*arrays, ok_only=ok_only)

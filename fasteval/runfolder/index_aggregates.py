@@ -1,0 +1,233 @@
+"""The run index's aggregates: per model × suite × setting × seed (and status, error kind, termination,
+task type), the counts and sums that status, the leaderboard, the ledger and the report read
+without touching a job's row.
+
+They live in the index's own table ``agg`` and are kept by SQLite triggers on ``jobs``: every
+change of a job's row (the writer's upsert, a reader's catch-up, a merge's bulk insert, a row that
+stops being counted) subtracts the old row's contribution and adds the new one in the same
+transaction, so a ``kill -9`` can never leave them half-applied. A build from scratch drops the
+triggers and computes the table with one ``GROUP BY`` at the end (``recompute_sql``), as it does
+with the secondary indexes.
+
+Scores are summed **exactly**: each is split in SQL into two integer limbs (multiples of 2**-31
+and of 2**-62), and integer sums do not depend on the order rows arrive, so a mean is the exact
+mean rounded once (``exact_mean``), the same whether it comes from here, from a per-task
+``GROUP BY`` or from the records read one by one. A score the limbs cannot hold (512 or more, or
+one with bits below 2**-62, which only values under 2**-9 can have) is counted in ``score_odd``
+and its group's scores are read row by row instead. Latencies are summed in whole microseconds
+(``latency_us``, each rounded half up), so their mean is exact too. The sum of squares of scores is a
+plain float sum, for a spread (no reader shows it as exact).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Any
+
+from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS, INT_MAX, INT_MIN
+
+COUNTED = "1"
+"""Which rows of ``jobs`` count (``{r}`` is NEW or OLD): every row today; a row that a changed
+config superseded will not (one line to change when job rows carry that state)."""
+
+KEY = ("model", "suite", "setting", "seed", "status", "error_kind", "termination", "task_type")
+"""The aggregates' grouping: every dimension a reader of counts filters or groups by."""
+NULLABLE = frozenset({"error_kind", "termination", "task_type"})
+"""Stored encoded (a primary key column cannot be NULL): NULL as '' and a value v as '=' || v."""
+INT_SUMS = ("tool_calls", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens",
+            *BATCH_TOKEN_COLUMNS, "image_tokens")
+"""Integer columns summed as they are."""
+VALUES = ("n", "scored", "score_a", "score_b", "score_odd", "score_sq", "latency_us", *INT_SUMS)
+
+_SCALE = float(1 << 31)
+_ODD_ABOVE = 512.0
+"""|score| from here on is summed row by row: a limb sum stays under 2**63 for 2**23 rows of a group."""
+
+SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS agg(" + ", ".join(f"{k} {'INTEGER' if k == 'seed' else 'TEXT'} NOT NULL" for k in KEY)
+    + ", " + ", ".join(f"{v} {'REAL' if v == 'score_sq' else 'INTEGER'} NOT NULL DEFAULT 0" for v in VALUES)
+    + f", PRIMARY KEY ({', '.join(KEY)})) WITHOUT ROWID",
+)
+TRIGGERS = ("jobs_agg_insert", "jobs_agg_delete", "jobs_agg_update")
+
+
+def _key_expr(col: str, r: str) -> str:
+    return f"coalesce('=' || {r}.{col}, '')" if col in NULLABLE else f"{r}.{col}"
+
+
+def _contributions(r: str) -> dict[str, str]:
+    """Each aggregate column's contribution of the row ``r`` (NEW, OLD or the table itself).
+
+    ``score * 2**31`` is exact in binary floating point, and so is the remainder's: the limbs ``a``
+    and ``b`` hold the score exactly wherever ``odd`` is 0. An odd score adds 0 to both limbs, so
+    their sums never overflow.
+    """
+    scored = f"{r}.ok = 1 AND {r}.score IS NOT NULL"
+    p = f"{r}.score * {_SCALE!r}"
+    rest = f"({p} - CAST({p} AS INTEGER)) * {_SCALE!r}"
+    odd = f"({rest} != CAST({rest} AS INTEGER) OR abs({r}.score) >= {_ODD_ABOVE!r})"
+    return {"n": "1", "scored": f"({scored})",
+            "score_a": f"CASE WHEN {scored} AND NOT {odd} THEN CAST({p} AS INTEGER) ELSE 0 END",
+            "score_b": f"CASE WHEN {scored} AND NOT {odd} THEN CAST({rest} AS INTEGER) ELSE 0 END",
+            "score_odd": f"CASE WHEN {scored} THEN {odd} ELSE 0 END",
+            "score_sq": f"CASE WHEN {scored} THEN {r}.score * {r}.score ELSE 0.0 END",
+            "latency_us": f"CAST(coalesce({r}.latency_s, 0.0) * 1000000.0 + 0.5 AS INTEGER)",
+            **{c: f"coalesce({r}.{c}, 0)" for c in INT_SUMS}}
+
+
+def _add(r: str, where: str) -> str:
+    """An upsert adding the row ``r`` to its group (``where``: when it counts)."""
+    contrib = _contributions(r)
+    keys = ", ".join(_key_expr(k, r) for k in KEY)
+    return (f"INSERT INTO agg({', '.join(KEY)}, {', '.join(VALUES)}) SELECT {keys}, "
+            f"{', '.join(contrib[v] for v in VALUES)} WHERE {where} "
+            f"ON CONFLICT({', '.join(KEY)}) DO UPDATE SET " + ", ".join(f"{v} = {v} + excluded.{v}" for v in VALUES))
+
+
+def _subtract(r: str, where: str) -> list[str]:
+    """Statements taking the row ``r`` out of its group (and the group out when it empties)."""
+    contrib = _contributions(r)
+    match = " AND ".join(f"{k} = {_key_expr(k, r)}" for k in KEY)
+    return [f"UPDATE agg SET {', '.join(f'{v} = {v} - ({contrib[v]})' for v in VALUES)} WHERE {match} AND {where}",
+            f"DELETE FROM agg WHERE {match} AND n <= 0"]
+
+
+def trigger_sql() -> list[str]:
+    """The three triggers that keep ``agg`` equal to a GROUP BY over the counted rows of ``jobs``."""
+    new, old = COUNTED.format(r="NEW"), COUNTED.format(r="OLD")
+    return [
+        f"CREATE TRIGGER IF NOT EXISTS jobs_agg_insert AFTER INSERT ON jobs WHEN {new} BEGIN {_add('NEW', 'true')}; END",
+        f"CREATE TRIGGER IF NOT EXISTS jobs_agg_delete AFTER DELETE ON jobs WHEN {old} BEGIN "
+        + "; ".join(_subtract("OLD", "true")) + "; END",
+        "CREATE TRIGGER IF NOT EXISTS jobs_agg_update AFTER UPDATE ON jobs BEGIN "
+        + "; ".join(_subtract("OLD", old)) + f"; {_add('NEW', new)}; END",
+    ]
+
+
+def recompute_sql() -> str:
+    """One GROUP BY over the counted rows: what the triggers would have left (a build from scratch)."""
+    contrib = _contributions("jobs")
+    keys = [_key_expr(k, "jobs") for k in KEY]
+    return (f"INSERT INTO agg({', '.join(KEY)}, {', '.join(VALUES)}) SELECT {', '.join(keys)}, "
+            f"{', '.join(f'sum({contrib[v]})' if v != 'score_sq' else f'total({contrib[v]})' for v in VALUES)} "
+            f"FROM jobs NOT INDEXED WHERE {COUNTED.format(r='jobs')} GROUP BY {', '.join(keys)}")
+
+
+def score_limbs_sql() -> tuple[str, str, str]:
+    """SQL (over ``jobs``) for a row's score limbs and oddness: a per-task GROUP BY sums them like the triggers."""
+    c = _contributions("jobs")
+    return c["score_a"], c["score_b"], c["score_odd"]
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+def encode(col: str, value: Any) -> Any:
+    """A filter value as the aggregates store it."""
+    if col not in NULLABLE:
+        return value
+    return "" if value is None else f"={value}"
+
+
+def decode(col: str, value: Any) -> Any:
+    if col not in NULLABLE:
+        return value
+    return None if value == "" else str(value)[1:]
+
+
+def where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
+    """A WHERE clause over the aggregates' key for ``filters`` (a value, or a list of values)."""
+    clauses, params = [], []
+    for col, value in filters.items():
+        if value is None:
+            continue
+        if isinstance(value, list | tuple | set | frozenset):
+            values = [encode(col, v) for v in value]
+            clauses.append(f"{col} IN ({', '.join('?' * len(values))})")
+            params.extend(values)
+        else:
+            clauses.append(f"{col} = ?")
+            params.append(encode(col, value))
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def exact_value(a: int, b: int) -> int:
+    """The exact sum of scores whose limb sums are ``a`` and ``b``, in units of 2**-62."""
+    return (int(a) << 31) + int(b)
+
+
+def exact_mean(total: int | Fraction, n: int) -> float:
+    """The exact mean of values whose exact sum is ``total`` (units of 2**-62 when an int), rounded once."""
+    if isinstance(total, Fraction):
+        return float(total / n)
+    return total / (n << 62)  # int / int is correctly rounded in Python
+
+
+def exact_sum(values: Iterable[float]) -> Fraction:
+    """The exact sum of floats (the fallback for values the limbs cannot hold)."""
+    return sum((Fraction(v) for v in values), Fraction(0))
+
+
+def mean_of(values: Sequence[float]) -> float:
+    """The exact mean of ``values`` rounded once: what every reader of scores reports."""
+    return exact_mean(exact_sum(values), len(values))
+
+
+def saturated(value: Any) -> int:
+    """An integer sum as a reader may use it, clamped to 64 bits (a sum SQLite turned REAL past 2**63 too)."""
+    if isinstance(value, int):
+        return min(max(value, INT_MIN), INT_MAX)
+    return INT_MAX if value >= INT_MAX else INT_MIN if value <= INT_MIN else int(value)
+
+
+def covers(columns: Iterable[str], filters: dict[str, Any]) -> bool:
+    """Can the aggregates answer a read grouped by ``columns`` under ``filters``?"""
+    return set(columns).issubset(KEY) and all(v is None or k in KEY for k, v in filters.items())
+
+
+def counts(db: Any, by: Sequence[str], filters: dict[str, Any]) -> dict[tuple[Any, ...], dict[str, int]]:
+    """Counted jobs per group of ``by``: {key: {status: n}} (``RunIndex.counts`` off the aggregates)."""
+    cond, params = where(filters)
+    cols = ", ".join(["status", *by])
+    out: dict[tuple[Any, ...], dict[str, int]] = {}
+    for status, *key, n in db.execute(f"SELECT {cols}, sum(n) FROM agg{cond} GROUP BY {cols}", params):
+        group = out.setdefault(tuple(decode(c, v) for c, v in zip(by, key, strict=True)), {})
+        group[status] = group.get(status, 0) + int(n)
+    return out
+
+
+def sums(db: Any, columns: Sequence[str], filters: dict[str, Any]) -> tuple[int, ...]:
+    """Counted jobs under ``filters`` and the sum of each integer column, saturated at 64 bits."""
+    cond, params = where(filters)
+    # A group's sum may have turned REAL in SQLite past 2**63 (a hostile server's counts): add in Python.
+    totals = [0] * (len(columns) + 1)
+    for row in db.execute(f"SELECT {', '.join(('n', *columns))} FROM agg{cond}", params):
+        for i, v in enumerate(row):
+            totals[i] += v if isinstance(v, int) else saturated(v)
+    return tuple(saturated(t) for t in totals)
+
+
+def group_rows(db: Any, filters: dict[str, Any]) -> list[dict[str, Any]]:
+    """The aggregate rows under ``filters``, keys decoded (the report folds them per group)."""
+    cond, params = where(filters)
+    cols = (*KEY, *VALUES)
+    return [{c: decode(c, v) for c, v in zip(cols, r, strict=True)}
+            for r in db.execute(f"SELECT {', '.join(cols)} FROM agg{cond}", params)]
+
+
+def per_task(db: Any, model: str, suite: str, setting: str) -> Any:
+    """One group's scored jobs per task, in task-id order, off the key index alone (it covers them):
+    (task_id, n, limb sum a, limb sum b, odd values, max score, min score)."""
+    a, b, odd = score_limbs_sql()
+    return db.execute(f"SELECT task_id, count(*), sum({a}), sum({b}), sum({odd}), max(score), min(score) "
+                      "FROM jobs INDEXED BY jobs_key WHERE model = ? AND suite = ? AND setting = ? "
+                      "AND status = 'ok' AND score IS NOT NULL GROUP BY task_id ORDER BY task_id",
+                      (model, suite, setting))
+
+
+def scores(db: Any, filters: dict[str, Any]) -> list[float]:
+    """The scores of the scored jobs under ``filters`` (jobs columns): the fallback for odd values."""
+    clauses = [f"{k} = ?" if v is not None else f"{k} IS NULL" for k, v in filters.items()]
+    params = [v for v in filters.values() if v is not None]
+    sql = " AND ".join(["ok = 1", "score IS NOT NULL", *clauses])
+    return [float(r[0]) for r in db.execute(f"SELECT score FROM jobs WHERE {sql}", params)]
