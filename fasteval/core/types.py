@@ -8,6 +8,7 @@ blob store, so records stay small and memory stays flat as concurrency grows.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -63,6 +64,16 @@ class Job:
 def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int) -> str:
     """``Job(...).job_id`` without building the Job (resume walks every planned job)."""
     return hashlib.sha256(f"{model}\x1f{suite}\x1f{setting}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:20]
+
+
+def job_ids_of(models: Sequence[str], suite: str, setting: str, task_ids: Sequence[str],
+               seeds: Sequence[int]) -> list[str]:
+    """``job_id_of`` of every (task, seed, model) in that nesting order: a plan's block of ids at once
+    (the strings they hash share their model prefixes; a million-job resume computes them all)."""
+    sha = hashlib.sha256
+    prefixes = [f"{m}\x1f{suite}\x1f{setting}\x1f" for m in models]
+    tails = [f"\x1f{s}" for s in seeds]
+    return [sha(f"{p}{t}{tail}".encode()).hexdigest()[:20] for t in task_ids for tail in tails for p in prefixes]
 
 
 @dataclass(slots=True)

@@ -75,16 +75,17 @@ def key_bytes(key: str) -> bytes | None:
 class DoneKeys:
     """A sorted array of keys with their states; ``contains_many`` answers a block of keys at once."""
 
-    __slots__ = ("_hi", "_lo", "_state", "_min_state")
+    __slots__ = ("_hi", "_lo", "_state", "_min_state", "_n")
 
     def __init__(self, hi: np.ndarray, lo: np.ndarray, state: np.ndarray, ok_only: bool = True) -> None:
-        self._hi, self._lo, self._state = hi, lo, state
-        self._min_state = OK if ok_only else ERRORED
-
-    def __len__(self) -> int:
         import numpy as np
 
-        return int(np.count_nonzero(self._state >= self._min_state))
+        self._hi, self._lo, self._state = hi, lo, state
+        self._min_state = OK if ok_only else ERRORED
+        self._n = int(np.count_nonzero(state >= self._min_state))
+
+    def __len__(self) -> int:
+        return self._n
 
     def __bool__(self) -> bool:
         return len(self) > 0

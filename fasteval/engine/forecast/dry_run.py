@@ -7,12 +7,14 @@ model × suite × setting × seed, and the run index (if the folder has records)
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Container
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig
-from fasteval.engine.plan import RunOptions, check_roles, check_setting_selectors, load_suite, plan
+from fasteval.engine.plan import RunOptions, check_roles, check_setting_selectors, load_suite, plan, plan_left
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS
@@ -34,25 +36,27 @@ class PlanPreview:
 
 
 def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
-    """Count the plan exactly as ``run`` would walk it (same selectors, shard and resume rule)."""
+    """Count the plan exactly as ``run`` would walk it (same selectors, shard and resume rule).
+
+    Counted per group without building a job (``plan_left``); only the first jobs left are built.
+    """
     records = opts.run_dir / RECORDS
-    finished: set[str] = set()
-    if records.exists():  # job ids from the run index (a derived file), never the records themselves
+    finished: Container[str] = frozenset()
+    if records.exists():  # the resume set from the run index (a derived file), never the records themselves
         with open_index(opts.run_dir) as index:
-            finished = index.job_ids(ok_only=not opts.keep_errors)
+            finished = index.done_keys(ok_only=not opts.keep_errors)
     out = PlanPreview()
     with tempfile.TemporaryDirectory(prefix="fasteval-dry-run-") as tmp:
         blobs = BlobStore(Path(tmp))
         runs = [load_suite(entry, blobs) for entry in cfg.suites]
         check_setting_selectors(runs, opts.selectors)
         check_roles(cfg, runs, opts.selectors)
-        for job, _, _, _ in plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors):
-            out.total += 1
-            key = (job.model, job.suite, job.setting, job.seed)
-            out.groups[key] = out.groups.get(key, 0) + 1
-            if job.job_id in finished:
-                out.resumed += 1
-            elif len(out.first) < first:
-                out.first.append({"job_id": job.job_id, "model": job.model, "suite": job.suite,
-                                  "setting": job.setting, "task_id": job.task_id, "seed": job.seed})
+        out.groups = dict(plan_left(cfg, runs, opts.shard, opts.shard_by, opts.selectors))
+        out.total = sum(out.groups.values())
+        if finished:
+            left = plan_left(cfg, runs, opts.shard, opts.shard_by, opts.selectors, finished)
+            out.resumed = out.total - sum(left.values())
+        for job, _, _, _ in islice(plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors, finished), first):
+            out.first.append({"job_id": job.job_id, "model": job.model, "suite": job.suite,
+                              "setting": job.setting, "task_id": job.task_id, "seed": job.seed})
     return out

@@ -18,8 +18,8 @@ import shutil
 import signal
 import sqlite3
 import time
-from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field
+from collections.abc import Container, Coroutine
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from fasteval.engine.plan import (
     check_setting_selectors,
     load_suite,
     plan,
+    plan_left,
     plan_totals,
 )
 from fasteval.engine.run.admission import Admission
@@ -220,12 +221,13 @@ class Sweep:
             await asyncio.to_thread(blobs.clean_temp, own=True)
 
     async def _run(self, blobs: BlobStore, runs: list[SuiteRun], t0: float) -> SweepResult:
-        # The resume set comes from the run index: job ids only, however large the records.
+        # The resume set comes from the run index: one sorted array of done keys, however many
+        # jobs are done; the plan is keyed against it a block at a time as it is launched.
         try:
             index = await asyncio.to_thread(open_index, self.opts.run_dir)
+            finished = await asyncio.to_thread(index.done_keys, ok_only=not self.opts.keep_errors)
         except (OSError, sqlite3.Error) as e:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
-        finished = index.job_ids(ok_only=not self.opts.keep_errors)
         jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
         self._record_plan(runs, jobs_total, by)
         if self._fatal is not None:  # a loader's blob write hit a full disk
@@ -237,9 +239,14 @@ class Sweep:
         self.control.set_plan(by["model"], index.counts(by=("model", "suite", "setting", "seed")),
                               (sel.suites, sel.settings, [str(s) for s in sel.seeds]), self.opts.keep_errors)
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
-            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
-                                     done=finished):
-                self.serving.expect(job.model)
+            served = [m.name for m in self.cfg.models if self.serving.served(m.name)]
+            if served:
+                narrowed = replace(self.opts.selectors, models=[m for m in served if not self.opts.selectors.models
+                                                                or m in self.opts.selectors.models])
+                left = await asyncio.to_thread(plan_left, self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                               narrowed, finished)
+                for (model, _, _, _), n in left.items():
+                    self.serving.expect(model, n)
         result = SweepResult(total=jobs_total)
         needed = self._services_needed(runs)
         async with contextlib.AsyncExitStack() as stack:
@@ -351,16 +358,16 @@ class Sweep:
         except (NotImplementedError, RuntimeError):
             pass
 
-    async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
+    async def _launch(self, runs: list[SuiteRun], finished: Container[str], writer: RecordWriter, blobs: BlobStore,
                       result: SweepResult) -> None:
         jobs = JobRunner(self.clients, self.services, blobs, halted=lambda: self._fatal is not None)
 
         def run_job(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> Coroutine[Any, Any, None]:
             return self._one(jobs, (job, run, setting, item), writer, result)
 
-        def resumed() -> None:
-            self.counters.skipped += 1
-            self.counters.total -= 1
+        def resumed(n: int) -> None:
+            self.counters.skipped += n
+            self.counters.total -= n
 
         # `fasteval ctl set --global concurrency=N` moves the cap through the controller's window
         admission = Admission(self.control.global_limit(self.cap), self.clients, self.control, self.serving,
