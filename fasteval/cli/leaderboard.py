@@ -41,7 +41,7 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     config = (read_manifest(run_dir) or {}).get("config") or {}
     try:
         published = [*(published_file(extra) if extra else []), *all_scores(config)]
-        board = leaderboard(report(run_dir), config, sort=sort, published=published)
+        board = leaderboard(report(run_dir, per_task=False), config, sort=sort, published=published)
     except (ValueError, ConfigError) as e:
         print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
         return EXIT_USAGE

@@ -461,9 +461,9 @@ class RunIndex:
             raise TypeError(f"aggregates filter on {sorted(filters)}; known: {list(_agg.KEY)}")
         return _agg.group_rows(self._db, filters)
 
-    def per_task(self, model: str, suite: str, setting: str) -> Iterator[tuple[Any, ...]]:
+    def per_task(self, model: str, suite: str, setting: str, whole_scores: bool = False) -> Iterator[tuple[Any, ...]]:
         """A group's scored jobs summed per task, in task-id order (``index_aggregates.per_task``)."""
-        yield from _agg.per_task(self._db, model, suite, setting)
+        yield from _agg.per_task(self._db, model, suite, setting, whole_scores)
 
     def scores(self, **filters: Any) -> list[float]:
         """Scores of the scored jobs with these exact column values (None: the column is NULL)."""

@@ -14,6 +14,7 @@ and of 2**-62), and integer sums do not depend on the order rows arrive, so a me
 mean rounded once (``exact_mean``), the same whether it comes from here, from a per-task
 ``GROUP BY`` or from the records read one by one. A score the limbs cannot hold (512 or more, or
 one with bits below 2**-62, which only values under 2**-9 can have) is counted in ``score_odd``
+(and a score that is not a whole number in ``score_frac``, so a group of 0/1 scores is summed plainly)
 and its group's scores are read row by row instead. Latencies are summed in whole microseconds
 (``latency_us``, each rounded half up), so their mean is exact too. The sum of squares of scores is a
 plain float sum, for a spread (no reader shows it as exact).
@@ -38,7 +39,7 @@ NULLABLE = frozenset({"error_kind", "termination", "task_type"})
 INT_SUMS = ("tool_calls", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens",
             *BATCH_TOKEN_COLUMNS, "image_tokens")
 """Integer columns summed as they are."""
-VALUES = ("n", "scored", "score_a", "score_b", "score_odd", "score_sq", "latency_us", *INT_SUMS)
+VALUES = ("n", "scored", "score_a", "score_b", "score_odd", "score_frac", "score_sq", "latency_us", *INT_SUMS)
 
 _SCALE = float(1 << 31)
 _ODD_ABOVE = 512.0
@@ -56,21 +57,30 @@ def _key_expr(col: str, r: str) -> str:
     return f"coalesce('=' || {r}.{col}, '')" if col in NULLABLE else f"{r}.{col}"
 
 
+def _limbs(score: str) -> tuple[str, str, str]:
+    """SQL for the limbs a and b of a score and whether it is odd.
+
+    ``score * 2**31`` is exact in binary floating point, and so is its remainder's: the limbs hold
+    the score exactly wherever ``odd`` is 0.
+    """
+    p = f"{score} * {_SCALE!r}"
+    rest = f"({p} - CAST({p} AS INTEGER)) * {_SCALE!r}"
+    odd = f"({rest} != CAST({rest} AS INTEGER) OR abs({score}) >= {_ODD_ABOVE!r})"
+    return f"CAST({p} AS INTEGER)", f"CAST({rest} AS INTEGER)", odd
+
+
 def _contributions(r: str) -> dict[str, str]:
     """Each aggregate column's contribution of the row ``r`` (NEW, OLD or the table itself).
 
-    ``score * 2**31`` is exact in binary floating point, and so is the remainder's: the limbs ``a``
-    and ``b`` hold the score exactly wherever ``odd`` is 0. An odd score adds 0 to both limbs, so
-    their sums never overflow.
+    An odd score adds 0 to both limbs, so their sums never overflow.
     """
     scored = f"{r}.ok = 1 AND {r}.score IS NOT NULL"
-    p = f"{r}.score * {_SCALE!r}"
-    rest = f"({p} - CAST({p} AS INTEGER)) * {_SCALE!r}"
-    odd = f"({rest} != CAST({rest} AS INTEGER) OR abs({r}.score) >= {_ODD_ABOVE!r})"
+    a, b, odd = _limbs(f"{r}.score")
     return {"n": "1", "scored": f"({scored})",
-            "score_a": f"CASE WHEN {scored} AND NOT {odd} THEN CAST({p} AS INTEGER) ELSE 0 END",
-            "score_b": f"CASE WHEN {scored} AND NOT {odd} THEN CAST({rest} AS INTEGER) ELSE 0 END",
+            "score_a": f"CASE WHEN {scored} AND NOT {odd} THEN {a} ELSE 0 END",
+            "score_b": f"CASE WHEN {scored} AND NOT {odd} THEN {b} ELSE 0 END",
             "score_odd": f"CASE WHEN {scored} THEN {odd} ELSE 0 END",
+            "score_frac": f"CASE WHEN {scored} AND {r}.score != CAST({r}.score AS INTEGER) THEN 1 ELSE 0 END",
             "score_sq": f"CASE WHEN {scored} THEN {r}.score * {r}.score ELSE 0.0 END",
             "latency_us": f"CAST(coalesce({r}.latency_s, 0.0) * 1000000.0 + 0.5 AS INTEGER)",
             **{c: f"coalesce({r}.{c}, 0)" for c in INT_SUMS}}
@@ -112,12 +122,6 @@ def recompute_sql() -> str:
     return (f"INSERT INTO agg({', '.join(KEY)}, {', '.join(VALUES)}) SELECT {', '.join(keys)}, "
             f"{', '.join(f'sum({contrib[v]})' if v != 'score_sq' else f'total({contrib[v]})' for v in VALUES)} "
             f"FROM jobs NOT INDEXED WHERE {COUNTED.format(r='jobs')} GROUP BY {', '.join(keys)}")
-
-
-def score_limbs_sql() -> tuple[str, str, str]:
-    """SQL (over ``jobs``) for a row's score limbs and oddness: a per-task GROUP BY sums them like the triggers."""
-    c = _contributions("jobs")
-    return c["score_a"], c["score_b"], c["score_odd"]
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -215,11 +219,22 @@ def group_rows(db: Any, filters: dict[str, Any]) -> list[dict[str, Any]]:
             for r in db.execute(f"SELECT {', '.join(cols)} FROM agg{cond}", params)]
 
 
-def per_task(db: Any, model: str, suite: str, setting: str) -> Any:
+def per_task(db: Any, model: str, suite: str, setting: str, whole_scores: bool = False) -> Any:
     """One group's scored jobs per task, in task-id order, off the key index alone (it covers them):
-    (task_id, n, limb sum a, limb sum b, odd values, max score, min score)."""
-    a, b, odd = score_limbs_sql()
-    return db.execute(f"SELECT task_id, count(*), sum({a}), sum({b}), sum({odd}), max(score), min(score) "
+    (task_id, n, limb sum a, limb sum b, odd values, max score, min score).
+
+    ``whole_scores``: the caller knows (``score_frac`` and ``score_odd`` of the group are 0) that every
+    score is a whole number under 512, whose float sum is exact: limb a is then the plain sum
+    times 2**31 and nothing is split (a third of the cost of a row).
+    """
+    if whole_scores:
+        sums = f"CAST(total(score) AS INTEGER) * {1 << 31}, 0, 0"
+    else:
+        a, b, odd = _limbs("score")
+        sums = f"sum(CASE WHEN {odd} THEN 0 ELSE {a} END), sum(CASE WHEN {odd} THEN 0 ELSE {b} END), sum({odd})"
+    # Only scored rows are read, so the limbs need no condition, and every column read is in the key
+    # index (status and score included): no row of the table is looked up.
+    return db.execute(f"SELECT task_id, count(*), {sums}, max(score), min(score) "
                       "FROM jobs INDEXED BY jobs_key WHERE model = ? AND suite = ? AND setting = ? "
                       "AND status = 'ok' AND score IS NOT NULL GROUP BY task_id ORDER BY task_id",
                       (model, suite, setting))

@@ -45,6 +45,8 @@ class GroupTotals:
 
     n: int = 0
     scored: int = 0
+    fractional: int = 0
+    """Scores that are not whole numbers (or not held by the limbs): 0 lets per-task sums be plain."""
     latency_us: int = 0
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(INT_SUMS, 0))
     by_seed: dict[int, _Sum] = field(default_factory=lambda: defaultdict(_Sum))
@@ -56,6 +58,7 @@ class GroupTotals:
         n, scored = int(row["n"]), int(row["scored"])
         self.n += n
         self.scored += scored
+        self.fractional += int(row["score_frac"]) + int(row["score_odd"])
         self.latency_us += saturated(row["latency_us"])
         for c in INT_SUMS:
             self.sums[c] += saturated(row[c])
@@ -102,19 +105,19 @@ def group_summary(index: RunIndex, key: tuple[str, str, str], g: GroupTotals, pe
                          for t, s in sorted(g.by_type.items())},
     }
     if per_task:
-        out.update(task_figures(index, key, k))
+        out.update(task_figures(index, key, k, whole_scores=not g.fractional))
     return out
 
 
-def task_figures(index: RunIndex, key: tuple[str, str, str], k: int) -> dict[str, Any]:
+def task_figures(index: RunIndex, key: tuple[str, str, str], k: int, whole_scores: bool = False) -> dict[str, Any]:
     """The per-task figures of one group: the bootstrap CI over tasks (in task-id order, so it does
     not depend on record order), pass@k and pass^k, from the tasks' sums in one streamed read."""
     model, suite, setting = key
     means: list[float] = []
     passed = all_passed = 0
-    for task_id, n, a, b, odd, best, worst in index.per_task(model, suite, setting):
+    for task_id, n, a, b, odd, best, worst in index.per_task(model, suite, setting, whole_scores):
         means.append(mean_of(index.scores(model=model, suite=suite, setting=setting, task_id=task_id)) if odd
-                     else exact_mean(exact_value(a, b), n))
+                     else (a >> 31) / n if whole_scores else exact_mean(exact_value(a, b), n))
         passed += best >= 1.0
         all_passed += worst >= 1.0 and n == k
     ci = bootstrap_ci(means)
