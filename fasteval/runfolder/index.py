@@ -461,6 +461,10 @@ class RunIndex:
             raise TypeError(f"aggregates filter on {sorted(filters)}; known: {list(_agg.KEY)}")
         return _agg.group_rows(self._db, filters)
 
+    def fold_done(self) -> bool:
+        """Fold the resume set's changes into its array if they are many (``done_keys.fold_if_worth``)."""
+        return _done.fold_if_worth(self._db)
+
     def per_task(self, model: str, suite: str, setting: str, whole_scores: bool = False) -> Iterator[tuple[Any, ...]]:
         """A group's scored jobs summed per task, in task-id order (``index_aggregates.per_task``)."""
         yield from _agg.per_task(self._db, model, suite, setting, whole_scores)
