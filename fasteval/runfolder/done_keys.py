@@ -37,7 +37,6 @@ ABSENT, ERRORED, OK = 0, 1, 2
 """A key's state: no counted row, a counted row that is not ok, an ok row."""
 
 _HEX = re.compile(r"[0-9a-f]+")
-_NOT_HEX = re.compile(r"[^0-9a-f]")
 _DIGITS = 30
 _PART = 8 << 20
 _FOLD_MIN = 4096
@@ -73,9 +72,14 @@ def key_bytes(key: str) -> bytes | None:
 
 
 class DoneKeys:
-    """A sorted array of keys with their states; ``contains_many`` answers a block of keys at once."""
+    """A sorted array of keys with their states; ``contains_many`` answers a block of keys at once.
 
-    __slots__ = ("_hi", "_lo", "_state", "_min_state", "_n")
+    Look-ups go through buckets on the keys' top bits (about one key per bucket: keys are hashes),
+    so a block of keys costs a few vectorised passes over short buckets, not a binary search each
+    (three times faster at 10^6 keys: a binary search misses the cache at every step).
+    """
+
+    __slots__ = ("_hi", "_lo", "_state", "_min_state", "_n", "_shift", "_starts", "_widest")
 
     def __init__(self, hi: np.ndarray, lo: np.ndarray, state: np.ndarray, ok_only: bool = True) -> None:
         import numpy as np
@@ -83,12 +87,17 @@ class DoneKeys:
         self._hi, self._lo, self._state = hi, lo, state
         self._min_state = OK if ok_only else ERRORED
         self._n = int(np.count_nonzero(state >= self._min_state))
+        bits = min(22, max(1, int(len(hi)).bit_length()))
+        self._shift = np.uint64(64 - bits)
+        top = (hi >> self._shift).astype(np.int64)
+        self._starts = np.searchsorted(top, np.arange((1 << bits) + 1)).astype(np.int64)
+        self._widest = int(np.diff(self._starts).max()) if len(hi) else 0
 
     def __len__(self) -> int:
         return self._n
 
     def __bool__(self) -> bool:
-        return len(self) > 0
+        return self._n > 0
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and bool(self.contains_many([key])[0])
@@ -98,19 +107,22 @@ class DoneKeys:
         import numpy as np
 
         hi, lo = _split(keys)
-        n = len(self._hi)
-        if n == 0 or len(hi) == 0:
-            return np.zeros(len(hi), dtype=bool)
-        left = np.searchsorted(self._hi, hi, side="left")
-        right = np.searchsorted(self._hi, hi, side="right")
-        at = np.minimum(left, n - 1)
-        found = (right > left) & (self._lo[at] == lo)
-        # Keys sharing their first 64 bits sit side by side: look through those few one by one.
-        for i in np.flatnonzero(~found & (right - left > 1)):
-            for j in range(int(left[i]) + 1, int(right[i])):
-                if self._lo[j] == lo[i]:
-                    found[i], at[i] = True, j
-                    break
+        found = np.zeros(len(hi), dtype=bool)
+        if not self._widest or not len(hi):
+            return found
+        bucket = (hi >> self._shift).astype(np.int64)
+        pos, end = self._starts[bucket], self._starts[bucket + 1]
+        at = np.zeros(len(hi), dtype=np.int64)
+        last = len(self._hi) - 1
+        for _ in range(self._widest):  # every key of a bucket is compared whole: exact
+            live = pos < end
+            if not live.any():
+                break
+            idx = np.minimum(pos, last)
+            hit = live & (self._hi[idx] == hi) & (self._lo[idx] == lo)
+            found |= hit
+            at[hit] = idx[hit]
+            pos += 1
         done: np.ndarray = found & (self._state[at] >= self._min_state)
         return done
 
@@ -120,13 +132,19 @@ def _split(keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     import numpy as np
 
     n = len(keys)
-    width = len(keys[0]) if n else 0
+    widths = set(map(len, keys))
+    width = widths.pop() if len(widths) == 1 else 0
     digits = min(width, _DIGITS)
-    if n and digits % 2 == 0 and all(len(k) == width for k in keys):
+    if digits and digits % 2 == 0:
         joined = "".join(keys) if width == digits else "".join(k[:digits] for k in keys)
-        if not _NOT_HEX.search(joined):
+        try:
+            # fromhex refuses anything but hex digits; an upper-case digit is not one of our keys
+            raw = bytes.fromhex(joined) if joined == joined.lower() else None
+        except ValueError:
+            raw = None
+        if raw is not None:
             buf = np.zeros((n, 16), dtype=np.uint8)
-            buf[:, : digits // 2] = np.frombuffer(bytes.fromhex(joined), dtype=np.uint8).reshape(n, digits // 2)
+            buf[:, : digits // 2] = np.frombuffer(raw, dtype=np.uint8).reshape(n, digits // 2)
             buf[:, 15] = min(width, 255)
             return _halves(buf)
     buf = np.zeros((n, 16), dtype=np.uint8)
@@ -152,7 +170,7 @@ def _encode(hi: np.ndarray, lo: np.ndarray, state: np.ndarray) -> bytes:
     return hi.astype(">u8").tobytes() + lo.astype(">u8").tobytes() + state.astype(np.uint8).tobytes()
 
 
-def _decode(data: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _decode(data: bytes, n: int) -> _Arrays:
     import numpy as np
 
     if len(data) != 17 * n:
@@ -163,28 +181,40 @@ def _decode(data: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return hi, lo, state
 
 
-def _arrays(entries: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+_Arrays = tuple["np.ndarray", "np.ndarray", "np.ndarray"]
+_FETCH = 65536
+
+
+def _empty() -> _Arrays:
     import numpy as np
 
-    if not entries:
-        empty = np.zeros(0, dtype=np.uint64)
-        return empty, empty.copy(), np.zeros(0, dtype=np.uint8)
-    buf = np.frombuffer(b"".join(entries), dtype=np.uint8).reshape(len(entries), 16)
-    hi, lo = _halves(buf)
-    return hi, lo, np.fromiter(entries.values(), dtype=np.uint8, count=len(entries))
+    return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint8)
 
 
-def _merge(base: tuple[np.ndarray, np.ndarray, np.ndarray],
-           changes: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``base`` with the logged states applied (a key whose last state is ABSENT leaves), sorted."""
+def _fetch(cursor: sqlite3.Cursor) -> _Arrays:
+    """(key, state) rows as arrays, a chunk at a time (vectorised for keys of one length); rows whose
+    key is not lowercase hex are left out (no planned key can equal them)."""
+    import numpy as np
+
+    parts = [_empty()]
+    while rows := cursor.fetchmany(_FETCH):
+        hi, lo = _split([str(k) for k, _ in rows])
+        state = np.fromiter((st for _, st in rows), dtype=np.uint8, count=len(rows))
+        valid = (lo & np.uint64(0xFF)) != 0  # the length byte: 0 marks a key that is not one
+        parts.append((hi[valid], lo[valid], state[valid]))
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]))
+
+
+def _merge(base: _Arrays, changes: _Arrays) -> _Arrays:
+    """``base`` with the changes' states applied (the last of equal keys wins; ABSENT leaves), sorted."""
     import numpy as np
 
     hi, lo, state = base
-    c_hi, c_lo, c_state = _arrays(changes)
-    if len(c_hi):
-        hi, lo, state = np.concatenate([hi, c_hi]), np.concatenate([lo, c_lo]), np.concatenate([state, c_state])
-        # Sorted by key, then by position: the last of equal keys is the change, which wins.
-        order = np.lexsort((np.arange(len(hi)), lo, hi))
+    if len(changes[0]):
+        hi, lo, state = (np.concatenate([hi, changes[0]]), np.concatenate([lo, changes[1]]),
+                         np.concatenate([state, changes[2]]))
+        order = np.lexsort((np.arange(len(hi)), lo, hi))  # by key, then by position: changes last
         hi, lo, state = hi[order], lo[order], state[order]
         last = np.ones(len(hi), dtype=bool)
         last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
@@ -193,40 +223,34 @@ def _merge(base: tuple[np.ndarray, np.ndarray, np.ndarray],
     return hi, lo, np.ascontiguousarray(state, dtype=np.uint8)
 
 
-def _changes(db: sqlite3.Connection, since: int, seq: int) -> tuple[dict[bytes, int], int]:
-    """Each key that may have changed since the fold, with its state now; and the log's last number."""
+def _changes(db: sqlite3.Connection, since: int, seq: int) -> _Arrays:
+    """Each key that may have changed since the fold, with its state now."""
+    import numpy as np
+
     k, state = KEY_COLUMN, _state("jobs")
-    changes: dict[bytes, int] = {}
-    for key, st in db.execute(f"SELECT {k}, {state} FROM jobs WHERE byte_offset >= ?", (since,)):
-        if (b := key_bytes(key)) is not None:
-            changes[b] = int(st)
-    logged = db.execute("SELECT DISTINCT key FROM done_log WHERE seq > ?", (seq,)).fetchall()
-    last = db.execute("SELECT coalesce(max(seq), 0) FROM done_log").fetchone()[0]
-    keys = [key for (key,) in logged]
+    found = [_fetch(db.execute(f"SELECT {k}, {state} FROM jobs WHERE byte_offset >= ?", (since,)))]
+    keys = [key for (key,) in db.execute("SELECT DISTINCT key FROM done_log WHERE seq > ?", (seq,))]
     for i in range(0, len(keys), 500):
         part = keys[i:i + 500]
         now = dict(db.execute(f"SELECT {k}, {state} FROM jobs WHERE {k} IN ({', '.join('?' * len(part))})", part))
-        for key in part:
-            if (b := key_bytes(key)) is not None:
-                changes[b] = int(now.get(key, ABSENT))
-    return changes, int(last)
+        found.append(_fetch(db.execute("SELECT column1, column2 FROM (VALUES " + ", ".join("(?, ?)" for _ in part)
+                                       + ")", [v for key in part for v in (key, int(now.get(key, ABSENT)))])))
+    return (np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]),
+            np.concatenate([f[2] for f in found]))
 
 
-def load(db: sqlite3.Connection, meta: dict[str, str]) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], int]:
+def load(db: sqlite3.Connection, meta: dict[str, str]) -> tuple[_Arrays, int]:
     """The stored array with every change since applied; also how many changes there were."""
-    import numpy as np
-
     if "done_offset" not in meta:
         raise ValueError("done keys: never folded")
     n = int(meta.get("done_n", 0))
     data = b"".join(bytes(r[0]) for r in db.execute("SELECT data FROM done_blob ORDER BY part"))
-    base = _decode(data, n) if n else (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64),
-                                       np.zeros(0, dtype=np.uint8))
-    changes, _ = _changes(db, int(meta["done_offset"]), int(meta.get("done_seq", 0)))
-    return _merge(base, changes), len(changes)
+    base = _decode(data, n) if n else _empty()
+    changes = _changes(db, int(meta["done_offset"]), int(meta.get("done_seq", 0)))
+    return _merge(base, changes), len(changes[0])
 
 
-def store(db: sqlite3.Connection, arrays: tuple[np.ndarray, np.ndarray, np.ndarray]) -> dict[str, Any]:
+def store(db: sqlite3.Connection, arrays: _Arrays) -> dict[str, Any]:
     """Write ``arrays`` as the folded array, up to the index's offset now (in the caller's transaction)."""
     data = _encode(*arrays)
     db.execute("DELETE FROM done_blob")
@@ -242,14 +266,10 @@ def rebuild(db: sqlite3.Connection) -> dict[str, Any]:
     """The array from the rows themselves (a build from scratch, or an array that does not read)."""
     import numpy as np
 
-    entries: dict[bytes, int] = {}
     state = _state("jobs")
-    for key, st in db.execute(f"SELECT {KEY_COLUMN}, {state} FROM jobs WHERE {state} != {ABSENT}"):
-        if (b := key_bytes(key)) is not None:
-            entries[b] = int(st)
-    hi, lo, states = _arrays(entries)
-    order = np.lexsort((lo, hi))
-    return store(db, (hi[order], lo[order], np.ascontiguousarray(states[order])))
+    hi, lo, states = _fetch(db.execute(f"SELECT {KEY_COLUMN}, {state} FROM jobs WHERE {state} != {ABSENT}"))
+    order = np.lexsort((states, lo, hi))  # two rows of one key (never for job ids): the better state wins
+    return store(db, _merge(_empty(), (hi[order], lo[order], states[order])))
 
 
 def worth_folding(n_keys: int, n_log: int) -> bool:
@@ -274,7 +294,7 @@ def read(db: sqlite3.Connection, *, ok_only: bool = True) -> DoneKeys:
     db.execute("BEGIN")
     try:
         try:
-            arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None
+            arrays: _Arrays | None
             arrays, n_changes = load(db, _meta(db))
         except ValueError:  # never folded, or an array that does not read: made again from the rows
             arrays, n_changes = None, 0

@@ -411,7 +411,9 @@ class RunIndex:
             if col not in COLUMNS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
         if set(columns).issubset(_agg.INT_SUMS) and _agg.covers((), filters):
-            return _agg.sums(self._db, columns, filters)
+            summed = _agg.sums(self._db, columns, filters)
+            if summed is not None:
+                return summed
         where, params = self._where(filters, scan)
         sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
         try:
@@ -445,7 +447,7 @@ class RunIndex:
 
     def count(self, **filters: Any) -> int:
         if _agg.covers((), filters):
-            return _agg.sums(self._db, (), filters)[0]
+            return _agg.sums(self._db, (), filters)[0]  # type: ignore[index]  # counts never overflow
         where, params = self._where(filters)
         n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
         return n

@@ -16,7 +16,7 @@ mean rounded once (``exact_mean``), the same whether it comes from here, from a 
 one with bits below 2**-62, which only values under 2**-9 can have) is counted in ``score_odd``
 (and a score that is not a whole number in ``score_frac``, so a group of 0/1 scores is summed plainly)
 and its group's scores are read row by row instead. Latencies are summed in whole microseconds
-(``latency_us``, each rounded half up), so their mean is exact too. The sum of squares of scores is a
+(``latency_us``, each clamped to [0, 10**9] s and rounded half up), so their mean is exact too. The sum of squares of scores is a
 plain float sum, for a spread (no reader shows it as exact).
 """
 
@@ -41,13 +41,19 @@ INT_SUMS = ("tool_calls", "prompt_tokens", "completion_tokens", "cache_read_toke
 """Integer columns summed as they are."""
 VALUES = ("n", "scored", "score_a", "score_b", "score_odd", "score_frac", "score_sq", "latency_us", *INT_SUMS)
 
+# Integer sums are declared without a type: SQLite turns a sum past 2**63 (only hostile values
+# get there) into a REAL and, without an INTEGER affinity, keeps it one, so a reader sees that the
+# group overflowed (even after later subtractions) and sums its rows instead.
+_TYPES = {"score_sq": "REAL", **dict.fromkeys(INT_SUMS, "")}
+_MAX_LATENCY_S = 1e9
+"""Latencies are summed clamped to [0, 10**9] s: in microseconds a group's sum then never overflows."""
 _SCALE = float(1 << 31)
 _ODD_ABOVE = 512.0
 """|score| from here on is summed row by row: a limb sum stays under 2**63 for 2**23 rows of a group."""
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS agg(" + ", ".join(f"{k} {'INTEGER' if k == 'seed' else 'TEXT'} NOT NULL" for k in KEY)
-    + ", " + ", ".join(f"{v} {'REAL' if v == 'score_sq' else 'INTEGER'} NOT NULL DEFAULT 0" for v in VALUES)
+    + ", " + ", ".join(f"{v} {_TYPES.get(v, 'INTEGER')} NOT NULL DEFAULT 0" for v in VALUES)
     + f", PRIMARY KEY ({', '.join(KEY)})) WITHOUT ROWID",
 )
 TRIGGERS = ("jobs_agg_insert", "jobs_agg_delete", "jobs_agg_update")
@@ -82,7 +88,8 @@ def _contributions(r: str) -> dict[str, str]:
             "score_odd": f"CASE WHEN {scored} THEN {odd} ELSE 0 END",
             "score_frac": f"CASE WHEN {scored} AND {r}.score != CAST({r}.score AS INTEGER) THEN 1 ELSE 0 END",
             "score_sq": f"CASE WHEN {scored} THEN {r}.score * {r}.score ELSE 0.0 END",
-            "latency_us": f"CAST(coalesce({r}.latency_s, 0.0) * 1000000.0 + 0.5 AS INTEGER)",
+            "latency_us": f"CAST(min(max(coalesce({r}.latency_s, 0.0), 0.0), {_MAX_LATENCY_S!r}) * 1000000.0 + 0.5 "
+                          "AS INTEGER)",
             **{c: f"coalesce({r}.{c}, 0)" for c in INT_SUMS}}
 
 
@@ -116,11 +123,24 @@ def trigger_sql() -> list[str]:
 
 
 def recompute_sql() -> str:
-    """One GROUP BY over the counted rows: what the triggers would have left (a build from scratch)."""
+    """One GROUP BY over the counted rows: what the triggers would have left (a build from scratch).
+
+    SQLite's ``sum`` fails past 2**63 and ``total`` is a float: an integer sum is taken from
+    ``total`` while that is exact (under 2**53) and left a REAL past it, which readers take as an
+    overflowed group whose rows they sum themselves.
+    """
     contrib = _contributions("jobs")
     keys = [_key_expr(k, "jobs") for k in KEY]
+
+    def summed(v: str) -> str:
+        if v == "score_sq":
+            return f"total({contrib[v]})"
+        if v in INT_SUMS:
+            t = f"total({contrib[v]})"
+            return f"CASE WHEN abs({t}) < {float(1 << 53)!r} THEN CAST({t} AS INTEGER) ELSE {t} END"
+        return f"sum({contrib[v]})"
     return (f"INSERT INTO agg({', '.join(KEY)}, {', '.join(VALUES)}) SELECT {', '.join(keys)}, "
-            f"{', '.join(f'sum({contrib[v]})' if v != 'score_sq' else f'total({contrib[v]})' for v in VALUES)} "
+            f"{', '.join(summed(v) for v in VALUES)} "
             f"FROM jobs NOT INDEXED WHERE {COUNTED.format(r='jobs')} GROUP BY {', '.join(keys)}")
 
 
@@ -200,14 +220,16 @@ def counts(db: Any, by: Sequence[str], filters: dict[str, Any]) -> dict[tuple[An
     return out
 
 
-def sums(db: Any, columns: Sequence[str], filters: dict[str, Any]) -> tuple[int, ...]:
-    """Counted jobs under ``filters`` and the sum of each integer column, saturated at 64 bits."""
+def sums(db: Any, columns: Sequence[str], filters: dict[str, Any]) -> tuple[int, ...] | None:
+    """Counted jobs under ``filters`` and the sum of each integer column; None when a group's sum
+    passed 64 bits (a REAL: the caller sums the rows themselves, exactly)."""
     cond, params = where(filters)
-    # A group's sum may have turned REAL in SQLite past 2**63 (a hostile server's counts): add in Python.
     totals = [0] * (len(columns) + 1)
     for row in db.execute(f"SELECT {', '.join(('n', *columns))} FROM agg{cond}", params):
         for i, v in enumerate(row):
-            totals[i] += v if isinstance(v, int) else saturated(v)
+            if not isinstance(v, int):
+                return None
+            totals[i] += v
     return tuple(saturated(t) for t in totals)
 
 

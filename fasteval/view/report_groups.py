@@ -49,6 +49,8 @@ class GroupTotals:
     """Scores that are not whole numbers (or not held by the limbs): 0 lets per-task sums be plain."""
     latency_us: int = 0
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(INT_SUMS, 0))
+    overflowed: bool = False
+    """An integer sum passed 64 bits (hostile token counts): ``sums`` is read off the rows instead."""
     by_seed: dict[int, _Sum] = field(default_factory=lambda: defaultdict(_Sum))
     by_type: dict[str, _Sum] = field(default_factory=lambda: defaultdict(_Sum))
     terminations: dict[str, int] = field(default_factory=lambda: defaultdict(int))
@@ -59,9 +61,12 @@ class GroupTotals:
         self.n += n
         self.scored += scored
         self.fractional += int(row["score_frac"]) + int(row["score_odd"])
-        self.latency_us += saturated(row["latency_us"])
+        self.latency_us += int(row["latency_us"])
         for c in INT_SUMS:
-            self.sums[c] += saturated(row[c])
+            if isinstance(row[c], int):
+                self.sums[c] += row[c]
+            else:
+                self.overflowed = True
         self.terminations[str(row["termination"])] += n
         if n - scored:  # every job that is not ok with a score counts as an error, by its kind
             self.errors[str(row["error_kind"])] += n - scored
@@ -84,6 +89,11 @@ def group_summary(index: RunIndex, key: tuple[str, str, str], g: GroupTotals, pe
     """Mean ± std over seeds, errors, terminations, tokens of one group; with ``per_task``, also the
     bootstrap CI over tasks and pass@k / pass^k (one covered read of the key index)."""
     model, suite, setting = key
+    if g.overflowed:
+        g.sums.update(zip(INT_SUMS, index.sums(INT_SUMS, scan=True, model=model, suite=suite, setting=setting)[1:],
+                          strict=True))
+    else:
+        g.sums = {c: saturated(v) for c, v in g.sums.items()}
     seed_means = [s.mean(index, model=model, suite=suite, setting=setting, seed=seed)
                   for seed, s in sorted(g.by_seed.items())]
     k = len(seed_means)

@@ -9,9 +9,9 @@ sums scores in integer limbs in whatever order rows arrive; these figures cannot
 from __future__ import annotations
 
 import random
-from fractions import Fraction
 import statistics
 from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 

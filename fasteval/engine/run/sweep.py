@@ -309,9 +309,10 @@ class Sweep:
 
     def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
         """The services the planned tools require, the cache when roles or the config ask for it."""
-        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
-                  for name in run.suite.tools(item, s) if name in TOOLS
-                  for req in getattr(TOOLS[name], "requires", ())}
+        # Each distinct tool name is looked up once: a million-task suite names the same few tools.
+        names = {name for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
+                 for name in run.suite.tools(item, s)}
+        needed = {req for name in names if name in TOOLS for req in getattr(TOOLS[name], "requires", ())}
         if self.cfg.roles or self.cfg.run.cache:
             needed.add("cache")
         needed.add("limiters")
