@@ -282,10 +282,10 @@ def compile_tree(code: Path) -> None:
     subprocess.run([PY, "-m", "compileall", "-q", *packages], check=True, capture_output=True)
 
 
-def baseline_tree(ref: str, work: Path) -> Path:
+def baseline_tree(ref: str, work: Path, repo: Path = ROOT) -> Path:
     dest = work / f"baseline-{ref.replace('/', '_')}"
     dest.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True, capture_output=True).stdout
+    archive = subprocess.run(["git", "-C", str(repo), "archive", ref], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest
 
@@ -390,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     # 0e32a32: main before the aggregates, the resume array and the streaming plan (issue #44).
     ap.add_argument("--baseline-ref", default="0e32a32", help="git ref measured as 'before' (default 0e32a32)")
     ap.add_argument("--no-baseline", action="store_true", help="measure this tree only")
+    ap.add_argument("--repo", default=str(ROOT), help="the git repository --baseline-ref is read from (default this "
+                    "tree: give it when running a copy of the tree)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--run-s", type=float, default=5.0, help="first_request: seconds the sweep runs before its "
                     "memory is read (default 5)")
@@ -402,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         trees = {"after": ROOT}
         if not a.no_baseline:
-            trees["before"] = baseline_tree(a.baseline_ref, work)
+            trees["before"] = baseline_tree(a.baseline_ref, work, Path(a.repo))
         templates = template_records(work)
         cases = []
         for spec in a.cases.split(","):
