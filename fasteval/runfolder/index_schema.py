@@ -54,6 +54,9 @@ def connect(target: str | Path) -> sqlite3.Connection:
         db.execute("PRAGMA journal_mode=WAL")
         # The index is derived: a power cut that loses its last commits is caught by verify().
         db.execute("PRAGMA synchronous=OFF")
+        # A table with triggers gives every upsert a statement journal: in memory it costs a third
+        # of what a temporary file costs (the writer's rows, benchmarks/index_writes.py).
+        db.execute("PRAGMA temp_store=MEMORY")
         for stmt in SCHEMA:
             db.execute(stmt)
         jobs = tuple(r[1] for r in db.execute("PRAGMA table_info(jobs)"))
