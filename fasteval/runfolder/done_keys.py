@@ -329,3 +329,14 @@ def fold_if_worth(db: sqlite3.Connection) -> bool:
         return False
     read(db)
     return True
+
+
+def union(parts: Sequence[DoneKeys]) -> _Arrays:
+    """One array of several resume sets (a merge's sources; a key in several: its best state)."""
+    import numpy as np
+
+    hi = np.concatenate([p._hi for p in parts]) if parts else _empty()[0]
+    lo = np.concatenate([p._lo for p in parts]) if parts else _empty()[1]
+    state = np.concatenate([p._state for p in parts]) if parts else _empty()[2]
+    order = np.lexsort((state, lo, hi))
+    return _merge(_empty(), (hi[order], lo[order], state[order]))

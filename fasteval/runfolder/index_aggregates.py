@@ -268,3 +268,10 @@ def scores(db: Any, filters: dict[str, Any]) -> list[float]:
     params = [v for v in filters.values() if v is not None]
     sql = " AND ".join(["ok = 1", "score IS NOT NULL", *clauses])
     return [float(r[0]) for r in db.execute(f"SELECT score FROM jobs WHERE {sql}", params)]
+
+
+def add_sql(source: str) -> str:
+    """Add another index's aggregates (attached as ``source``) into ``agg``, group by group."""
+    cols = ", ".join((*KEY, *VALUES))
+    return (f"INSERT INTO agg({cols}) SELECT {cols} FROM {source}.agg WHERE true ON CONFLICT({', '.join(KEY)}) "
+            "DO UPDATE SET " + ", ".join(f"{v} = {v} + excluded.{v}" for v in VALUES))

@@ -91,6 +91,22 @@ def derived_ok(db: sqlite3.Connection) -> bool:
     return _agg.COUNTED != "1" or counted == int(meta.get("n_jobs", -1))
 
 
+def keep(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None], done: Any) -> None:
+    """Take ``agg`` as it stands (added up by the caller) and ``done`` as the resume set, then keep
+    both by triggers: a merge whose sources' rows all went in (their aggregates add up)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        drop_triggers(db)
+        set_meta(_done.store(db, done))
+        for sql in (*_agg.trigger_sql(), *_done.trigger_sql()):
+            db.execute(sql)
+        set_meta({"derived": "ok"})
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
 def derive(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None]) -> None:
     """Compute the aggregates and the resume set from the rows, then keep them by triggers.
 

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fasteval.runfolder import done_keys as _done
+from fasteval.runfolder import index_aggregates as _agg
 from fasteval.runfolder.index import (
     _HASH_BYTES,
     _STATS_MIN_ROWS,
@@ -38,7 +40,7 @@ from fasteval.runfolder.index import (
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 from fasteval.runfolder.index_schema import INDEXES as _INDEXES
 from fasteval.runfolder.index_schema import connect as _connect
-from fasteval.runfolder.index_schema import derive, drop_triggers
+from fasteval.runfolder.index_schema import derive, drop_triggers, keep
 
 # Every column but the location, in schema order (the location is computed).
 _KEEP = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
@@ -103,7 +105,13 @@ def write_merged(out_dir: Path, indexes: Sequence[RunIndex], choose: Chooser) ->
             db.execute("ANALYZE jobs")  # as RunIndex keeps them: a merged run is read at once
         _copy_records(out_dir / RECORDS, indexes, sources)
         _write_meta(db, out_dir / RECORDS, total)
-        derive(db, lambda values: _set_meta(db, values))
+        if any(src.skipped for src in sources):  # duplicates dropped: the sources' sums overcount
+            derive(db, lambda values: _set_meta(db, values))
+        else:  # every source's rows went in: their aggregates and resume sets add up
+            for src in sources:
+                with _attached(db, src):
+                    db.execute(_agg.add_sql("src"))
+            keep(db, lambda values: _set_meta(db, values), _done.union([ix.done_keys(ok_only=False) for ix in indexes]))
     finally:
         db.close()
         for i, ix in enumerate(indexes):

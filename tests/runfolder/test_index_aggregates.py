@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -67,9 +68,15 @@ async def test_a_merge_of_shards_with_duplicates_derives_them_from_its_rows(tmp_
     for i, s in enumerate(shards):
         await _history(random.Random(7), s, sessions=2, shard=(i, 3))
     await asyncio.to_thread(merge_runs, tmp_path / "merged", shards)
-    with open_index(tmp_path / "merged") as index:
+    with open_index(tmp_path / "merged") as index:  # no duplicate: the sources' sums added up
         assert not index.rebuilt
         assert_derived_agree(tmp_path / "merged", index)
+    twin = tmp_path / "twin"  # the same records twice: duplicates dropped, derived from the rows
+    shutil.copytree(shards[0], twin)
+    await asyncio.to_thread(merge_runs, tmp_path / "merged2", [shards[0], twin, shards[1]])
+    with open_index(tmp_path / "merged2") as index:
+        assert not index.rebuilt
+        assert_derived_agree(tmp_path / "merged2", index)
 
 
 async def test_an_index_without_its_triggers_or_with_tampered_aggregates_heals(tmp_path: Path) -> None:
