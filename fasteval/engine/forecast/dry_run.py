@@ -56,7 +56,9 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
         if finished:
             left = plan_left(cfg, runs, opts.shard, opts.shard_by, opts.selectors, finished)
             out.resumed = out.total - sum(left.values())
-        for job, _, _, _ in islice(plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors, finished), first):
+        left_any = out.total > out.resumed  # else the walk for the first jobs would key the whole plan again
+        for job, _, _, _ in islice(plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors, finished),
+                                   first if left_any else 0):
             out.first.append({"job_id": job.job_id, "model": job.model, "suite": job.suite,
                               "setting": job.setting, "task_id": job.task_id, "seed": job.seed})
     return out
