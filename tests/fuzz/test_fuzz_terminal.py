@@ -23,7 +23,7 @@ from rich.table import Table
 
 from fasteval.cli.slurm import status_lines
 from fasteval.core.terminal import clean, json_text, plain
-from fasteval.engine.ledger import Counters
+from fasteval.engine.ledger import Ledger
 from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.view.data import RunSet
 from fasteval.view.show import ImageSaver, render_job
@@ -97,7 +97,7 @@ def test_json_text_round_trips_and_prints_no_control(value: Any) -> None:
 @given(st.dictionaries(hostile, st.dictionaries(st.sampled_from(["in_flight", "limit", "waiting", "requests"]),
                                                 hostile | st.integers(0, 99)), max_size=4))
 def test_the_live_panel_renders_hostile_names_and_states(rows: dict[str, dict[str, Any]]) -> None:
-    display = ProgressDisplay(Counters(total=3), {}, live=False, extra_rows=lambda: rows)
+    display = ProgressDisplay(Ledger(planned=3), {}, live=False, extra_rows=lambda: rows)
     for console, buf in _consoles():
         console.print(display.table())
         _inert(buf.getvalue())

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig
+from fasteval.core.errors import ConfigError
 from fasteval.core.pricing import Price, batch_factor, cost_usd, model_prices
 from fasteval.core.types import Task
 from fasteval.engine.forecast.estimate_prompt import (
@@ -159,7 +160,7 @@ def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan]) -> dict[Key, Ev
     cols = ("model", "suite", "setting", "task_id", "rounds", "prompt_tokens", "completion_tokens", "latency_s")
     for run_dir in run_dirs:
         if not (run_dir / RECORDS).exists():
-            raise ValueError(f"--estimate-from {run_dir}: no {RECORDS} there (not a run folder)")
+            raise ConfigError(f"--estimate-from {run_dir}: no {RECORDS} there (not a run folder)")
         with open_index(run_dir) as index:
             for model, suite, setting, task_id, rounds, prompt, completion, latency in index.select(cols, scan=True):
                 key = (model, suite, setting)
