@@ -16,9 +16,11 @@ from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
+from fasteval.core.errors import DamagedRunFolder
 from fasteval.engine.batch.batching import BatchLane
 from fasteval.engine.run.clients import build_client
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
+from fasteval.runfolder.names import MANIFEST
 from fasteval.runfolder.records import read_manifest
 from providers.base import ProviderError
 from providers.batch.base import BatchSettings
@@ -32,12 +34,15 @@ def batched_specs(cfg: SweepConfig) -> list[EndpointSpec]:
 
 def manifest_specs(run_dir: Path) -> list[EndpointSpec]:
     """``batched_specs`` of the run's manifest: input anyone who can write the folder wrote
-    (KeyError or ValueError for an entry that cannot be typed)."""
+    (DamagedRunFolder, exit 2, for an entry that cannot be typed)."""
     config = (read_manifest(run_dir) or {}).get("config") or {}
-    specs = [EndpointSpec.of(str(m["name"]), m) for m in config.get("models") or []
-             if isinstance(m, dict) and m.get("batch")]
-    return specs + [EndpointSpec.of(str(r), s) for r, s in (config.get("roles") or {}).items()
-                    if isinstance(s, dict) and s.get("batch")]
+    try:
+        specs = [EndpointSpec.of(str(m["name"]), m) for m in config.get("models") or []
+                 if isinstance(m, dict) and m.get("batch")]
+        return specs + [EndpointSpec.of(str(r), s) for r, s in (config.get("roles") or {}).items()
+                        if isinstance(s, dict) and s.get("batch")]
+    except (KeyError, ValueError, AttributeError) as e:  # EndpointSpec.of's word for an entry it cannot type
+        raise DamagedRunFolder(f"{run_dir / MANIFEST}: {e.args[0] if e.args else e}") from None
 
 
 async def cancel_batches(run_dir: Path, specs: list[EndpointSpec], *, poll_s: float = 5.0,
