@@ -366,7 +366,7 @@ def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Pro
     if spec.get("batch") in (None, False):
         return
     from providers.batch.base import BatchSettings
-    from providers.batch.wires import BATCH_PROVIDERS, BATCH_WIRES
+    from providers.registry import batch_providers, batch_wires
 
     where: KeyPath = (*path, "batch")
     try:
@@ -376,13 +376,10 @@ def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Pro
         return
     provider = str(spec.get("provider"))
     kind = providers().get(provider)
-    wire = kind.wire_of(spec) if kind is not None else provider
-    if provider not in BATCH_PROVIDERS or spec.get("serve") is not None:
-        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, openai-responses, anthropic, "
-                     "gemini, sim)")
-    elif wire not in BATCH_WIRES:
-        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet (openai, openai-responses, "
-                     "anthropic and gemini are)")
+    if kind is None or kind.batch_factor is None or spec.get("serve") is not None:
+        problems.add(src, where, f"provider {provider} has no batch API (batch mode: {', '.join(batch_providers())})")
+    elif kind.batch_wire(wire := kind.wire_of(spec)) is None:
+        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet ({', '.join(batch_wires())} are)")
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:

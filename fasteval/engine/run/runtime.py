@@ -78,7 +78,7 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
             table[name] = client = build_client(
                 name, ep, sim_base_url=sim_url, serving=serving, resolver=image_resolver(encoder, spec=ep),
                 breaker=breaker, cache=_cache_hook(cache, namespace, name),
-                batch=batch_lane(ep.batch, journal, no_wait=no_wait) if ep.batch and journal else None)
+                batch=batch_lane(ep.batch, journal, ep.wire, no_wait=no_wait) if ep.batch and journal else None)
             stack.push_async_callback(client.close)
             if isinstance(client.lane, BatchLane):
                 rt.lanes[name] = client.lane

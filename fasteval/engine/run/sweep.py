@@ -59,7 +59,7 @@ from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
 from providers.breaker import EndpointDown
 from providers.client import ModelClient
-from providers.registry import is_embedded
+from providers.registry import price_terms
 
 log = logging.getLogger("fasteval")
 
@@ -332,7 +332,7 @@ class Sweep:
         rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
         return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw, is_embedded), notes=self._notes,
+                               prices=model_prices(self.cfg.raw, price_terms), notes=self._notes,
                                global_cap=self.cap)
 
     def _install_signals(self) -> None:
