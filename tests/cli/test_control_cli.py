@@ -144,6 +144,7 @@ def _hang_first() -> object:
     return Faults(schedule=["hang"], hang_s=3600)
 
 
+@pytest.mark.slow
 async def test_status_json_and_table_and_the_trace_in_status_and_report(tmp_path: Path) -> None:
     # A run folder path longer than a Unix socket's 108 bytes still gets its socket in place.
     run_dir = tmp_path / ("deep-" * 20) / "run"
@@ -188,6 +189,7 @@ async def test_a_folder_that_cannot_hold_the_socket_costs_the_steering_not_the_s
     assert "no control channel for this sweep" in caplog.text
 
 
+@pytest.mark.slow
 async def test_ctrl_c_while_jobs_are_held_exits_130_and_the_rerun_runs_them(tmp_path: Path) -> None:
     cfg = write_config(tmp_path, [{"name": "a", "provider": "sim", "policy": "direct"},
                                   {"name": "b", "provider": "sim", "policy": "direct", "latency_ms": 1000}],
