@@ -75,7 +75,7 @@ def _served_provider(name: str, ep: EndpointSpec, resolver: ImageUrlResolver | N
     endpoint = serving.endpoint_name(name)
 
     def make(base_url: str) -> Provider:  # each replica's provider decides what it sends (seed)
-        return make_provider(ep.wire, WireArgs(
+        return make_provider(ep.kind.wire, WireArgs(
             model_id=name, base_url=base_url, key_env=None, timeouts=ep.timeouts, extra_body=ep.extra_body,
             endpoint_name=endpoint, image_resolver=resolver, tool_message_images=ep.tool_message_images,
             capabilities=ep.capabilities))
