@@ -19,7 +19,7 @@ from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 from fasteval.runfolder.records import read_manifest
 from fasteval.view.curves import learning_curves
-from providers.registry import price_terms
+from providers import price_terms
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
     pass

@@ -36,7 +36,7 @@ from fasteval.engine.plan import RunOptions, SuiteRun, check_setting_selectors, 
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS
-from providers.registry import price_terms
+from providers import price_terms
 
 DEFAULT_COMPLETION_BOUND = 4096
 """A request's completion bound when neither the model nor the suite sets ``max_tokens``."""

@@ -20,9 +20,7 @@ from fasteval.engine.batch.batching import BatchLane
 from fasteval.engine.run.clients import build_client
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
 from fasteval.runfolder.records import read_manifest
-from providers.base import ProviderError
-from providers.batch.base import BatchSettings
-from providers.registry import batch_wire
+from providers import BatchSettings, ProviderError, batch_wire
 
 
 def batched_specs(cfg: SweepConfig) -> list[EndpointSpec]:

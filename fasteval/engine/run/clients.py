@@ -16,13 +16,21 @@ from typing import Any
 from fasteval.config.endpoint import DEFAULT_CONCURRENCY, EndpointSpec
 from fasteval.core.errors import ModelConfigError
 from fasteval.images.processor import ProcessorResize, processor_resize
-from providers.base import Capabilities, Provider, ProviderError
-from providers.body import ByteBudget
-from providers.breaker import BreakerPolicy, CircuitBreaker
-from providers.client import BatchRoute, ModelClient, ResponseCache
-from providers.openai_compat import ImageUrlResolver
-from providers.registry import WireArgs, make_provider
-from providers.sim.spec import SimModel
+from providers import (
+    BatchRoute,
+    BreakerPolicy,
+    ByteBudget,
+    Capabilities,
+    CircuitBreaker,
+    ImageUrlResolver,
+    ModelClient,
+    Provider,
+    ProviderError,
+    ResponseCache,
+    SimModel,
+    WireArgs,
+    make_provider,
+)
 
 CacheHook = Callable[[ModelClient], ResponseCache]
 """Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""

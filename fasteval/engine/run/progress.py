@@ -20,7 +20,7 @@ from rich.text import Text
 from fasteval.core.pricing import BATCH_TOKENS, TOKEN_KINDS, Price, cost_usd
 from fasteval.core.terminal import clean, plain
 from fasteval.engine.ledger import Counters
-from providers.client import ModelClient
+from providers import ModelClient
 
 log = logging.getLogger(__name__)
 

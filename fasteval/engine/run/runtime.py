@@ -25,9 +25,7 @@ from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.services.cache_http import response_cache
 from fasteval.services.registry import start_services
-from providers.breaker import BreakerPolicy
-from providers.client import ModelClient
-from providers.sim import SimServer
+from providers import BreakerPolicy, ModelClient, SimServer
 
 log = logging.getLogger(__name__)
 

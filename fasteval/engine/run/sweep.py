@@ -57,9 +57,7 @@ from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
-from providers.breaker import EndpointDown
-from providers.client import ModelClient
-from providers.registry import price_terms
+from providers import EndpointDown, ModelClient, price_terms
 
 log = logging.getLogger("fasteval")
 

@@ -20,8 +20,7 @@ from fasteval.config.load import SweepConfig
 from fasteval.core.job import current_job
 from fasteval.core.types import Job, Record
 from fasteval.engine.ledger import Counters
-from providers.client import ModelClient
-from providers.limits import AdaptiveLimit
+from providers import AdaptiveLimit, ModelClient
 
 Entry = tuple[Job, Any, Any, Any]
 """What the launcher starts: the job, its suite run, setting and task (or load error)."""
