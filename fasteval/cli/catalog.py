@@ -40,10 +40,10 @@ def catalog(kind: str) -> dict[str, str]:
 
         return {n: _first_line(getattr(c, "description", None) or c.__doc__) for n, c in sorted(TOOLS.items())}
     if kind == "policies":
-        from providers.sim import POLICIES
+        from providers import POLICIES
 
         return {n: _first_line(f.__doc__) for n, f in sorted(POLICIES.items())}
-    from providers.registry import providers
+    from providers import providers
 
     return {n: k.description for n, k in sorted(providers().items())}
 

@@ -50,6 +50,7 @@ async def _trajectory_requests(tmp: Path, *, pause: bool) -> tuple[int, dict[str
     return server.requests, rec[0]
 
 
+@pytest.mark.slow
 async def test_pause_now_holds_a_trajectory_and_resume_continues_it_with_the_same_requests(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -64,6 +65,7 @@ async def test_pause_now_holds_a_trajectory_and_resume_continues_it_with_the_sam
     assert not (tmp_path / "b" / "run" / CONTROL_SOCKET).exists()  # removed when the sweep ended
 
 
+@pytest.mark.slow
 async def test_a_lowered_rpm_is_what_the_sim_then_sees(tmp_path: Path) -> None:
     server = SimServer([SimModel("fast", policy="direct", latency_ms=20)], record_arrivals=True)
     await server.start()
@@ -161,6 +163,7 @@ async def test_requeue_turns_errors_of_an_endpoint_that_came_back_into_ok_record
                                                           "cancel --model slow"]  # a requeue of nothing: no line
 
 
+@pytest.mark.slow
 async def test_drain_finishes_in_flight_starts_nothing_and_a_rerun_completes_exactly(tmp_path: Path) -> None:
     server = SimServer([SimModel("m", policy="tools", tool_uses=1, latency_ms=200)])
     await server.start()
@@ -185,6 +188,7 @@ async def test_drain_finishes_in_flight_starts_nothing_and_a_rerun_completes_exa
     assert all(r["status"] == "ok" and r["termination"] == "answered" for r in final)
 
 
+@pytest.mark.slow
 async def test_pause_of_one_model_holds_its_jobs_while_the_others_run(tmp_path: Path) -> None:
     server = SimServer([SimModel("a", policy="direct", latency_ms=200), SimModel("b", policy="direct", latency_ms=200)])
     await server.start()
@@ -217,6 +221,7 @@ async def _ok_of(run_dir: Path, model: str, n: int) -> bool:
     return bool((await status(run_dir))["models"].get(model, {}).get("ok") == n)
 
 
+@pytest.mark.slow
 async def test_an_attempt_timeout_set_mid_run_turns_a_hang_into_a_retried_timeout(tmp_path: Path) -> None:
     server = SimServer([SimModel("m", policy="tools", tool_uses=1, latency_ms=500,
                                  faults=Faults(schedule=["ok", "hang"], hang_s=3600))])

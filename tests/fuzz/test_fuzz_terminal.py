@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -65,6 +66,7 @@ def test_clean_leaves_no_control_character_and_is_stable(text: str) -> None:
     assert block.count("\n") == text.count("\n")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(hostile, hostile, hostile)
 def test_tables_and_text_print_hostile_cells_literally(a: str, b: str, c: str) -> None:
@@ -93,6 +95,7 @@ def test_json_text_round_trips_and_prints_no_control(value: Any) -> None:
     assert not CONTROL.search(text.replace("\n", ""))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.dictionaries(hostile, st.dictionaries(st.sampled_from(["in_flight", "limit", "waiting", "requests"]),
                                                 hostile | st.integers(0, 99)), max_size=4))
@@ -124,6 +127,7 @@ RUN = Path(tempfile.mkdtemp(prefix="fasteval-fuzz-show-"))
 (RUN / "blobs").mkdir(exist_ok=True)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(hostile, min_size=1, max_size=4), st.none() | st.integers(-10**6, 10**6) | st.floats() | hostile)
 def test_show_renders_hostile_records_literally(texts: list[str], number: Any) -> None:

@@ -37,8 +37,7 @@ from fasteval.engine.plan import RunOptions, SuiteRun, check_setting_selectors, 
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS
-from providers.batch.wires import BATCH_PROVIDERS
-from providers.registry import is_embedded
+from providers import price_terms
 
 DEFAULT_COMPLETION_BOUND = 4096
 """A request's completion bound when neither the model nor the suite sets ``max_tokens``."""
@@ -267,8 +266,9 @@ def _price(cfg: SweepConfig, g: GroupEstimate, prices: dict[str, Price | None]) 
     ep = cfg.endpoint(g.model)
     g.cost_usd = cost_usd({"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens},
                           Price(price.input, price.output, price.cache_read, price.cache_write))
-    if ep.provider in BATCH_PROVIDERS and ep.serve is None:
-        g.batch_cost_usd = g.cost_usd * batch_factor(ep.options, price, cfg.raw.get("prices") or {})
+    if ep.kind.batch_factor is not None and ep.serve is None:
+        g.batch_cost_usd = g.cost_usd * batch_factor(ep.options, price, cfg.raw.get("prices") or {},
+                                                     price_terms(ep.options))
 
 
 def _wall(cfg: SweepConfig, model: str, groups: list[GroupEstimate], cap: int) -> ModelWall:
@@ -295,7 +295,7 @@ def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | Non
     """The estimate of the jobs ``fasteval run`` would run now with these options."""
     plans, unloaded = collect_plan(cfg, opts)
     evidence = read_evidence(list(evidence_from or []), plans)
-    prices = model_prices(cfg.raw, free=is_embedded)
+    prices = model_prices(cfg.raw, price_terms)
     groups = [_group(key, planned, evidence.get(key)) for key, planned in plans.items()]
     for g in groups:
         _price(cfg, g, prices)

@@ -22,9 +22,7 @@ from fasteval.engine.run.clients import build_client
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
 from fasteval.runfolder.names import MANIFEST
 from fasteval.runfolder.records import read_manifest
-from providers.base import ProviderError
-from providers.batch.base import BatchSettings
-from providers.batch.wires import wire_for
+from providers import BatchSettings, ProviderError, batch_wire
 
 
 def batched_specs(cfg: SweepConfig) -> list[EndpointSpec]:
@@ -66,7 +64,7 @@ async def cancel_batches(run_dir: Path, specs: list[EndpointSpec], *, poll_s: fl
             client = build_client(spec.name, spec, sim_base_url=None, resolver=None)
             stack.push_async_callback(client.close)
             settings = spec.batch or BatchSettings()
-            lane = BatchLane(spec.name, wire_for(client.provider), journal,
+            lane = BatchLane(spec.name, batch_wire(spec.wire, client.provider), journal,
                              BatchSettings(gather_s=settings.gather_s, poll_s=poll_s))
             stack.push_async_callback(lane.close)
             lanes.append(lane)

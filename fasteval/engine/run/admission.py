@@ -21,8 +21,7 @@ if TYPE_CHECKING:
     from fasteval.engine.plan import SuiteRun
     from fasteval.engine.run.serving import Serving
     from fasteval.engine.steer.steering import Steering
-    from providers.client import ModelClient
-    from providers.limits import AdaptiveLimit
+    from providers import AdaptiveLimit, ModelClient
 
 Planned = tuple[Job, "SuiteRun", Setting, Task | LoadError]
 """One job of the plan with what running it needs: its suite run, setting and task (or load error)."""

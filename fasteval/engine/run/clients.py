@@ -16,13 +16,22 @@ from typing import Any
 from fasteval.config.endpoint import DEFAULT_CONCURRENCY, EndpointSpec
 from fasteval.core.errors import ModelConfigError
 from fasteval.images.processor import ProcessorResize, processor_resize
-from providers.base import Capabilities, Provider, ProviderError
-from providers.body import ByteBudget
-from providers.breaker import BreakerPolicy, CircuitBreaker
-from providers.client import BatchRoute, ModelClient, RequestGate, ResponseCache
-from providers.openai_compat import ImageUrlResolver
-from providers.registry import WireArgs, make_provider
-from providers.sim.spec import SimModel
+from providers import (
+    BatchRoute,
+    BreakerPolicy,
+    ByteBudget,
+    Capabilities,
+    CircuitBreaker,
+    ImageUrlResolver,
+    ModelClient,
+    Provider,
+    ProviderError,
+    RequestGate,
+    ResponseCache,
+    SimModel,
+    WireArgs,
+    make_provider,
+)
 
 CacheHook = Callable[[ModelClient], ResponseCache]
 """Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""
@@ -77,7 +86,7 @@ def _served_provider(name: str, ep: EndpointSpec, resolver: ImageUrlResolver | N
     endpoint = serving.endpoint_name(name)
 
     def make(base_url: str) -> Provider:  # each replica's provider decides what it sends (seed)
-        return make_provider("openai", WireArgs(
+        return make_provider(ep.kind.wire, WireArgs(
             model_id=name, base_url=base_url, key_env=None, timeouts=ep.timeouts, extra_body=ep.extra_body,
             endpoint_name=endpoint, image_resolver=resolver, tool_message_images=ep.tool_message_images,
             capabilities=ep.capabilities))

@@ -21,8 +21,7 @@ from rich.text import Text
 from fasteval.core.pricing import BATCH_TOKENS, TOKEN_KINDS, Price, cost_usd
 from fasteval.core.terminal import clean, plain
 from fasteval.engine.ledger import Ledger
-from providers.client import ModelClient
-from providers.limits import AdaptiveLimit
+from providers import AdaptiveLimit, ModelClient
 
 log = logging.getLogger(__name__)
 

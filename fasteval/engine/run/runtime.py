@@ -26,9 +26,7 @@ from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.services.cache_http import response_cache
 from fasteval.services.registry import start_services
-from providers.breaker import BreakerPolicy
-from providers.client import ModelClient, RequestGate
-from providers.sim import SimServer
+from providers import BreakerPolicy, ModelClient, RequestGate, SimServer
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +84,8 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
             table[name] = client = build_client(
                 name, ep, sim_base_url=sim_url, serving=serving, resolver=image_resolver(encoder, spec=ep),
                 breaker=breaker, cache=_cache_hook(cache, namespace, name),
-                batch=batch_lane(ep.batch, journal, no_wait=no_wait) if ep.batch and journal else None, gate=gate)
+                batch=batch_lane(ep.batch, journal, ep.wire, no_wait=no_wait) if ep.batch and journal else None,
+                gate=gate)
             stack.push_async_callback(client.close)
             if isinstance(client.lane, BatchLane):
                 rt.lanes[name] = client.lane

@@ -61,10 +61,7 @@ from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
-from providers.breaker import EndpointDown
-from providers.client import ModelClient
-from providers.limits import AdaptiveLimit
-from providers.registry import is_embedded
+from providers import AdaptiveLimit, EndpointDown, ModelClient, price_terms
 
 log = logging.getLogger("fasteval")
 
@@ -367,7 +364,7 @@ class Sweep:
 
         return ProgressDisplay(self.ledger, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw, is_embedded), notes=notes, global_cap=slots)
+                               prices=model_prices(self.cfg.raw, price_terms), notes=notes, global_cap=slots)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()

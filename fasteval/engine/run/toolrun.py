@@ -15,7 +15,7 @@ from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.names import BLOBS
 from fasteval.services.registry import start_services
 from fasteval.tools.base import TOOLS, ToolContext, make_tool
-from providers.base import ToolCallRequest
+from providers import ToolCallRequest
 
 
 def _store_inputs(images: list[Path], out: Path) -> tuple[BlobStore, list[str]]:

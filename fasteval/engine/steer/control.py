@@ -19,8 +19,7 @@ from typing import Any
 from fasteval.core.types import Job
 from fasteval.engine.ledger import Ledger
 from fasteval.engine.steer.steering import ControlError, Entry, Steering
-from providers.client import ModelClient
-from providers.limits import AdaptiveLimit
+from providers import AdaptiveLimit, ModelClient
 
 SETTABLE = ("concurrency", "rpm", "tpm", "max_attempts", "total_budget_s", "attempt_timeout_s")
 """Keys of ``ctl set`` for a model or endpoint; ``global`` takes ``concurrency`` only."""
