@@ -20,7 +20,7 @@ from fasteval.view.report_groups import TOKEN_FIELDS as TOKEN_FIELDS  # importer
 from fasteval.view.report_groups import bootstrap_ci as bootstrap_ci
 from fasteval.view.report_groups import fold, group_summary
 from fasteval.view.report_groups import prefix_cache_hit_rate as prefix_cache_hit_rate
-from providers.registry import is_embedded
+from providers import price_terms
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
     pass
@@ -114,7 +114,7 @@ def report(run_dir: Path, *, per_task: bool = True) -> dict[str, Any]:
     out (None): everything else is read off the aggregates alone.
     """
     manifest = read_manifest(run_dir) or {}
-    prices = model_prices(manifest.get("config") or {}, is_embedded)
+    prices = model_prices(manifest.get("config") or {}, price_terms)
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index, index.snapshot():
