@@ -66,14 +66,20 @@ def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int) -> 
     return hashlib.sha256(f"{model}\x1f{suite}\x1f{setting}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:20]
 
 
-def job_ids_of(models: Sequence[str], suite: str, setting: str, task_ids: Sequence[str],
-               seeds: Sequence[int]) -> list[str]:
-    """``job_id_of`` of every (task, seed, model) in that nesting order: a plan's block of ids at once
-    (the strings they hash share their model prefixes; a million-job resume computes them all)."""
+JOB_ID_BYTES = 10
+"""A job id is the hex of this many bytes of its sha256."""
+
+
+def job_keys_of(models: Sequence[str], suite: str, setting: str, task_ids: Sequence[str],
+                seeds: Sequence[int]) -> bytes:
+    """The ids (``job_id_of``) of every (task, seed, model), in that nesting order, as their raw
+    bytes end to end (``JOB_ID_BYTES`` each): a plan's block at once, for a look-up that never
+    needs their hex (the strings they hash share their model prefixes)."""
     sha = hashlib.sha256
     prefixes = [f"{m}\x1f{suite}\x1f{setting}\x1f" for m in models]
     tails = [f"\x1f{s}" for s in seeds]
-    return [sha(f"{p}{t}{tail}".encode()).hexdigest()[:20] for t in task_ids for tail in tails for p in prefixes]
+    return b"".join([sha(f"{p}{t}{tail}".encode()).digest()[:JOB_ID_BYTES]
+                     for t in task_ids for tail in tails for p in prefixes])
 
 
 @dataclass(slots=True)

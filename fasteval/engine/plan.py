@@ -14,7 +14,7 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig
 from fasteval.core.errors import ConfigError
-from fasteval.core.types import Job, Task, job_ids_of
+from fasteval.core.types import JOB_ID_BYTES, Job, Task, job_keys_of
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Setting, Suite, make_suite
 
@@ -164,21 +164,24 @@ def _keyed_blocks(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int]
     if not per_item:
         return
     slot = {m.name: i for i, m in enumerate(cfg.models)} if shard_by == "model" else {}
-    contains_many = getattr(done, "contains_many", None)
+    contains_keys = getattr(done, "contains_keys", None)
     any_done = bool(done)
+    width = JOB_ID_BYTES
     for run, setting, block in _item_blocks(runs, sel, max(1, _BLOCK_JOBS // per_item)):
-        ids = job_ids_of(models, run.suite.name, setting.name, [tid for _, tid in block], seeds)
-        positions = list(range(len(ids))) if shard is None else \
-            [i for i, k in enumerate(ids) if in_shard(k, shard, slot.get(models[i % len(models)]))]
+        keys = job_keys_of(models, run.suite.name, setting.name, [tid for _, tid in block], seeds)
+        n = len(keys) // width
+        positions = list(range(n)) if shard is None else \
+            [i for i in range(n) if in_shard(keys[i * width:(i + 1) * width].hex(), shard,
+                                             slot.get(models[i % len(models)]))]
         if not any_done:
             keep = positions
-        elif contains_many is not None:
+        elif contains_keys is not None:  # the run index's resume array: the whole block at once
             import numpy as np
 
-            found = contains_many(ids if shard is None else [ids[i] for i in positions])
-            keep = np.asarray(positions, dtype=np.int64)[~found].tolist()
+            left = np.flatnonzero(~contains_keys(keys, width))
+            keep = left.tolist() if shard is None else sorted(set(left.tolist()).intersection(positions))
         else:
-            keep = [i for i in positions if ids[i] not in done]
+            keep = [i for i in positions if keys[i * width:(i + 1) * width].hex() not in done]
         yield run, setting, block, keep, len(positions) - len(keep)
 
 

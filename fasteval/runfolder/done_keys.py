@@ -104,9 +104,24 @@ class DoneKeys:
 
     def contains_many(self, keys: Sequence[str]) -> np.ndarray:
         """A boolean per key: is it done (ok; or any counted row when built with ``ok_only=False``)?"""
+        return self._lookup(*_split(keys))
+
+    def contains_keys(self, raw: bytes, width: int) -> np.ndarray:
+        """``contains_many`` of keys given as raw bytes end to end, ``width`` bytes each (their hex
+        is the key): a plan's block of job ids, never turned into text."""
         import numpy as np
 
-        hi, lo = _split(keys)
+        n = len(raw) // width
+        if not 0 < width <= _DIGITS // 2 or len(raw) != n * width:
+            return self.contains_many([raw[i * width:(i + 1) * width].hex() for i in range(n)])
+        buf = np.zeros((n, 16), dtype=np.uint8)
+        buf[:, :width] = np.frombuffer(raw, dtype=np.uint8).reshape(n, width)
+        buf[:, 15] = 2 * width
+        return self._lookup(*_halves(buf))
+
+    def _lookup(self, hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+        import numpy as np
+
         found = np.zeros(len(hi), dtype=bool)
         if not self._widest or not len(hi):
             return found

@@ -126,3 +126,12 @@ async def test_the_plan_is_made_a_block_at_a_time(tmp_path: Path) -> None:
         assert 0 < _Counted.read <= 4096 // (4 * 5) + 1  # one block: 4,096 jobs of 20 per task
     finally:
         index.close()
+
+
+def test_a_blocks_raw_keys_are_the_job_ids() -> None:
+    from fasteval.core.types import JOB_ID_BYTES, job_id_of, job_keys_of
+
+    models, tids, seeds = ["m-b", "m/a é"], ["t1", "x\x1fy", ""], [0, 7]
+    raw = job_keys_of(models, "s", "set", tids, seeds)
+    ids = [job_id_of(m, "s", "set", t, sd) for t in tids for sd in seeds for m in models]
+    assert [raw[i * JOB_ID_BYTES:(i + 1) * JOB_ID_BYTES].hex() for i in range(len(ids))] == ids
