@@ -21,11 +21,11 @@ Measured, each in a fresh subprocess, for the code of this tree ("after") and of
 ``--baseline-ref`` exported with ``git archive`` ("before"), each side with its own index (the two
 index versions differ; each is built once, unmeasured, and put back before every command):
 
-- ``resume``: ``fasteval run`` again, nothing left to do;
+- ``resume``: ``fasteval run --keep-errors`` again, nothing left to do (the errors count as done);
 - ``status``, ``report``, ``leaderboard`` (``report --leaderboard``), all ``--format json``;
 - ``compare``: model 0 against model 1 of the run (``--format json``);
 - ``merge`` of the shards into a new folder;
-- ``dry_run``: ``run --dry-run`` of the config against the finished run;
+- ``dry_run``: ``run --dry-run --keep-errors`` of the config against the finished run;
 - ``first_request``: a fresh ``fasteval run`` of the whole config into a new folder, its models
   pointed at a sim server in its own process (``--log-requests``): seconds from the command's
   start to the sim's first request line, then the sweep's resident memory after it has run
@@ -328,13 +328,15 @@ def _same_answers(folder: Path, trees: dict[str, Path]) -> dict[str, Any]:
 
 def _commands(folder: Path, cfg: str, models: list[str], shards: int) -> dict[str, list[str]]:
     run = str(folder / "run")
-    return {"resume": ["run", cfg, "--run-dir", run, "--no-progress"],
+    # --keep-errors: the built runs hold errors, which a plain resume would run again (and change
+    # the folder under the other side's index); with it, resume has nothing left to do.
+    return {"resume": ["run", cfg, "--run-dir", run, "--no-progress", "--keep-errors"],
             "status": ["status", run, "--format", "json"],
             "report": ["report", run, "--format", "json"],
             "leaderboard": ["report", run, "--leaderboard", "--format", "json"],
             "compare": ["compare", f"{run}:{models[0]}", f"{run}:{models[min(1, len(models) - 1)]}", "--format", "json"],
             "merge": ["merge", str(folder / "merged"), *(str(folder / f"shard{i}") for i in range(shards))],
-            "dry_run": ["run", cfg, "--run-dir", run, "--dry-run"]}
+            "dry_run": ["run", cfg, "--run-dir", run, "--dry-run", "--keep-errors"]}
 
 
 def run_case(work: Path, n: int, kb: float, args: argparse.Namespace, trees: dict[str, Path],
@@ -371,7 +373,10 @@ def run_case(work: Path, n: int, kb: float, args: argparse.Namespace, trees: dic
                 elif name == "index_rebuild":
                     fig = measure(code, ["index", "rebuild", str(folder / "run")])
                 else:
+                    size = (folder / "run" / "records.jsonl").stat().st_size
                     fig = measure(code, argv[name])
+                    if (folder / "run" / "records.jsonl").stat().st_size != size:
+                        raise RuntimeError(f"{side}'s {name} wrote records: the runs are not finished")
                 shutil.rmtree(folder / "merged", ignore_errors=True)
                 figures[side].setdefault(name, []).append(fig)
     for side, by_name in figures.items():
