@@ -47,7 +47,6 @@ from fasteval.view.export.common import (
 LOG_VERSION = 2
 """inspect's log schema version (``EvalLog.version``) these logs follow."""
 _SUMMARY_INPUT_CHARS = 1000
-_ZIP = {"compression": zipfile.ZIP_DEFLATED, "compresslevel": 5}
 
 
 def _iso(value: Any) -> str:
@@ -81,11 +80,12 @@ def _content(content: Any, att: _Attachments) -> str | list[dict[str, Any]]:
     return [{"type": "text", "text": v} if kind == "text" else att.part(v) for kind, v in parts]
 
 
-def _tool_call(tc: Any, i: int) -> dict[str, Any]:
-    fn = tc.get("function") if isinstance(tc, dict) and isinstance(tc.get("function"), dict) else {}
+def _tool_call(tc: dict[str, Any], i: int) -> dict[str, Any]:
+    """An OpenAI-format call as inspect's ``ToolCall`` (arguments parsed; text that is not JSON kept, flagged)."""
+    fn: dict[str, Any] = tc["function"]  # ``viewable`` made it an object
     raw = fn.get("arguments")
-    call: dict[str, Any] = {"id": str(tc.get("id") or f"call_{i}") if isinstance(tc, dict) else f"call_{i}",
-                            "function": str(fn.get("name") or ""), "arguments": {}, "type": "function"}
+    call: dict[str, Any] = {"id": str(tc.get("id") or f"call_{i}"), "function": str(fn.get("name") or ""),
+                            "arguments": {}, "type": "function"}
     if isinstance(raw, dict):
         call["arguments"] = raw
     elif isinstance(raw, str) and raw.strip():
@@ -261,7 +261,7 @@ def write_log(index: RunIndex, info: RunInfo, group: Group, path: Path, *, with_
     tally = _Tally()
     tasks: set[str] = set()
     n = 0
-    with zipfile.ZipFile(path, "w", **_ZIP) as zf, tempfile.TemporaryFile() as summaries:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=5) as zf, tempfile.TemporaryFile() as summaries:
         for rec in records(index, **where):
             sample = _sample(info, rec, epoch.get(int(rec.get("seed") or 0), 1), _Attachments(info, with_images))
             zf.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", orjson.dumps(sample, default=str))
