@@ -1,0 +1,47 @@
+"""A real checkpoint series the tracker tests send: three checkpoints served by the sim and a plain model.
+
+Each checkpoint folder names the sim policy its server answers with (``serve.command``), as
+tests/view/test_curves.py does: step 100 answers blind, steps 200 and 300 use the tools, so the
+eval curve rises between the first two steps. The demo suite (no sandbox) keeps it to seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.view.sweep_fixture import run_cli
+
+POLICIES = {100: "guess", 200: "tools", 300: "tools"}
+
+
+def series_config(root: Path, **extra: Any) -> Path:
+    """A config of the series (``run7``, its checkpoints under ``root/ckpts``) and a plain sim model."""
+    for step, policy in POLICIES.items():
+        folder = root / "ckpts" / f"checkpoint-{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(b"\0" * 16)
+        (folder / "policy").write_text(policy)
+    command = ["sh", "-c", "exec {python} -m providers.sim --port {port} --model {served_model_name}:$(cat {model}/policy)"]
+    config = {"name": "tracked", "seeds": 2,
+              "models": [{"name": "run7", "provider": "vllm",
+                          "serve": {"model": "ckpts/checkpoint-*", "command": command, "startup_timeout_s": 60}},
+                         {"name": "api", "provider": "sim", "policy": "tools"}],
+              "suites": [{"name": "demo", "options": {"n_tasks": 3, "image_size": [64, 48], "multi_turn_every": 0},
+                          "settings": [{"name": "tools", "tools": ["image_zoom_in_tool", "calculator"]}]}],
+              "run": {"gpus": [0], "fsync": "never"}, **extra}
+    path = root / "sweep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="session")
+def series_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tracked")
+    proc = run_cli("run", str(series_config(root)), "--run-dir", str(root / "run"), "--no-progress")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return root / "run"
