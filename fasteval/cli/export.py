@@ -68,7 +68,8 @@ def cmd_export(a: argparse.Namespace) -> int:
 
 
 def _send(a: argparse.Namespace, run_dir: Path) -> int:
-    from fasteval.trackers import TrackerSpec, send_run
+    from fasteval.config.log_to import TrackerSpec
+    from fasteval.trackers.send import send_run
 
     spec = TrackerSpec(kind=a.to, uri=a.uri, experiment=a.experiment, project=a.project, entity=a.entity,
                        run_id=a.run_id, mode=a.mode, logdir=a.logdir or (f"{run_dir.resolve().name}-tensorboard"
