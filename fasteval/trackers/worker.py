@@ -4,12 +4,14 @@ The sweep starts it (``fasteval.engine.steer.tracking``) so that the trackers' l
 of imports, blocking network and database calls, their own threads and exit hooks) never run on
 the sweep's event loop or in its process, and so that one that hangs can be killed. Messages:
 
-- ``{"op": "open", "run_dir", "trackers": [TrackerSpec fields], "tags", "resume": bool}``: open
-  each tracker's run (a failure drops that tracker, with one line);
+- ``{"op": "open", "run_dir", "trackers": [TrackerSpec fields], "tags", "resume": bool, "timeout_s"}``:
+  each tracker on a thread of its own opens its run (a failure drops that tracker, with one line;
+  one that hangs holds up no other);
 - ``{"op": "group", "model", "suite", "setting", "expected"}``: the sweep's ledger says this group
   has all its jobs; its headline is read from the run index (waiting, briefly, for the index to
   hold ``expected`` jobs of it: the sweep writes records a moment after it counts them) and logged;
-- ``{"op": "finish"}``: the leaderboard, then every tracker closed.
+- ``{"op": "finish"}``: the leaderboard, then every tracker closed; one that has not finished
+  ``timeout_s`` later is named and left behind, and the process exits.
 
 Every problem is one line on stderr (``<tracker>: <what>``), which the sweep copies into run.log;
 an end of input without ``finish`` (the sweep was killed) closes the trackers all the same. With
@@ -21,8 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +42,7 @@ from fasteval.runfolder.records import read_manifest
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 from fasteval.trackers.scores import GroupScore, group_score, group_scores, series_names
 from fasteval.trackers.send import log_groups, log_leaderboard
-from fasteval.trackers.sinks import Sink, open_sink
+from fasteval.trackers.sinks import open_sink
 
 WAIT_FOR_RECORDS_S = 10.0
 """How long a group's event waits for the run index to hold all its jobs before it logs what is there."""
@@ -69,33 +74,76 @@ def write_state(run_dir: Path, state: dict[str, str]) -> None:
     os.replace(tmp, run_dir / TRACKERS)
 
 
+class TrackerThread:
+    """One tracker on a thread of its own: one that hangs (an unreachable server, a lock) holds up
+    nobody else's values; one that fails is dropped with one line."""
+
+    def __init__(self, spec: TrackerSpec, tags: dict[str, str], resume_id: str | None,
+                 on_open: Callable[[str, str], None]) -> None:
+        self.spec = spec
+        self.queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
+        self._args = (tags, resume_id, on_open)
+        self.thread = threading.Thread(target=self._run, name=f"tracker-{spec.kind}", daemon=True)
+        self.thread.start()
+
+    def put(self, op: str, payload: Any) -> None:
+        self.queue.put((op, payload))
+
+    def _run(self) -> None:
+        tags, resume_id, on_open = self._args
+        kind = self.spec.kind
+        try:
+            sink = open_sink(self.spec, tags, resume_id)
+        except Exception as e:  # any failure of a tracker's library is that tracker's, not the run's
+            warn(kind, f"not logged to ({type(e).__name__}: {e})")
+            return
+        if sink.run_id and not self.spec.run_id:
+            on_open(kind, sink.run_id)
+        try:
+            while (item := self.queue.get()) is not None:
+                op, payload = item
+                if op == "group":
+                    log_groups(sink, [payload])
+                elif op == "leaderboard":
+                    log_leaderboard(sink, payload)
+            sink.close()
+        except Exception as e:
+            warn(kind, f"dropped after a failure ({type(e).__name__}: {e})")
+
+
 class Worker:
     def __init__(self) -> None:
-        self.sinks: list[Sink] = []
+        self.trackers: list[TrackerThread] = []
         self.run_dir: Path | None = None
         self.series: set[str] = set()
+        self.timeout_s = 60.0
         self._index: RunIndex | None = None
+        self._state: dict[str, str] = {}
+        self._lock = threading.Lock()
+        self._resume = False
 
     def open(self, msg: dict[str, Any]) -> None:
         self.run_dir = Path(msg["run_dir"])
+        self.timeout_s = float(msg.get("timeout_s") or 60.0)
         manifest = read_manifest(self.run_dir) or {}
         self.series = series_names(manifest.get("config") or {})
-        state = read_state(self.run_dir) if msg.get("resume") else {}
+        self._resume = bool(msg.get("resume"))
+        self._state = read_state(self.run_dir) if self._resume else {}
         for fields in msg.get("trackers") or []:
             spec = TrackerSpec(**fields)
+            resume_id = None if spec.run_id else self._state.get(spec.kind)
+            self.trackers.append(TrackerThread(spec, dict(msg.get("tags") or {}), resume_id, self._opened))
+
+    def _opened(self, kind: str, run_id: str) -> None:
+        """A tracker's run id, kept in the run folder so a resumed sweep logs into the same run."""
+        if not self._resume or self.run_dir is None:
+            return
+        with self._lock:
+            self._state[kind] = run_id
             try:
-                sink = open_sink(spec, dict(msg.get("tags") or {}), None if spec.run_id else state.get(spec.kind))
-            except Exception as e:  # any failure of a tracker's library is that tracker's, not the run's
-                warn(spec.kind, f"not logged to ({type(e).__name__}: {e})")
-                continue
-            self.sinks.append(sink)
-            if sink.run_id and not spec.run_id:
-                state[spec.kind] = sink.run_id
-        if msg.get("resume") and state:
-            try:
-                write_state(self.run_dir, state)
+                write_state(self.run_dir, self._state)
             except OSError as e:
-                warn("trackers", f"could not keep the runs' ids in {TRACKERS} ({e}); a rerun starts new ones")
+                warn(kind, f"could not keep the run's id in {TRACKERS} ({e}); a rerun starts a new one")
 
     def index(self) -> RunIndex:
         assert self.run_dir is not None
@@ -114,56 +162,57 @@ class Worker:
                 break
             time.sleep(0.2)
         score = group_score(index, model, suite, setting, self.series)
-        self.each(lambda sink: log_groups(sink, [score]))
+        for t in self.trackers:
+            t.put("group", score)
 
     def finish(self) -> None:
-        if self.run_dir is not None and self.sinks:
+        """The leaderboard to every tracker, then each closed within ``timeout_s`` (else named and left)."""
+        if self.run_dir is not None and self.trackers:
             scores: list[GroupScore] = list(group_scores(self.index(), self.series))
-            self.each(lambda sink: log_leaderboard(sink, scores))
+            for t in self.trackers:
+                t.put("leaderboard", scores)
         self.close()
-
-    def each(self, call: Any) -> None:
-        """``call(sink)`` on every tracker; one that fails is dropped, with one line."""
-        for sink in list(self.sinks):
-            try:
-                call(sink)
-            except Exception as e:
-                warn(sink.kind, f"dropped after a failure ({type(e).__name__}: {e})")
-                self.sinks.remove(sink)
+        deadline = time.monotonic() + max(0.5, self.timeout_s - 1.0)
+        for t in self.trackers:
+            t.thread.join(max(0.0, deadline - time.monotonic()))
+            if t.thread.is_alive():
+                warn(t.spec.kind, f"did not finish within {self.timeout_s:g} s; abandoned")
 
     def close(self) -> None:
-        self.each(lambda sink: sink.close())
-        self.sinks = []
+        for t in self.trackers:
+            t.queue.put(None)
         if self._index is not None:
             self._index.close()
             self._index = None
 
 
-def main() -> int:
+def main() -> None:
     add_secrets_from_env(secret_like_env_names())  # a tracker's own token, echoed in an error, is masked
     worker = Worker()
-    try:
-        for line in sys.stdin.buffer:
-            try:
-                msg = orjson.loads(line)
-                op = msg["op"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                warn("trackers", "a message that is not one (ignored)")
-                continue
-            try:
-                if op == "open":
-                    worker.open(msg)
-                elif op == "group":
-                    worker.group(msg)
-                elif op == "finish":
-                    worker.finish()
-                    return 0
-            except Exception as e:  # reading the run folder failed: say so, keep serving the next message
-                warn("trackers", f"{op} failed ({type(e).__name__}: {e})")
-    finally:
+    finished = False
+    for line in sys.stdin.buffer:
+        try:
+            msg = orjson.loads(line)
+            op = msg["op"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            warn("trackers", "a message that is not one (ignored)")
+            continue
+        try:
+            if op == "open":
+                worker.open(msg)
+            elif op == "group":
+                worker.group(msg)
+            elif op == "finish":
+                worker.finish()
+                finished = True
+                break
+        except Exception as e:  # reading the run folder failed: say so, keep serving the next message
+            warn("trackers", f"{op} failed ({type(e).__name__}: {e})")
+    if not finished:  # the sweep went away without a finish: close what is open, within the same bound
         worker.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        for t in worker.trackers:
+            t.thread.join(worker.timeout_s)
+    sys.stderr.flush()
+    # A tracker left hanging, or a library's exit hook (W&B's waits for its service), must not keep
+    # this process alive: everything that finished has flushed, so leave without the hooks.
+    os._exit(0)

@@ -39,6 +39,8 @@ log = logging.getLogger("fasteval")
 
 QUEUE = 10_000
 """Messages held for a worker that falls behind (one per completed group; a sweep has far fewer)."""
+KILL_AFTER_S = 5.0
+"""Past ``timeout_s``, how long the worker has to exit on its own before it is killed."""
 TRACKER_ENV = ("WANDB_", "MLFLOW_", "DATABRICKS_", "AWS_", "AZURE_", "GOOGLE_APPLICATION_CREDENTIALS")
 """Variables a tracker reads for itself (its token, its artifact store's credentials): kept."""
 
@@ -84,7 +86,7 @@ class Tracking:
             log.warning("log_to: the trackers' process did not start (%s); the sweep runs without them", e)
             return
         self._send({"op": "open", "run_dir": str(self.run_dir), "trackers": trackers, "tags": self.tags,
-                    "resume": True})
+                    "resume": True, "timeout_s": self.spec.timeout_s})
         self._tasks = [asyncio.create_task(self._write()), asyncio.create_task(self._read_warnings())]
 
     def group_done(self, model: str, suite: str, setting: str, expected: int) -> None:
@@ -130,16 +132,17 @@ class Tracking:
                 log.warning("log_to: %s", text)
 
     async def close(self) -> None:
-        """Finish: the leaderboard is logged and the trackers closed within ``timeout_s``, else killed."""
+        """Finish: the leaderboard is logged and the trackers closed within ``timeout_s`` (the worker
+        names one that hangs and exits); a worker that does not exit soon after is killed."""
         if self.proc is None:
             return
         self._send({"op": "finish"})
         self._send(None)
         try:
-            await asyncio.wait_for(self.proc.wait(), self.spec.timeout_s)
+            await asyncio.wait_for(self.proc.wait(), self.spec.timeout_s + KILL_AFTER_S)
         except TimeoutError:
-            log.warning("log_to: the trackers took longer than %g s to finish; abandoned (the run is complete: "
-                        "fasteval export %s --to ... sends it again)", self.spec.timeout_s, self.run_dir)
+            log.warning("log_to: the trackers' process did not exit within %g s; killed (the run is complete: "
+                        "fasteval export %s --to ... sends it again)", self.spec.timeout_s + KILL_AFTER_S, self.run_dir)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             await self.proc.wait()

@@ -1,0 +1,135 @@
+"""``log_to:``: a sweep tells MLflow, W&B and TensorBoard each group's scores as the group completes.
+
+One real series sweep logs to all three at once: each checkpoint's scores at its step, equal to the
+report's, in the order the checkpoints finished (live, not at the end), and the leaderboard; a
+rerun resumes the same tracker runs. Trackers that hang, fail or are not installed are lines in
+run.log and change nothing of the run. The trackers' process never sees the config's keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fasteval.engine.steer.tracking import worker_env
+from fasteval.runfolder.names import RUN_LOG, TRACKERS
+from tests.trackers import wandb_log
+from tests.trackers.conftest import series_config
+from tests.trackers.test_export_to import MEAN, expected
+from tests.view.sweep_fixture import run_cli
+
+
+def test_a_series_sweep_logs_each_checkpoint_at_its_step_as_it_completes(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = series_config(tmp_path, log_to={"mlflow": {"uri": uri}, "tensorboard": {"logdir": "tb"},
+                                          "wandb": {"mode": "offline", "dir": "wb", "project": "evals"}})
+    (tmp_path / "wb").mkdir()
+    run_dir = tmp_path / "run"
+    proc = run_cli("run", str(cfg), "--run-dir", str(run_dir), "--no-progress", cwd=tmp_path,
+                   env={"WANDB_SILENT": "true"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "log_to" not in (run_dir / RUN_LOG).read_text()  # no tracker had anything to say
+    ids = json.loads((run_dir / TRACKERS).read_text())
+    assert set(ids) == {"mlflow", "wandb"}  # the runs a rerun resumes (TensorBoard appends to its folder)
+    want = expected(run_dir)
+
+    client = MlflowClient(tracking_uri=uri)
+    first: dict[int, int] = {}
+    for (name, step), value in want.items():
+        history = {m.step: m for m in client.get_metric_history(ids["mlflow"], name)}
+        assert history[step].value == pytest.approx(value), (name, step)
+        if name == MEAN:
+            first[step] = history[step].timestamp
+    # live: each checkpoint was logged when its jobs were done, one after the other, not all at the end
+    assert first[100] < first[200] < first[300]
+    run = client.get_run(ids["mlflow"])
+    assert run.data.tags["fasteval.config_hash"] and run.info.status == "FINISHED"
+    assert "fasteval/leaderboard.json" in [a.path for a in client.list_artifacts(ids["mlflow"], "fasteval")]
+
+    acc = EventAccumulator(str(tmp_path / "tb"))
+    acc.Reload()
+    for (name, step), value in want.items():
+        assert {e.step: e.value for e in acc.Scalars(name)}[step] == pytest.approx(value, abs=1e-6)
+
+    [log] = list((tmp_path / "wb").glob(f"wandb/offline-run-*-{ids['wandb']}/run-{ids['wandb']}.wandb"))
+    got = {(k, row["fasteval/step"]): v for row in wandb_log.history(log) if "fasteval/step" in row
+           for k, v in row.items() if k.startswith("fasteval/") and k != "fasteval/step"}
+    for key, value in want.items():
+        assert got[key] == pytest.approx(value), key
+
+    # a rerun (nothing left to do) logs into the same runs
+    again = run_cli("run", str(cfg), "--run-dir", str(run_dir), "--no-progress", cwd=tmp_path,
+                    env={"WANDB_SILENT": "true"})
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((run_dir / TRACKERS).read_text()) == ids
+    assert len(client.search_runs([run.info.experiment_id])) == 1
+
+
+@pytest.fixture
+def silent_server() -> Iterator[int]:
+    """An HTTP port that accepts connections and never answers: a tracking server that hangs."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(64)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        yield srv.getsockname()[1]
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()
+
+
+def test_trackers_that_hang_fail_or_are_missing_change_nothing_of_the_run(tmp_path: Path, silent_server: int) -> None:
+    (tmp_path / "not-a-folder").write_text("a file where the log folder should be")
+    shadow = tmp_path / "shadow" / "wandb"  # wandb missing from this installation
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named wandb')\n")
+    cfg = series_config(tmp_path, log_to={"mlflow": {"uri": f"http://127.0.0.1:{silent_server}"},
+                                          "tensorboard": {"logdir": "not-a-folder/tb"},
+                                          "wandb": {"mode": "offline"}, "timeout_s": 3})
+    run_dir = tmp_path / "run"
+    t0 = time.monotonic()
+    proc = run_cli("run", str(cfg), "--run-dir", str(run_dir), "--no-progress", cwd=tmp_path,
+                   env={"PYTHONPATH": f"{shadow.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                        "MLFLOW_HTTP_REQUEST_TIMEOUT": "600"})
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "run7@300" in run_cli("report", str(run_dir), "--format", "json").stdout  # every checkpoint ran
+    log = (run_dir / RUN_LOG).read_text()
+    assert "log_to: mlflow: did not finish within 3 s; abandoned" in log
+    assert "log_to: tensorboard: not logged to" in log
+    assert "pip install 'fasteval[wandb]'" in log
+    assert wall < 300  # the hung tracker was killed, not waited for (its client would retry for minutes)
+
+
+def test_the_trackers_process_gets_no_key_of_the_config() -> None:
+    config = {"models": [{"name": "m", "provider": "openai", "api_key_env": "MY_OPENAI_KEY"}]}
+    env = worker_env(config, {"MY_OPENAI_KEY": "sk-1", "SERPER_API_KEY": "s-2", "WANDB_API_KEY": "w-3",
+                              "MLFLOW_TRACKING_TOKEN": "m-4", "AWS_SECRET_ACCESS_KEY": "a-5", "PATH": "/bin"})
+    assert env == {"WANDB_API_KEY": "w-3", "MLFLOW_TRACKING_TOKEN": "m-4", "AWS_SECRET_ACCESS_KEY": "a-5",
+                   "PATH": "/bin"}
