@@ -11,6 +11,7 @@ their own (``fasteval.trackers.worker``), ``fasteval export --to`` in its own pr
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -77,6 +78,7 @@ class MlflowSink:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise MissingExtra("mlflow") from None
+        logging.getLogger("mlflow").setLevel(logging.WARNING)  # its INFO lines (schema migrations) are noise
         self.client = MlflowClient(tracking_uri=spec.uri)
         self.attached = spec.run_id is not None
         run_id = spec.run_id or resume_id

@@ -216,3 +216,7 @@ def main() -> None:
     # A tracker left hanging, or a library's exit hook (W&B's waits for its service), must not keep
     # this process alive: everything that finished has flushed, so leave without the hooks.
     os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,7 @@ eval curve rises between the first two steps. The demo suite (no sandbox) keeps 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +46,20 @@ def series_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = run_cli("run", str(series_config(root)), "--run-dir", str(root / "run"), "--no-progress")
     assert proc.returncode == 0, proc.stderr[-2000:]
     return root / "run"
+
+
+@pytest.fixture(scope="session")
+def mlflow_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty MLflow SQLite store, its schema created once (MLflow's migrations take seconds)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_uri(mlflow_template: Path, tmp_path: Path) -> str:
+    """A private copy of the empty store, as a tracking URI."""
+    shutil.copy(mlflow_template, tmp_path / "mlflow.db")
+    return f"sqlite:///{tmp_path / 'mlflow.db'}"

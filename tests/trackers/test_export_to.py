@@ -39,10 +39,10 @@ def expected(run_dir: Path) -> dict[tuple[str, int], float]:
     return out
 
 
-def test_mlflow_holds_each_metric_at_each_step(series_run: Path, tmp_path: Path) -> None:
+def test_mlflow_holds_each_metric_at_each_step(series_run: Path, tmp_path: Path, mlflow_uri: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_uri
     proc = run_cli("export", str(series_run), "--to", "mlflow", "--uri", uri, "--json", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     done = json.loads(proc.stdout)

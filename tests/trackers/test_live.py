@@ -26,11 +26,12 @@ from tests.trackers.test_export_to import MEAN, expected
 from tests.view.sweep_fixture import run_cli
 
 
-def test_a_series_sweep_logs_each_checkpoint_at_its_step_as_it_completes(tmp_path: Path) -> None:
+def test_a_series_sweep_logs_each_checkpoint_at_its_step_as_it_completes(tmp_path: Path,
+                                                                          mlflow_uri: str) -> None:
     from mlflow.tracking import MlflowClient
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = mlflow_uri
     cfg = series_config(tmp_path, log_to={"mlflow": {"uri": uri}, "tensorboard": {"logdir": "tb"},
                                           "wandb": {"mode": "offline", "dir": "wb", "project": "evals"}})
     (tmp_path / "wb").mkdir()

@@ -39,6 +39,7 @@ from fasteval.engine.plan import (
     check_setting_selectors,
     load_suite,
     plan,
+    plan_combos,
     plan_totals,
 )
 from fasteval.engine.run.admission import Admission
@@ -50,6 +51,7 @@ from fasteval.engine.run.serving import Serving, checkpoint_identities
 from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
+from fasteval.engine.steer.tracking import Tracking, tracking
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
@@ -166,6 +168,7 @@ class Sweep:
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
+        self.tracking: Tracking | None = None
         self.control = Controller(self)
         self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
@@ -234,8 +237,11 @@ class Sweep:
             jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         self.counters.total = jobs_total
         sel = self.opts.selectors
-        self.control.set_plan(by["model"], index.counts(by=("model", "suite", "setting", "seed")),
-                              (sel.suites, sel.settings, [str(s) for s in sel.seeds]), self.opts.keep_errors)
+        indexed = index.counts(by=("model", "suite", "setting", "seed"))
+        self.control.set_plan(by["model"], indexed, (sel.suites, sel.settings, [str(s) for s in sel.seeds]),
+                              self.opts.keep_errors)
+        if self.cfg.log_to is not None:  # the trackers are told each group once all its jobs have a record
+            self._seed_groups(runs, indexed)
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
                                      done=finished):
@@ -246,6 +252,9 @@ class Sweep:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
             await stack.enter_async_context(control_channel(self.control, self.opts.run_dir))
+            # entered before the writer: closed after its last records are flushed, so the leaderboard has them
+            self.tracking = await stack.enter_async_context(
+                tracking(self.cfg, self.opts.run_dir, read_manifest(self.opts.run_dir) or {}))
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
@@ -299,6 +308,21 @@ class Sweep:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
             raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+
+    def _seed_groups(self, runs: list[SuiteRun], indexed: dict[tuple[Any, ...], dict[str, int]]) -> None:
+        """Each group's planned jobs and those the run folder holds already (as resume counts them)."""
+        planned: dict[tuple[str, str, str], int] = {}
+        for (model, suite, setting, _), n in plan_combos(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                         self.opts.selectors).items():
+            planned[model, suite, setting] = planned.get((model, suite, setting), 0) + n
+        seeds = {str(s) for s in self.opts.selectors.seeds}
+        done: dict[tuple[str, str, str], int] = {}
+        for (model, suite, setting, seed), by_status in indexed.items():
+            key = (str(model), str(suite), str(setting))
+            if key in planned and (not seeds or str(seed) in seeds):
+                n = sum(by_status.values()) if self.opts.keep_errors else by_status.get("ok", 0)
+                done[key] = done.get(key, 0) + n
+        self.counters.seed_groups(planned, done)
 
     def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
         """The services the planned tools require, the cache when roles or the config ask for it."""
@@ -416,6 +440,8 @@ class Sweep:
             result.add_error(job.model, rec.error_kind or "error", rec.error or "")
         self.control.finished(entry, rec)
         writer.write(rec)
+        if self.tracking is not None and (planned := self.counters.group_ended((job.model, job.suite, job.setting))):
+            self.tracking.group_done(job.model, job.suite, job.setting, planned)
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:
