@@ -48,7 +48,8 @@ def export_config(base: Path) -> dict[str, Any]:
             {"name": "sim-tools", "provider": "sim", "policy": "tools", "tool_uses": 1, "default_reply": "B"},
         ],
         "suites": [
-            {"name": "tir-synth", "options": {"seed": 0, "n_per_type": 1}, "settings": [{"name": "tool"}]},
+            {"name": "tir-synth", "options": {"seed": 0, "n_per_type": 1, "types": ["visual_search", "spot_difference"]},
+             "settings": [{"name": "tool"}]},
             {"name": "demo", "options": {"n_tasks": 2, "image_size": [64, 48], "multi_turn_every": 2},
              "settings": [{"name": "tools", "tools": ["image_zoom_in_tool", "calculator"], "max_rounds": 6}]},
             {"name": "vstar", "options": {"path": str(vstar),
