@@ -19,17 +19,23 @@ from tests.view.sweep_fixture import run_cli
 POLICIES = {100: "guess", 200: "tools", 300: "tools"}
 
 
-def series_config(root: Path, **extra: Any) -> Path:
+def write_checkpoint(root: Path, step: int) -> None:
+    """A checkpoint folder as a trainer leaves it (weights, then the marker file) naming its sim policy."""
+    folder = root / "ckpts" / f"checkpoint-{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text("{}")
+    (folder / "model.safetensors").write_bytes(b"\0" * 16)
+    (folder / "policy").write_text(POLICIES[step])
+    (folder / "trainer_state.json").write_text("{}")
+
+
+def series_config(root: Path, steps: tuple[int, ...] = tuple(POLICIES), **extra: Any) -> Path:
     """A config of the series (``run7``, its checkpoints under ``root/ckpts``) and a plain sim model."""
-    for step, policy in POLICIES.items():
-        folder = root / "ckpts" / f"checkpoint-{step}"
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "config.json").write_text("{}")
-        (folder / "model.safetensors").write_bytes(b"\0" * 16)
-        (folder / "policy").write_text(policy)
+    for step in steps:
+        write_checkpoint(root, step)
     command = ["sh", "-c", "exec {python} -m providers.sim --port {port} --model {served_model_name}:$(cat {model}/policy)"]
     config = {"name": "tracked", "seeds": 2,
-              "models": [{"name": "run7", "provider": "vllm",
+              "models": [{"name": "run7", "provider": "vllm", "checkpoints": {"marker": "trainer_state.json"},
                           "serve": {"model": "ckpts/checkpoint-*", "command": command, "startup_timeout_s": 60}},
                          {"name": "api", "provider": "sim", "policy": "tools"}],
               "suites": [{"name": "demo", "options": {"n_tasks": 3, "image_size": [64, 48], "multi_turn_every": 0},

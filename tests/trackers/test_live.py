@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,9 +22,9 @@ import pytest
 from fasteval.engine.steer.tracking import worker_env
 from fasteval.runfolder.names import RUN_LOG, TRACKERS
 from tests.trackers import wandb_log
-from tests.trackers.conftest import series_config
+from tests.trackers.conftest import series_config, write_checkpoint
 from tests.trackers.test_export_to import MEAN, expected
-from tests.view.sweep_fixture import run_cli
+from tests.view.sweep_fixture import FASTEVAL, run_cli
 
 
 def test_a_series_sweep_logs_each_checkpoint_at_its_step_as_it_completes(tmp_path: Path,
@@ -134,3 +135,43 @@ def test_the_trackers_process_gets_no_key_of_the_config() -> None:
                               "MLFLOW_TRACKING_TOKEN": "m-4", "AWS_SECRET_ACCESS_KEY": "a-5", "PATH": "/bin"})
     assert env == {"WANDB_API_KEY": "w-3", "MLFLOW_TRACKING_TOKEN": "m-4", "AWS_SECRET_ACCESS_KEY": "a-5",
                    "PATH": "/bin"}
+
+
+def test_watch_logs_each_new_checkpoint_at_its_step_into_the_same_runs(tmp_path: Path, mlflow_uri: str) -> None:
+    from mlflow.tracking import MlflowClient
+
+    cfg = series_config(tmp_path, steps=(100,), log_to={"mlflow": {"uri": mlflow_uri}, "tensorboard": {"logdir": "tb"}})
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen([*FASTEVAL, "run", str(cfg), "--run-dir", str(run_dir), "--no-progress", "--watch",
+                             "--watch-interval", "0.5", "--until-step", "200"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        client = MlflowClient(tracking_uri=mlflow_uri)
+        deadline = time.monotonic() + 120
+        while not _logged(client, run_dir, 100):  # the first round: checkpoint 100 at step 100
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.5)
+        write_checkpoint(tmp_path, 200)  # the trainer saves the next one; the watcher takes it
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err[-2000:]
+    ids = json.loads((run_dir / TRACKERS).read_text())
+    history = {m.step: m.value for m in client.get_metric_history(ids["mlflow"], MEAN)}
+    want = expected(run_dir)
+    assert history == {100: pytest.approx(want[MEAN, 100]), 200: pytest.approx(want[MEAN, 200])}
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tb"))  # one event file per round, read as one run
+    acc.Reload()
+    assert sorted({e.step for e in acc.Scalars(MEAN)}) == [100, 200]
+
+
+def _logged(client: object, run_dir: Path, step: int) -> bool:
+    try:
+        run_id = json.loads((run_dir / TRACKERS).read_text())["mlflow"]
+        return any(m.step == step for m in client.get_metric_history(run_id, MEAN))  # type: ignore[attr-defined]
+    except (OSError, ValueError, KeyError):
+        return False
