@@ -49,6 +49,12 @@ LOG_VERSION = 2
 _SUMMARY_INPUT_CHARS = 1000
 
 
+def _seed(rec: dict[str, Any]) -> int:
+    """The record's seed (0 for a hand-edited record whose seed is not a number)."""
+    seed = rec.get("seed")
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else 0
+
+
 def _iso(value: Any) -> str:
     return str(value) if isinstance(value, str) and value else datetime.now(UTC).isoformat()
 
@@ -198,7 +204,7 @@ class _Tally:
 
     def add(self, rec: dict[str, Any], sample: dict[str, Any], model: str) -> None:
         for name, value in scores_of(rec).items():
-            seed = int(rec.get("seed") or 0)
+            seed = _seed(rec)
             s = self.by_seed.setdefault(name, {}).setdefault(seed, [0.0, 0])
             s[0] += value
             s[1] += 1
@@ -256,14 +262,14 @@ def write_log(index: RunIndex, info: RunInfo, group: Group, path: Path, *, with_
     """One group's eval log at ``path``; the number of samples written."""
     model, suite, setting = group
     where = {"model": model, "suite": suite, "setting": setting}
-    seeds = sorted(int(k[0]) for k in index.counts(by=("seed",), **where))
+    seeds = sorted(k[0] for k in index.counts(by=("seed",), **where) if isinstance(k[0], int))
     epoch = {seed: i + 1 for i, seed in enumerate(seeds)}
     tally = _Tally()
     tasks: set[str] = set()
     n = 0
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=5) as zf, tempfile.TemporaryFile() as summaries:
         for rec in records(index, **where):
-            sample = _sample(info, rec, epoch.get(int(rec.get("seed") or 0), 1), _Attachments(info, with_images))
+            sample = _sample(info, rec, epoch.get(_seed(rec), 1), _Attachments(info, with_images))
             zf.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", orjson.dumps(sample, default=str))
             summaries.write(orjson.dumps(_summary(sample), default=str) + b"\n")
             tally.add(rec, sample, model)
