@@ -12,7 +12,7 @@ from typing import Any
 
 from fasteval.config.log_to import TrackerSpec
 from fasteval.core.errors import UsageError
-from fasteval.runfolder.index import open_index
+from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
 from fasteval.trackers.scores import (
     LEADERBOARD_COLUMNS,
@@ -38,15 +38,23 @@ def log_groups(sink: Sink, scores: Iterable[GroupScore]) -> int:
     return n
 
 
-def log_leaderboard(sink: Sink, scores: list[GroupScore]) -> int:
-    """The leaderboard table and each model's average (at its step); how many values were logged."""
+def log_leaderboard(sink: Sink, scores: list[GroupScore], partial: bool) -> int:
+    """The leaderboard table and each model's average (at its step), and whether the run is partial
+    (``fasteval.partial``); how many values were logged."""
     rows, averages = leaderboard(scores)
     n = 0
     for step, values in average_values(averages):
         sink.log(values, step)
         n += len(values)
     sink.table(LEADERBOARD, LEADERBOARD_COLUMNS, rows)
+    sink.tag("fasteval.partial", str(partial).lower())
     return n
+
+
+def is_partial(manifest: dict[str, Any], index: RunIndex) -> bool:
+    """The plan holds jobs without a record: the numbers are a partial run's."""
+    planned = (manifest.get("plan") or {}).get("total")
+    return isinstance(planned, int) and index.count() < planned
 
 
 def send_run(run_dir: Path, spec: TrackerSpec, *, models: tuple[str, ...] = (),
@@ -59,12 +67,10 @@ def send_run(run_dir: Path, spec: TrackerSpec, *, models: tuple[str, ...] = (),
     series = series_names(config)
     with open_index(run_dir) as index, index.snapshot():
         scores = list(group_scores(index, series, models, suites))
-        planned = (manifest.get("plan") or {}).get("total")
-        partial = isinstance(planned, int) and index.count() < planned
-    tags = {**run_tags(manifest, run_dir), "fasteval.partial": str(partial).lower()}
-    sink = open_sink(spec.named(str((config or {}).get("name") or run_dir.resolve().name)), tags)
+        partial = is_partial(manifest, index)
+    sink = open_sink(spec.named(str((config or {}).get("name") or run_dir.resolve().name)), run_tags(manifest, run_dir))
     try:
-        n = log_groups(sink, scores) + log_leaderboard(sink, scores)
+        n = log_groups(sink, scores) + log_leaderboard(sink, scores, partial)
     finally:
         sink.close()
     return {"to": spec.kind, "groups": len(scores), "metrics": n, "run_id": sink.run_id, "partial": partial}

@@ -67,6 +67,8 @@ class Sink(Protocol):
 
     def table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None: ...
 
+    def tag(self, key: str, value: str) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -107,6 +109,10 @@ class MlflowSink:
         self.client.log_table(self.run_id, data={c: [r[i] for r in rows] for i, c in enumerate(columns)},
                               artifact_file=f"{name}.json")
 
+    def tag(self, key: str, value: str) -> None:
+        assert self.run_id is not None
+        self.client.set_tag(self.run_id, key, value)
+
     def close(self) -> None:
         if not self.attached and self.run_id is not None:
             self.client.set_terminated(self.run_id)
@@ -138,6 +144,10 @@ class WandbSink:
 
     def table(self, name: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         self.run.log({name: self.wandb.Table(columns=list(columns), data=[list(r) for r in rows])})
+
+    def tag(self, key: str, value: str) -> None:
+        self.run.config.update({"fasteval": {**dict(self.run.config.get("fasteval") or {}), key: value}},
+                               allow_val_change=True)
 
     def close(self) -> None:
         self.run.finish()
@@ -174,6 +184,10 @@ class TensorboardSink:
         lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
         self.writer.add_event(self.Event(wall_time=time.time(), step=self.last_step,
                                          summary=self.text_pb(name, "\n".join(lines))))
+
+    def tag(self, key: str, value: str) -> None:
+        self.writer.add_event(self.Event(wall_time=time.time(), step=self.last_step,
+                                         summary=self.text_pb(metric_key(key.replace(".", "/")), value)))
 
     def close(self) -> None:
         self.writer.flush()

@@ -41,7 +41,7 @@ from fasteval.runfolder.names import TRACKERS
 from fasteval.runfolder.records import read_manifest
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 from fasteval.trackers.scores import GroupScore, group_score, group_scores, series_names
-from fasteval.trackers.send import log_groups, log_leaderboard
+from fasteval.trackers.send import is_partial, log_groups, log_leaderboard
 from fasteval.trackers.sinks import open_sink
 
 WAIT_FOR_RECORDS_S = 10.0
@@ -105,7 +105,7 @@ class TrackerThread:
                 if op == "group":
                     log_groups(sink, [payload])
                 elif op == "leaderboard":
-                    log_leaderboard(sink, payload)
+                    log_leaderboard(sink, *payload)
             sink.close()
         except Exception as e:
             warn(kind, f"dropped after a failure ({type(e).__name__}: {e})")
@@ -168,9 +168,11 @@ class Worker:
     def finish(self) -> None:
         """The leaderboard to every tracker, then each closed within ``timeout_s`` (else named and left)."""
         if self.run_dir is not None and self.trackers:
-            scores: list[GroupScore] = list(group_scores(self.index(), self.series))
+            index = self.index()
+            scores: list[GroupScore] = list(group_scores(index, self.series))
+            partial = is_partial(read_manifest(self.run_dir) or {}, index)
             for t in self.trackers:
-                t.put("leaderboard", scores)
+                t.put("leaderboard", (scores, partial))
         self.close()
         deadline = time.monotonic() + max(0.5, self.timeout_s - 1.0)
         for t in self.trackers:

@@ -56,6 +56,7 @@ def test_a_series_sweep_logs_each_checkpoint_at_its_step_as_it_completes(tmp_pat
     assert first[100] < first[200] < first[300]
     run = client.get_run(ids["mlflow"])
     assert run.data.tags["fasteval.config_hash"] and run.info.status == "FINISHED"
+    assert run.data.tags["fasteval.partial"] == "false"  # every planned job has a record
     assert "fasteval/leaderboard.json" in [a.path for a in client.list_artifacts(ids["mlflow"], "fasteval")]
 
     acc = EventAccumulator(str(tmp_path / "tb"))
