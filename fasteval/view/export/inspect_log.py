@@ -270,7 +270,11 @@ def write_log(index: RunIndex, info: RunInfo, group: Group, path: Path, *, with_
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=5) as zf, tempfile.TemporaryFile() as summaries:
         for rec in records(index, **where):
             sample = _sample(info, rec, epoch.get(_seed(rec), 1), _Attachments(info, with_images))
-            zf.writestr(f"samples/{sample['id']}_epoch_{sample['epoch']}.json", orjson.dumps(sample, default=str))
+            name = f"samples/{sample['id']}_epoch_{sample['epoch']}.json"
+            if name in zf.NameToInfo:  # a hand-edited record repeating a task and seed: kept apart, by its job id
+                sample["id"] = f"{sample['id']} ({sample['uuid']})"
+                name = f"samples/{sample['id']}_epoch_{sample['epoch']}.json"
+            zf.writestr(name, orjson.dumps(sample, default=str))
             summaries.write(orjson.dumps(_summary(sample), default=str) + b"\n")
             tally.add(rec, sample, model)
             tasks.add(sample["id"])

@@ -16,6 +16,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 import pytest
+from inspect_ai.log import read_eval_log
 
 from fasteval.view.export import export_run
 from tests.view.export.support import latest_records
@@ -66,7 +67,8 @@ def test_every_format_exports_hostile_records_and_reads_nothing_outside(hostile_
     call = doc["steps"][1]["tool_calls"][0]
     assert call["arguments"] == {"_unparsed": "{not json"}
     inspect = export_run(hostile_run, "inspect", tmp_path / "inspect")
-    assert inspect["samples"] == len(df)
+    assert inspect["samples"] == len(df) == sum(len(read_eval_log(str(p)).samples or [])
+                                                for p in (tmp_path / "inspect").glob("*.eval"))
     for path in [*(tmp_path / "atif").rglob("*"), tmp_path / "x.parquet"]:
         assert not path.is_symlink() and (path.is_dir() or SECRET not in path.read_bytes())
     for log in (tmp_path / "inspect").glob("*.eval"):
