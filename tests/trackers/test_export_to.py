@@ -22,6 +22,8 @@ from fasteval.view.report import report
 from tests.trackers import wandb_log
 from tests.view.sweep_fixture import FASTEVAL, run_cli
 
+pytestmark = pytest.mark.slow  # one real sweep per module or session, then the library's reader
+
 MEAN = "fasteval/run7/demo/tools/mean"
 
 

@@ -19,12 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from fasteval.engine.steer.tracking import worker_env
 from fasteval.runfolder.names import RUN_LOG, TRACKERS
 from tests.trackers import wandb_log
 from tests.trackers.conftest import series_config, write_checkpoint
 from tests.trackers.test_export_to import MEAN, expected
 from tests.view.sweep_fixture import FASTEVAL, run_cli
+
+pytestmark = pytest.mark.slow  # one real sweep per module or session, then the library's reader
 
 
 def test_a_series_sweep_logs_each_checkpoint_at_its_step_as_it_completes(tmp_path: Path,
@@ -128,14 +129,6 @@ def test_trackers_that_hang_fail_or_are_missing_change_nothing_of_the_run(tmp_pa
     assert "log_to: tensorboard: not logged to" in log
     assert "pip install 'fasteval[wandb]'" in log
     assert wall < 300  # the hung tracker was killed, not waited for (its client would retry for minutes)
-
-
-def test_the_trackers_process_gets_no_key_of_the_config() -> None:
-    config = {"models": [{"name": "m", "provider": "openai", "api_key_env": "MY_OPENAI_KEY"}]}
-    env = worker_env(config, {"MY_OPENAI_KEY": "sk-1", "SERPER_API_KEY": "s-2", "WANDB_API_KEY": "w-3",
-                              "MLFLOW_TRACKING_TOKEN": "m-4", "AWS_SECRET_ACCESS_KEY": "a-5", "PATH": "/bin"})
-    assert env == {"WANDB_API_KEY": "w-3", "MLFLOW_TRACKING_TOKEN": "m-4", "AWS_SECRET_ACCESS_KEY": "a-5",
-                   "PATH": "/bin"}
 
 
 def test_watch_logs_each_new_checkpoint_at_its_step_into_the_same_runs(tmp_path: Path, mlflow_uri: str) -> None:

@@ -25,7 +25,7 @@ from fasteval.runfolder.index import RunIndex
 from fasteval.runfolder.names import BLOBS
 from fasteval.runfolder.records import read_manifest
 from fasteval.view.shape import viewable
-from providers.registry import is_embedded
+from providers import price_terms
 
 Group = tuple[str, str, str]
 """(model, suite, setting): one inspect log, one leaderboard cell."""
@@ -88,7 +88,7 @@ def run_info(run_dir: Path, index: RunIndex) -> RunInfo:
     plan = manifest.get("plan") or {}
     planned = int(plan["total"]) if isinstance(plan.get("total"), int) else None
     config = manifest.get("config") or {}
-    return RunInfo(run_dir, manifest, model_prices(config, is_embedded) if isinstance(config, dict) else {},
+    return RunInfo(run_dir, manifest, model_prices(config, price_terms) if isinstance(config, dict) else {},
                    planned, index.count())
 
 

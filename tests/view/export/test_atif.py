@@ -21,6 +21,8 @@ from atif import Trajectory
 from fasteval.view.export import export_run
 from tests.view.export.support import latest_records
 
+pytestmark = pytest.mark.slow  # one real sweep per module or session, then the library's reader
+
 SCHEMA = json.loads((Path(__file__).parent / "atif-v1.8.schema.json").read_text())
 
 

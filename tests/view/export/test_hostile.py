@@ -21,6 +21,8 @@ from inspect_ai.log import read_eval_log
 from fasteval.view.export import export_run
 from tests.view.export.support import latest_records
 
+pytestmark = pytest.mark.slow  # one real sweep per module or session, then the library's reader
+
 SECRET = b"TOP-SECRET-OUTSIDE-THE-RUN-FOLDER"
 
 

@@ -28,6 +28,8 @@ from fasteval.view.export import export_run
 from fasteval.view.report import report
 from tests.view.export.support import latest_records
 
+pytestmark = pytest.mark.slow  # one real sweep per module or session, then the library's reader
+
 
 @pytest.fixture(scope="module")
 def logs(run_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:

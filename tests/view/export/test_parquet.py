@@ -20,6 +20,8 @@ from fasteval.view.report import report
 from tests.view.export.support import latest_records
 from tests.view.sweep_fixture import run_cli
 
+pytestmark = pytest.mark.slow  # one real sweep per module or session, then the library's reader
+
 
 @pytest.fixture(scope="module")
 def tables(run_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
