@@ -273,6 +273,9 @@ class HubClient:
         oid = file.git_oid or (head.etag if head.etag and _HEX40.fullmatch(head.etag) else None)
         if file.sha256 and head.etag and _HEX64.fullmatch(head.etag) and head.etag != file.sha256:
             raise HubError(f"{what}: the hub's listing and its file headers name different checksums")
+        if expect_sha256 and ((sha256 and sha256 != expect_sha256) or (
+                file.size is not None and head.size is not None and head.size != file.size)):
+            raise ChecksumMismatch(self._changed(what, sha256 or f"{head.size:,} bytes", expect_sha256))
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.parent / f".{target.name}.part"
         for fresh in (False, True):  # a corrupted transfer is tried once more from nothing
@@ -292,11 +295,15 @@ class HubClient:
             raise ChecksumMismatch(f"{what}: the downloaded file is corrupt ({problem}); nothing was kept")
         if expect_sha256 and got != expect_sha256:
             _discard(part)
-            raise ChecksumMismatch(f"{what}: the hub now serves bytes with sha256 {got[:16]}…, but the lock file "
-                                   f"recorded {expect_sha256[:16]}…; refusing the changed file (delete the lock file "
-                                   "or pass --update to accept the new one)")
+            raise ChecksumMismatch(self._changed(what, got, expect_sha256))
         os.replace(part, target)
         return got
+
+    @staticmethod
+    def _changed(what: str, now: str, locked: str) -> str:
+        now = f"sha256 {now[:16]}…" if _HEX64.fullmatch(now) else now
+        return (f"{what}: the hub now serves bytes with {now}, but the lock file recorded sha256 {locked[:16]}…; "
+                "refusing the changed file (pass --update to accept the hub's current files)")
 
     async def _transfer(self, url: str, part: Path, size: int | None, what: str) -> None:
         """Bring ``part`` to ``size`` bytes, resuming it with Range after each dropped connection."""
@@ -316,9 +323,9 @@ class HubClient:
                 last, done = e, False
             except _Transient as e:
                 last, done = e.cause, False
-            now = _size(part)
-            if done and (size is None or now == size):
+            if done:  # the server sent all it promised: the checksum says whether it is the file
                 return
+            now = _size(part)
             stalled = 0 if now > have else stalled + 1
             await asyncio.sleep(self.backoff_s * 2 ** min(stalled, 6) if stalled else 0)
         if isinstance(last, HubError):

@@ -110,11 +110,12 @@ async def fetch_repo(hub: HubClient, plan: FetchPlan, locked: LockedRepo | None,
     if hub.settings.offline:
         raise HubError(f"{plan.repo}: HF_HUB_OFFLINE is set and {plan.folder} holds no fetched copy (no lock file "
                        "beside it): unset HF_HUB_OFFLINE to download it")
-    snap = await hub.snapshot(plan.repo, plan.revision or "main")
+    revision = plan.revision or (locked.revision if locked is not None else "main")
+    snap = await hub.snapshot(plan.repo, revision)
     wanted = select(snap.files, plan.patterns)
     if not wanted:
         raise HubError(f"{plan.repo}@{snap.commit[:12]}: no file matches {', '.join(plan.patterns)}")
-    report(f"{plan.repo}: {plan.revision or 'main'} is commit {snap.commit[:12]}; {len(wanted)} file(s)")
+    report(f"{plan.repo}: {revision} is commit {snap.commit[:12]}; {len(wanted)} file(s)")
     sem = asyncio.Semaphore(CONCURRENT_FILES)
 
     async def one(file: RemoteFile) -> tuple[str, LockedFile]:
@@ -129,7 +130,7 @@ async def fetch_repo(hub: HubClient, plan: FetchPlan, locked: LockedRepo | None,
         return file.path, LockedFile(await asyncio.to_thread(lambda: local.stat().st_size), sha)
 
     files = dict(await _all([one(f) for f in wanted]))
-    return LockedRepo(plan.repo, plan.revision or "main", snap.commit, plan.folder_key, files,
+    return LockedRepo(plan.repo, revision, snap.commit, plan.folder_key, files,
                       [f.path for f in snap.files])
 
 
