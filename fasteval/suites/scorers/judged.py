@@ -119,10 +119,7 @@ class Judge(Scorer):
         details: dict[str, Any] = {"judge_role": role, "read_from": where}
         if judge is None:
             return Verdict(None, details, error=f"judge_error: no {role!r} role is configured (roles: in the config)")
-        question = check.question
-        if check.options:
-            question += "\nOptions:\n" + "\n".join(f"{k}. {v}" for k, v in check.options.items())
-        prompt = judge_prompt(question, check.reference, self.rubric, answer, self.partial)
+        prompt = judge_prompt(check.question, check.reference, self.rubric, answer, self.partial)
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
         verdict, replies = await ask_until_read(
             judge, lambda attempt: ChatRequest(messages=list(messages), seed=attempt),
