@@ -39,7 +39,7 @@ def math_equal(answer: str, reference: str) -> bool | None:
     from math_verify import verify
 
     gold = parse_math(reference)
-    if not gold:
+    if not any(not isinstance(g, str) for g in gold):  # only the text back: math-verify found no formula
         return None
     got = parse_math(answer)
     if not got:
