@@ -73,8 +73,11 @@ class FieldMap:
             return _decoded(value)
         return value
 
-    def label(self, field: str) -> str:
-        column = self.columns.get(field, field)
+    def label(self, field: str, row: Mapping[str, Any] | None = None) -> str:
+        """The column a message names for ``field`` (``image`` when the row's images came from there)."""
+        column = self.columns.get(field)
+        if column is None:
+            return "image" if field == "images" and row is not None and "images" not in row else field
         return column if isinstance(column, str) else "/".join(column)
 
 
@@ -117,11 +120,11 @@ def build_task(row: Mapping[str, Any], default_id: str, ctx: RowContext) -> Task
     if turns_value not in (None, "", []):
         if not isinstance(turns_value, list) or not all(isinstance(t, dict) for t in turns_value):
             raise RowError(f"'{f.label('turns')}' must be a list of objects")
-        turns = [_turn(t.get("text", t.get("prompt")), t.get("images"), t.get("answer"), ctx, f"turns[{i}]")
+        turns = [_turn(t.get("text", t.get("prompt")), t.get("images"), t.get("answer"), ctx, f"turns[{i}]", "images")
                  for i, t in enumerate(turns_value)]
     else:
         turns = [_turn(f.get(row, "prompt"), f.get(row, "images"), f.get(row, "answer", text_cells=ctx.text_cells),
-                       ctx, "")]
+                       ctx, "", f.label("images", row))]
     if turns[-1].reference is None and spec.name != "judge":
         raise RowError(f"'{f.label('answer')}' is missing")
     if any(isinstance(t.reference, list) for t in turns):
@@ -144,7 +147,7 @@ def build_task(row: Mapping[str, Any], default_id: str, ctx: RowContext) -> Task
                 reference=turns[-1].reference, metadata=metadata)
 
 
-def _turn(text: Any, images: Any, answer: Any, ctx: RowContext, where: str) -> Turn:
+def _turn(text: Any, images: Any, answer: Any, ctx: RowContext, where: str, images_label: str) -> Turn:
     prefix = f"{where}." if where else ""
     if not isinstance(text, str) or not text.strip():
         raise RowError(f"'{prefix}{ctx.fields.label('prompt') if not where else 'text'}' must be a non-empty string")
@@ -153,7 +156,7 @@ def _turn(text: Any, images: Any, answer: Any, ctx: RowContext, where: str) -> T
     if answer is not None and not reference_ok(answer):
         raise RowError(f"'{prefix}answer' must be a string, a number or a list of them, got {type_name(answer)}")
     try:
-        refs = ctx.images(images, f"{prefix}{ctx.fields.label('images') if not where else 'images'}")
+        refs = ctx.images(images, f"{prefix}{images_label}")
     except ValueError as e:
         raise RowError(str(e)) from None
     return Turn(text=text, images=refs, reference=answer)
