@@ -2,7 +2,8 @@
 
 math-verify (a base dependency; TIR-Bench's reference scorer uses it too) parses LaTeX and plain
 expressions and compares them symbolically: ``\\frac{1}{2}`` = ``0.5``, ``(x+1)^2`` =
-``x^2+2x+1``, ``x = 3`` = ``3``. A text without LaTeX delimiters is read as a formula too. Its
+``x^2 + 2x + 1``, ``x = 3`` = ``3``. A task's answer without ``$`` delimiters is read as one
+formula; a model's answer both as math-verify reads prose and as one formula (either may match). Its
 own timeouts need the main thread, so the check runs in a worker thread bounded by ``timeout_s``:
 a model's answer that keeps sympy busy longer is not shown equal and scores 0 (the record says
 it timed out), as a timed-out math-verify does in TIR-Bench's scorer.
@@ -23,14 +24,33 @@ MAX_TEXT = 2000
 """Characters of an answer handed to sympy (a longer one is not a final answer)."""
 
 
-def parse_math(text: str) -> list[Any]:
-    """math-verify's reading of ``text``; a bare formula is retried inside ``$...$``."""
+def _parse(text: str) -> list[Any]:
     from math_verify import parse
 
     found: list[Any] = parse(text, parsing_timeout=None)
-    if not found and "$" not in text:
-        found = parse(f"${text}$", parsing_timeout=None)
     return found
+
+
+def _readable(parsed: list[Any]) -> bool:
+    """math-verify gives the text back alone when it found no formula in it."""
+    return any(not isinstance(p, str) for p in parsed)
+
+
+def parse_reference(text: str) -> list[Any]:
+    """A task's answer is a formula: read as LaTeX first (plain reading takes "x^2 + 2x + 1" as 1)."""
+    if "$" not in text and "\\boxed" not in text:
+        wrapped = _parse(f"${text}$")
+        if _readable(wrapped):
+            return wrapped
+    return _parse(text)
+
+
+def parse_answers(text: str) -> list[list[Any]]:
+    """A model's answer may be prose around a formula (math-verify's own reading) or a bare formula."""
+    readings = [_parse(text)]
+    if "$" not in text:
+        readings.append(_parse(f"${text}$"))
+    return [r for r in readings if _readable(r)]
 
 
 def math_equal(answer: str, reference: str) -> bool | None:
@@ -38,16 +58,16 @@ def math_equal(answer: str, reference: str) -> bool | None:
     reference (the task's fault, not the model's). Blocking: call it off the event loop."""
     from math_verify import verify
 
-    gold = parse_math(reference)
-    if not any(not isinstance(g, str) for g in gold):  # only the text back: math-verify found no formula
+    gold = parse_reference(reference)
+    if not _readable(gold):
         return None
-    got = parse_math(answer)
-    if not got:
-        return False
-    try:
-        return bool(verify(gold, got, timeout_seconds=None))
-    except Exception:  # sympy raises a zoo of errors on odd input: not shown equal
-        return False
+    for got in parse_answers(answer):
+        try:
+            if verify(gold, got, timeout_seconds=None):
+                return True
+        except Exception:  # sympy raises a zoo of errors on odd input: not shown equal
+            continue
+    return False
 
 
 class Math(Scorer):
