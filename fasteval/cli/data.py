@@ -19,7 +19,8 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
         print(clean(line), file=sys.stderr, flush=True)
 
     try:
-        path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision, update=a.update, report=report)
+        path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision, update=a.update, report=report,
+                     split=a.split, subset=a.subset)
     except (FetchError, ValueError) as e:
         print(f"error: {clean(e)}", file=sys.stderr)
         return EXIT_USAGE
@@ -36,6 +37,8 @@ def _names_help() -> str:
               f"{'; by hand only' if s.hub != 'huggingface' else ''})" for n, s in DATASETS.items()]
     lines.append("reference harnesses (git, at a pinned commit, into DEST/reference/):")
     lines += [f"  {n:<26} {r.repo}@{r.commit[:8]}" for n, r in REFERENCE_REPOS.items()]
+    lines.append("a jsonl suite's hub source: hf://datasets/ORG/NAME[@REVISION] with --split/--subset, into the data "
+                 "cache ($FASTEVAL_CACHE_DIR/data, or --dest), for machines that run with HF_HUB_OFFLINE=1")
     lines.append("environment: HF_ENDPOINT (a mirror), HF_HUB_OFFLINE=1 (use only what is here), HF_TOKEN "
                  "(gated datasets)")
     return "\n".join(lines)
@@ -61,9 +64,11 @@ def add_parser(sub: Any) -> None:
     dsub = d.add_subparsers(dest="data_command", required=True, parser_class=_NamesInHelp)
     df = dsub.add_parser("fetch", help="download a benchmark's official files (resumed, checked, locked)",
                          description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    df.add_argument("name", help="a benchmark or reference harness (listed below)")
+    df.add_argument("name", help="a benchmark, a reference harness or an hf://datasets/... source (listed below)")
     df.add_argument("--dest", help="folder (default: where the shipped configs read it, data/<benchmark>)")
     df.add_argument("--revision", help="a branch, tag or commit of the dataset (default: the lock's, else main)")
     df.add_argument("--update", action="store_true",
                     help="move the lock to the revision's current commit and fetch what changed")
+    df.add_argument("--split", help="hf:// sources: the split to fetch (default: the only one)")
+    df.add_argument("--subset", help="hf:// sources: the subset (configuration) folder")
     df.set_defaults(func=cmd_data_fetch)

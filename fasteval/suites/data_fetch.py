@@ -223,7 +223,8 @@ def source(name: str) -> DatasetSource:
 
 
 def fetch(name: str, dest: Path | None = None, *, revision: str | None = None, update: bool = False,
-          report: Callable[[str], None] | None = None, settings: HubSettings | None = None) -> Path:
+          report: Callable[[str], None] | None = None, settings: HubSettings | None = None,
+          split: str | None = None, subset: str | None = None) -> Path:
     """Download benchmark ``name`` into ``dest`` and return the path to put in the config.
 
     Files already there that match the lock file are kept (no network needed); missing ones are
@@ -232,6 +233,8 @@ def fetch(name: str, dest: Path | None = None, *, revision: str | None = None, u
     """
     if name.lower() in REFERENCE_REPOS:
         return fetch_reference(name.lower(), Path(dest) if dest is not None else Path("data"), revision=revision)
+    if name.startswith("hf://"):
+        return fetch_hub_source(name, dest, revision=revision, split=split, subset=subset, report=report)
     src = source(name)
     dest = Path(dest) if dest is not None else default_dest(name)
     manual = src.manual.format(dest=dest)
@@ -257,6 +260,36 @@ def fetch(name: str, dest: Path | None = None, *, revision: str | None = None, u
     if src.name == "tirbench":
         _unzip_images(dest)
     return Path(hint)
+
+
+def fetch_hub_source(uri: str, cache_dir: Path | None = None, *, revision: str | None = None,
+                     split: str | None = None, subset: str | None = None,
+                     report: Callable[[str], None] | None = None) -> Path:
+    """Put a ``jsonl`` suite's ``hf://datasets/...`` split into the data cache now (on a login node
+    with a network, say, for compute nodes that run with HF_HUB_OFFLINE=1); returns the commit's
+    folder in the cache. Images the rows name by path (rather than embed) are fetched when the rows
+    load: ``fasteval run CONFIG --dry-run`` with the network fetches them too."""
+    from fasteval.suites.hub.datasets import HubDataset, parse_source, split_files
+    from fasteval.suites.hub.loop_thread import LoopThread
+    from fasteval.suites.hub.settings import HubError, data_cache_root
+
+    try:
+        hub_source = parse_source(uri)
+    except ValueError as e:
+        raise FetchError(str(e)) from None
+    with LoopThread() as loop:
+        dataset = HubDataset(hub_source, Path(cache_dir) if cache_dir else data_cache_root(), loop,
+                             revision=revision, report=report)
+        try:
+            files = split_files(dataset.resolve(), split, subset)
+            dataset.fetch(files)
+        except (HubError, ValueError) as e:
+            raise FetchError(f"{uri}: {e}") from None
+        finally:
+            dataset.close()
+    if report is not None:
+        report(f"{uri}: commit {dataset.commit[:12]}, {len(files)} data file(s) in the cache")
+    return dataset.folder
 
 
 async def _fetch_parts(src: DatasetSource, dest: Path, lock: DataLock, settings: HubSettings, revision: str | None,

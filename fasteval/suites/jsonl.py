@@ -58,7 +58,7 @@ class JsonlSuite(Suite):
     def __init__(self, options: dict[str, Any], blobs: BlobStore) -> None:
         super().__init__(options, blobs)
         source, path = options.get("source"), options.get("path")
-        if source and path and path != "unused":
+        if source and path:
             raise ValueError("jsonl: give 'path' (a file) or 'source' (hf://datasets/...), not both")
         if not source and not path:
             raise ValueError("jsonl: 'path' (a task file) or 'source' (hf://datasets/ORG/NAME) is required")

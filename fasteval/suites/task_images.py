@@ -93,7 +93,10 @@ class ImageReader:
                 raise _Unreadable(f"{text[:120]!r} cannot be fetched ({e})") from None
         if len(text) <= MAX_PATH and "\n" not in text:
             if repo_path is not None and self.repo_file is not None:
-                local = self.repo_file(repo_path, text)
+                try:
+                    local = self.repo_file(repo_path, text)
+                except ValueError as e:
+                    raise _Unreadable(f"{text[:120]!r}: {e}") from None
                 if local is not None:
                     return local.read_bytes()
             if repo_path is None and (base / text).exists() or not _looks_base64(text):

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from fasteval.suites.hub.client import HubClient, RemoteFile, safe_repo_path
 from fasteval.suites.hub.fetcher import folder_lock
-from fasteval.suites.hub.lock import DataLock, LockedFile, LockedRepo, read_lock, write_lock
+from fasteval.suites.hub.lock import LOCK_NAME, DataLock, LockedFile, LockedRepo, read_lock, write_lock
 from fasteval.suites.hub.loop_thread import LoopThread
 from fasteval.suites.hub.settings import HubError, HubSettings, HubUnreachable
 
@@ -111,6 +111,8 @@ class HubDataset:
         self.folder = self.root
         self._remote: dict[str, RemoteFile] = {}
         self._client: HubClient | None = None
+        self._entry: LockedRepo | None = None
+        self._fetched: dict[str, LockedFile] = {}
 
     @property
     def uri(self) -> str:
@@ -124,9 +126,23 @@ class HubDataset:
         return self._client
 
     def close(self) -> None:
-        if self._client is not None:
-            self.loop.run(self._client.__aexit__(None, None, None))
-            self._client = None
+        """Record files fetched for rows (images by path) in the lock, and close the session."""
+        try:
+            if self._fetched:
+                with folder_lock(self.folder):
+                    lock = read_lock(self.folder) or DataLock(PREFIX + self.source.repo)
+                    entry = lock.find(self.source.repo, "") or self._new_entry()
+                    entry.files.update(self._fetched)
+                    lock.put(entry)
+                    write_lock(self.folder, lock)
+                self._fetched.clear()
+        finally:
+            if self._client is not None:
+                self.loop.run(self._client.__aexit__(None, None, None))
+                self._client = None
+
+    def _new_entry(self) -> LockedRepo:
+        return LockedRepo(self.source.repo, self.revision, self.commit, "", {}, sorted(self._remote))
 
     def _ref(self) -> Path:
         return self.root / "refs" / quote(self.revision, safe="")
@@ -161,48 +177,66 @@ class HubDataset:
         return sorted(entry.listing or entry.files)
 
     def fetch(self, paths: list[str]) -> list[Path]:
-        """The local copies of ``paths`` at the pinned commit, downloading (and checking) what is missing."""
+        """The split's data files at the pinned commit, downloading (and checking) what is missing;
+        the lock file is written once, with every file the cache holds."""
         with folder_lock(self.folder):
             lock = read_lock(self.folder) or DataLock(PREFIX + self.source.repo)
-            entry = lock.find(self.source.repo, "") or LockedRepo(self.source.repo, self.revision, self.commit)
+            entry = lock.find(self.source.repo, "") or self._new_entry()
             if self._remote:
                 entry.listing = sorted(self._remote)
-            missing = [p for p in paths if not self._present(entry, p)]
-            if missing and self.settings.offline:
-                raise HubError(f"{self.source.repo}@{self.commit[:12]}: HF_HUB_OFFLINE is set and {len(missing)} "
-                               f"file(s) are not in the cache, e.g. {missing[0]}")
-            if missing and not self._remote:
-                raise HubError(f"{self.source.repo}: the hub cannot be reached and {missing[0]} is not in the cache")
-            for path in missing:
-                remote = self._remote.get(path)
-                if remote is None:
-                    raise HubError(f"{self.source.repo}@{self.commit[:12]}: no file {path!r}")
-                self.report(f"{self.source.repo}: fetching {path}")
-                local = self.folder / safe_repo_path(path)
-                sha = self.loop.run(self._hub().download(self.source.repo, self.commit, remote, local))
-                entry.files[path] = LockedFile(local.stat().st_size, sha)
-            if missing or not (self.folder / "fasteval.lock.json").exists():
+            self._entry = entry
+            got = self._download([p for p in paths if not self._present(entry, p)])
+            entry.files.update(got)
+            if got or not (self.folder / LOCK_NAME).exists():
                 lock.put(entry)
                 write_lock(self.folder, lock)
         return [self.folder / p for p in paths]
 
-    def _present(self, entry: LockedRepo, path: str) -> bool:
+    def _download(self, missing: list[str]) -> dict[str, LockedFile]:
+        if missing and self.settings.offline:
+            raise HubError(f"{self.source.repo}@{self.commit[:12]}: HF_HUB_OFFLINE is set and {len(missing)} "
+                           f"file(s) are not in the cache, e.g. {missing[0]}")
+        if missing and not self._remote:
+            raise HubError(f"{self.source.repo}: the hub cannot be reached and {missing[0]} is not in the cache")
+        got = {}
+        for path in missing:
+            remote = self._remote.get(path)
+            if remote is None:
+                raise HubError(f"{self.source.repo}@{self.commit[:12]}: no file {path!r}")
+            self.report(f"{self.source.repo}: fetching {path}")
+            local = self.folder / safe_repo_path(path)
+            sha = self.loop.run(self._hub().download(self.source.repo, self.commit, remote, local))
+            got[path] = LockedFile(local.stat().st_size, sha)
+        return got
+
+    def _one_file(self, path: str) -> Path:
+        """A file a row names: from the cache, else downloaded now and locked when the load ends
+        (one lock write for all of them, not one per image)."""
+        if self._present(self._entry, path) or path in self._fetched:
+            return self.folder / path
+        with folder_lock(self.folder):
+            self._fetched.update(self._download([path]))
+        return self.folder / path
+
+    def _present(self, entry: LockedRepo | None, path: str) -> bool:
         """Fetched before (in the lock, same size on disk): its checksum was checked when it came."""
-        locked = entry.files.get(path)
+        locked = entry.files.get(path) if entry is not None else None
         local = self.folder / safe_repo_path(path)
         return locked is not None and local.is_file() and local.stat().st_size == locked.size
 
     def repo_file(self, data_file: str, name: str) -> Path | None:
-        """A file a row names (relative to its data file's folder, else to the dataset's root), or None."""
+        """A file a row names (relative to its data file's folder, else to the dataset's root); None
+        when the dataset has no such file; ValueError when it has one that cannot be fetched now."""
         base = posixpath.dirname(data_file)
         known = set(self._remote) if self._remote else None
+        failed: HubError | None = None
         for candidate in (posixpath.normpath(posixpath.join(base, name)), posixpath.normpath(name)):
-            if candidate.startswith(("../", "/")) or candidate == "..":
+            if candidate.startswith(("../", "/")) or candidate == ".." or (known is not None and candidate not in known):
                 continue
-            if known is None or candidate in known:
-                try:
-                    return self.fetch([candidate])[0]
-                except HubError:
-                    if known is not None:
-                        raise
+            try:
+                return self._one_file(candidate)
+            except HubError as e:
+                failed = failed or e
+        if failed is not None:
+            raise ValueError(str(failed))
         return None

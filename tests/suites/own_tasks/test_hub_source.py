@@ -91,6 +91,27 @@ def test_a_hub_split_with_image_features_loads_from_the_cache_and_offline(
     assert len(unreachable) == 2  # the last commit fetched for main
 
 
+def test_data_fetch_puts_a_hub_source_in_the_cache_for_an_offline_run(
+        tmp_path: Path, fake_hub: hub_server.FakeHub, dataset: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fasteval.suites.data_fetch import FetchError, fetch
+
+    folder = fetch(f"hf://datasets/{REPO}", tmp_path / "cache", split="test")
+    assert folder == tmp_path / "cache" / "datasets" / "lab" / "vqa-mini" / dataset
+    assert (folder / "data" / "test-00000-of-00001.parquet").is_file()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fake_hub.requests.clear()
+    tasks, errors, _, _ = load(tmp_path, options(tmp_path))
+    assert [t.id for t in tasks] == ["row-0"] and fake_hub.requests == []
+    # An image the rows name by path comes when the rows load with the network (a dry run does).
+    assert "'../images/p1.png': lab/vqa-mini@" in errors[0].message
+    assert "HF_HUB_OFFLINE is set and 1 file(s) are not in the cache, e.g. images/p1.png" in errors[0].message
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    with pytest.raises(FetchError, match="several splits"):
+        fetch(f"hf://datasets/{REPO}", tmp_path / "cache")
+    with pytest.raises(FetchError, match="hf://datasets/ORG/NAME"):
+        fetch("hf://models/x/y", tmp_path / "cache")
+
+
 def test_splits_revisions_and_missing_things_are_named(tmp_path: Path, fake_hub: hub_server.FakeHub,
                                                        dataset: str, monkeypatch: pytest.MonkeyPatch) -> None:
     _, errors, _, _ = load(tmp_path, options(tmp_path, split=None))
