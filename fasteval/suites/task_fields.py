@@ -7,8 +7,8 @@ image_2]}``): ``id``, ``prompt`` (or ``turns``: [{"text"/"prompt", "images", "an
 ``options`` (a list, lettered A, B, ..., or an object of letter: text), ``scorer`` (a name or an
 object; else the legacy ``match``, else the suite's), ``tools`` (names) and ``metadata`` (an
 object, or a list of columns to copy). CSV cells hold text: a list or an object is written as
-JSON, ``options`` may be ``a | b | c`` and ``tools`` ``a, b``. A problem raises RowError naming
-the field; the suite turns it into that row's load error.
+JSON, ``options`` may be ``a | b | c`` and ``tools`` ``a, b`` (elsewhere these are lists). A
+problem raises RowError naming the field; the suite turns it into that row's load error.
 """
 
 from __future__ import annotations
@@ -114,12 +114,15 @@ def build_task(row: Mapping[str, Any], default_id: str, ctx: RowContext) -> Task
         tid = str(raw_id)
     else:
         raise RowError(f"'{f.label('id')}' must be a string or an integer, got {type_name(raw_id)}")
-    options = _options(f.get(row, "options"), f.label("options"))
+    options = _options(f.get(row, "options"), f.label("options"), ctx.text_cells)
     spec = _spec(row, ctx)
     turns_value = f.get(row, "turns")
     if turns_value not in (None, "", []):
-        if not isinstance(turns_value, list) or not all(isinstance(t, dict) for t in turns_value):
-            raise RowError(f"'{f.label('turns')}' must be a list of objects")
+        if not isinstance(turns_value, list):
+            raise RowError(f"'{f.label('turns')}' must be a list of objects, got {type_name(turns_value)}")
+        bad = next((i for i, t in enumerate(turns_value) if not isinstance(t, dict)), None)
+        if bad is not None:
+            raise RowError(f"'{f.label('turns')}': turn {bad} must be an object, got {type_name(turns_value[bad])}")
         turns = [_turn(t.get("text", t.get("prompt")), t.get("images"), t.get("answer"), ctx, f"turns[{i}]", "images")
                  for i, t in enumerate(turns_value)]
     else:
@@ -143,7 +146,7 @@ def build_task(row: Mapping[str, Any], default_id: str, ctx: RowContext) -> Task
     metadata = {**_metadata(f.get(row, "metadata"), f), "scorer": {"name": spec.name, **spec.options}}
     if options:
         metadata["options"] = options
-    return Task(id=tid, turns=turns, tools=_tools(f.get(row, "tools"), f.label("tools")),
+    return Task(id=tid, turns=turns, tools=_tools(f.get(row, "tools"), f.label("tools"), ctx.text_cells),
                 reference=turns[-1].reference, metadata=metadata)
 
 
@@ -183,10 +186,10 @@ def wrap_list_answers(spec: ScorerSpec) -> ScorerSpec:
     return spec
 
 
-def _options(value: Any, label: str) -> dict[str, str]:
+def _options(value: Any, label: str, text_cells: bool) -> dict[str, str]:
     if value in (None, "", []):
         return {}
-    if isinstance(value, str):
+    if isinstance(value, str) and text_cells:
         value = [v.strip() for v in value.split("|")]
     try:
         return option_letters(value)
@@ -194,10 +197,10 @@ def _options(value: Any, label: str) -> dict[str, str]:
         raise RowError(str(e).replace("'options'", f"'{label}'")) from None
 
 
-def _tools(value: Any, label: str) -> list[str]:
+def _tools(value: Any, label: str, text_cells: bool) -> list[str]:
     if value in (None, ""):
         return []
-    if isinstance(value, str):
+    if isinstance(value, str) and text_cells:  # a CSV cell "calculator, image_zoom_in_tool"
         value = [v.strip() for v in value.replace(",", " ").split() if v.strip()]
     if not isinstance(value, list) or not all(isinstance(t, str) and t for t in value):
         raise RowError(f"'{label}' must be a list of tool names, got {type_name(value)}")
