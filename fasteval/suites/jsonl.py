@@ -12,10 +12,10 @@ other rows run. A record's ``score_details.scorer`` names the scorer that gave i
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasteval.core.options import Opt
 from fasteval.core.types import Task, Trajectory
@@ -26,6 +26,9 @@ from fasteval.suites.scorers import Check, ScoreEnv, Scorers, ScorerSpec, parse_
 from fasteval.suites.task_fields import FieldMap, ImageRefs, RowContext, RowError, build_task
 from fasteval.suites.task_files import TASK_FILE_SUFFIXES, Row, read_rows
 from fasteval.suites.task_images import ImageReader
+
+if TYPE_CHECKING:
+    from fasteval.suites.hub.loop_thread import LoopThread
 
 log = logging.getLogger(__name__)
 DEFAULT_JUDGE_ROLE = "judge"
@@ -123,8 +126,8 @@ class JsonlSuite(Suite):
             return ImageReader(self.blobs, image_roots(self.options, path.parent), urls=urls.get), [(path, None)]
         return self._hub_files(stack, loop, cache, urls.get)
 
-    def _hub_files(self, stack: ExitStack, loop: Any, cache: Path,
-                   urls: Any) -> tuple[ImageReader, list[tuple[Path, str | None]]] | LoadError:
+    def _hub_files(self, stack: ExitStack, loop: LoopThread, cache: Path,
+                   urls: Callable[[str], bytes]) -> tuple[ImageReader, list[tuple[Path, str | None]]] | LoadError:
         from fasteval.suites.hub.datasets import HubDataset, parse_source, split_files
         from fasteval.suites.hub.settings import HubError
 
