@@ -60,6 +60,10 @@ class ImageReader:
 
     def ref(self, value: Any, base: Path, repo_path: str | None, field: str) -> str:
         """The blob ref of one image value; ValueError naming ``field`` and the reason."""
+        if isinstance(value, str) and repo_path is None:
+            hit = self._remembered(base, value)
+            if hit is not None:
+                return hit
         try:
             return self._put(self._bytes(value, base, repo_path))
         except _FileRef as f:
@@ -103,18 +107,27 @@ class ImageReader:
                 raise _FileRef(text)
         return _base64_image(text)
 
-    def _file_ref(self, base: Path, name: str, field: str) -> str:
-        """A file's ref; a file a recent row named costs one stat (no resolve, read or hash)."""
+    def _remembered(self, base: Path, name: str) -> str | None:
+        """The ref of a file a recent row named, if it is unchanged: one stat, no resolve, read or hash."""
         key = (base, name)
         hit = self._by_path.get(key)
+        if hit is None:
+            return None
+        resolved, ident, ref = hit
+        try:
+            if _identity(os.stat(resolved)) == ident:
+                self._by_path.move_to_end(key)
+                return ref
+        except OSError:
+            pass  # gone or changed since: resolve and read it again, which reports why
+        return None
+
+    def _file_ref(self, base: Path, name: str, field: str) -> str:
+        """A file's ref (remembered for the rows after it)."""
+        key = (base, name)
+        hit = self._remembered(base, name)
         if hit is not None:
-            resolved, ident, ref = hit
-            try:
-                if _identity(os.stat(resolved)) == ident:
-                    self._by_path.move_to_end(key)
-                    return ref
-            except OSError:
-                pass  # gone or changed since: resolve and read it again, which reports why
+            return hit
         try:
             resolved = confine(base / name, self.roots)
         except PathOutsideRoot as e:

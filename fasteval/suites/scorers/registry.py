@@ -8,6 +8,7 @@ names it, so a run of exact-match tasks never loads sympy or the regex engine.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,8 +51,8 @@ class ScorerSpec:
 
     @property
     def options(self) -> dict[str, Any]:
-        loaded: dict[str, Any] = orjson.loads(self.options_json)
-        return loaded
+        """The options as a new dict (parsed once per distinct spec: tasks share a few specs)."""
+        return dict(_parsed(self.options_json))
 
     @property
     def label(self) -> str:
@@ -60,6 +61,12 @@ class ScorerSpec:
             inner = self.options.get("of", "exact")
             return f"any_of({inner if isinstance(inner, str) else inner.get('name', '?')})"
         return self.name
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(options_json: bytes) -> dict[str, Any]:
+    loaded: dict[str, Any] = orjson.loads(options_json)
+    return loaded
 
 
 def parse_spec(value: Any) -> ScorerSpec:
