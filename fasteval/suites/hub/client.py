@@ -37,6 +37,7 @@ from fasteval.suites.hub.settings import ChecksumMismatch, HubError, HubSettings
 _HEX40 = re.compile(r"[0-9a-f]{40}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 1 << 20
+_WRITE_BATCH = 4 << 20
 MAX_LISTING_BYTES = 64 << 20
 MAX_REDIRECTS = 5
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -355,16 +356,43 @@ class HubClient:
                     raise HubError(f"{what}: the server resumed at the wrong byte ({r.headers.get('Content-Range')})")
                 mode = "ab" if r.status == 206 else "wb"  # 200: the server ignored Range, the part starts over
                 expected = r.content_length
-                written = 0
-                f = await asyncio.to_thread(part.open, mode)
-                try:
-                    async for chunk in r.content.iter_chunked(_CHUNK):
-                        await asyncio.to_thread(f.write, chunk)
-                        written += len(chunk)
-                finally:
-                    await asyncio.to_thread(f.close)
+                written = await _stream_to(part, mode, r.content)
                 return expected is None or written == expected
         raise HubError(f"{what}: more than {MAX_REDIRECTS} redirects")
+
+
+async def _stream_to(part: Path, mode: str, content: aiohttp.StreamReader) -> int:
+    """Bytes from the socket appended to ``part`` (returns how many), a disk write overlapping the
+    next read.
+
+    The socket gives small pieces; they are written a few MB at a time, off the loop, while the
+    next ones arrive (one write at a time: writing in line with reading halved the rate over
+    loopback). Whatever arrived before a dropped connection is written, in order: it is the prefix
+    a resume continues from. A failed write (a full disk) is raised.
+    """
+    f = await asyncio.to_thread(part.open, mode)
+    inflight: asyncio.Future[int] | None = None
+    pending: list[bytes] = []
+    size = written = 0
+    try:
+        async for chunk in content.iter_any():
+            pending.append(chunk)
+            size += len(chunk)
+            if size >= _WRITE_BATCH:
+                if inflight is not None:
+                    await inflight
+                inflight = asyncio.ensure_future(asyncio.to_thread(f.write, b"".join(pending)))
+                written, pending, size = written + size, [], 0
+    finally:
+        try:
+            if inflight is not None:
+                await inflight
+            if pending:
+                await asyncio.to_thread(f.write, b"".join(pending))
+                written += size
+        finally:
+            await asyncio.to_thread(f.close)
+    return written
 
 
 class _Transient(Exception):
