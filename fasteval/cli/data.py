@@ -8,22 +8,20 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK
 from fasteval.core.terminal import clean
 
 
 def cmd_data_fetch(a: argparse.Namespace) -> int:
-    from fasteval.suites.data_fetch import FetchError, fetch
+    """An unknown name or a fetch that cannot be done here is a UsageError (one line, exit 2, in
+    cli/main.py); anything else is a bug of ours (exit 70 with its trace)."""
+    from fasteval.suites.data_fetch import fetch
 
     def report(line: str) -> None:
         print(clean(line), file=sys.stderr, flush=True)
 
-    try:
-        path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision, update=a.update, report=report,
-                     split=a.split, subset=a.subset)
-    except (FetchError, ValueError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+    path = fetch(a.name, Path(a.dest) if a.dest else None, revision=a.revision, update=a.update, report=report,
+                 split=a.split, subset=a.subset)
     print(path)
     return EXIT_OK
 

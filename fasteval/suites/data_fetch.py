@@ -51,9 +51,11 @@ if TYPE_CHECKING:
     from fasteval.suites.hub.lock import DataLock
     from fasteval.suites.hub.settings import HubSettings
 
+from fasteval.core.errors import BadInput, UsageError
 
-class FetchError(RuntimeError):
-    """The files could not be fetched; the message says how to get them by hand."""
+
+class FetchError(RuntimeError, UsageError):
+    """The files could not be fetched here; the message says how to get them by hand (one line, exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +220,7 @@ def source(name: str) -> DatasetSource:
     """The dataset entry for a suite name (or alias); ValueError naming the known ones otherwise."""
     key = ALIASES.get(name.lower(), name.lower())
     if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS) + sorted(REFERENCE_REPOS)}")
+        raise BadInput(f"unknown dataset {name!r}; known: {sorted(DATASETS) + sorted(REFERENCE_REPOS)}")
     return DATASETS[key]
 
 

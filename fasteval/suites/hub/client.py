@@ -40,6 +40,7 @@ _CHUNK = 1 << 20
 _WRITE_BATCH = 4 << 20
 MAX_LISTING_BYTES = 64 << 20
 MAX_REDIRECTS = 5
+CONNECT_ATTEMPTS = 3
 _RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 
 
@@ -171,8 +172,13 @@ class HubClient:
         return HubUnreachable(offline_hint(f"cannot reach {self.settings.endpoint} ({reason})"))
 
     async def _retrying(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        """``call`` again on a transient fault (5xx, 429, a dropped connection) with backoff."""
+        """``call`` again on a transient fault (5xx, 429, a dropped connection) with backoff.
+
+        A host that refuses or cannot be found is asked twice more only: without a network the
+        user hears so in about a second and a half, not after the whole backoff.
+        """
         last: BaseException | None = None
+        refused = 0
         for attempt in range(self.attempts):
             if attempt:
                 await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1))
@@ -180,6 +186,10 @@ class HubClient:
                 return await call()
             except _Transient as e:
                 last = e.cause
+            except aiohttp.ClientConnectorError as e:
+                last, refused = e, refused + 1
+                if refused >= CONNECT_ATTEMPTS:
+                    break
             except (aiohttp.ClientError, TimeoutError) as e:
                 last = e
         assert last is not None

@@ -19,7 +19,7 @@ from fasteval.core.options import Opt, OptionSchema
 from fasteval.suites.judge_retry import ask_until_read
 from fasteval.suites.scorers.base import Check, ScoreEnv, Scorer, Verdict, is_scalar
 from fasteval.suites.scorers.reading import EXTRACT_OPTION, answer_text
-from providers.base import ChatRequest
+from providers import ChatRequest
 
 DEFAULT_ATTEMPTS = 3
 DEFAULT_TIMEOUT_S = 300.0

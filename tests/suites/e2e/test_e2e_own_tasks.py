@@ -20,6 +20,7 @@ EXPECTED = {  # task: (scorer, score) under the example's scripted answers
 }
 
 
+@pytest.mark.slow
 def test_the_own_tasks_example_scores_each_task_by_its_scorer(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "own-tasks"

@@ -200,6 +200,7 @@ def test_a_renamed_dataset_and_a_busy_hub(tmp_path: Path, fake_hub: hub_server.F
     assert (path / "data.zip").read_bytes() == files["data.zip"]
 
 
+@pytest.mark.slow
 def test_the_cli_fetches_and_exits_2_with_one_line_offline(tmp_path: Path, fake_hub: hub_server.FakeHub,
                                                            tir: dict[str, bytes]) -> None:
     cli = [sys.executable, "-m", "fasteval.cli.main", "data", "fetch", "tirbench", "--dest", str(tmp_path / "d")]

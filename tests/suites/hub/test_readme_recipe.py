@@ -8,6 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("readme_check", Path(__file__).parent / "readme_check.py")
 assert _spec is not None and _spec.loader is not None
@@ -15,6 +17,7 @@ readme_check = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(readme_check)
 
 
+@pytest.mark.slow
 def test_the_first_recipe_fetches_runs_and_reports(tmp_path: Path) -> None:
     commands = readme_check.first_recipe((ROOT / "README.md").read_text())
     assert commands[0] == "fasteval data fetch tirbench"
