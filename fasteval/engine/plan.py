@@ -246,13 +246,20 @@ def spread(items: list[Any], n: int) -> list[Any]:
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
     """The plan's size, and per model, suite, setting and seed (the manifest's ``plan``)."""
-    combos = _plan_combos(cfg, runs, selectors or Selectors()) if shard is None else \
-        plan_left(cfg, runs, shard, shard_by, selectors)
+    combos = plan_combos(cfg, runs, shard, shard_by, selectors)
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
     for combo, n in combos.items():
         for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
             by[dim][str(val)] = by[dim].get(str(val), 0) + n
     return sum(combos.values()), by
+
+
+def plan_combos(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+                selectors: Selectors | None = None) -> Counter[tuple[str, str, str, int]]:
+    """Jobs of the plan per (model, suite, setting, seed): unsharded, counted from the tasks (no job
+    built, no id hashed); a shard's, keyed in blocks without building a job (``plan_left``)."""
+    sel = selectors or Selectors()
+    return _plan_combos(cfg, runs, sel) if shard is None else plan_left(cfg, runs, shard, shard_by, sel)
 
 
 def _plan_combos(cfg: SweepConfig, runs: list[SuiteRun], sel: Selectors) -> Counter[tuple[str, str, str, int]]:

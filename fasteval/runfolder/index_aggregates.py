@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
+from fasteval.core.headline import exact_mean as exact_mean_of
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS, INT_MAX, INT_MIN
 
 COUNTED = "1"
@@ -187,14 +188,10 @@ def exact_mean(total: int | Fraction, n: int) -> float:
     return total / (n << 62)  # int / int is correctly rounded in Python
 
 
-def exact_sum(values: Iterable[float]) -> Fraction:
-    """The exact sum of floats (the fallback for values the limbs cannot hold)."""
-    return sum((Fraction(v) for v in values), Fraction(0))
-
-
 def mean_of(values: Sequence[float]) -> float:
-    """The exact mean of ``values`` rounded once: what every reader of scores reports."""
-    return exact_mean(exact_sum(values), len(values))
+    """The exact mean of ``values`` rounded once: what every reader of scores reports (the one
+    rule, ``fasteval.core.headline.exact_mean``)."""
+    return exact_mean_of(values)
 
 
 def saturated(value: Any) -> int:

@@ -8,12 +8,12 @@ scores the aggregates cannot sum exactly reads those scores one by one, with the
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fasteval.core.headline import spread
 from fasteval.runfolder.index import RunIndex
 from fasteval.runfolder.index_aggregates import INT_SUMS, exact_mean, exact_value, mean_of, saturated
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
@@ -100,9 +100,9 @@ def group_summary(index: RunIndex, key: tuple[str, str, str], g: GroupTotals, pe
     tokens = {f: g.sums[f] for f in TOKEN_FIELDS}
     # The part batch APIs billed (priced at the batch factor), shown only for groups that batched.
     tokens.update((c, g.sums[c]) for c in BATCH_TOKEN_COLUMNS if g.sums[c])
+    mean, std = spread(seed_means)  # the one headline rule (fasteval.core.headline; the trackers log it too)
     out: dict[str, Any] = {
-        "mean": statistics.fmean(seed_means) if seed_means else None,
-        "std": statistics.stdev(seed_means) if k > 1 else 0.0 if seed_means else None,
+        "mean": mean, "std": std,
         "n_seeds": k, "seed_means": seed_means, "ci95": None,
         "n_ok": g.scored, "n_error": g.n - g.scored, "n_tasks": None, "pass_at_k": None, "pass_pow_k": None,
         "terminations": dict(g.terminations), "errors": dict(g.errors), "tokens": tokens,
