@@ -87,11 +87,20 @@ class DoneKeys:
         self._hi, self._lo, self._state = hi, lo, state
         self._min_state = OK if ok_only else ERRORED
         self._n = int(np.count_nonzero(state >= self._min_state))
-        bits = min(22, max(1, int(len(hi)).bit_length()))
-        self._shift = np.uint64(64 - bits)
-        top = (hi >> self._shift).astype(np.int64)
-        self._starts = np.searchsorted(top, np.arange((1 << bits) + 1)).astype(np.int64)
-        self._widest = int(np.diff(self._starts).max()) if len(hi) else 0
+        self._starts: np.ndarray | None = None  # the buckets, made at the first look-up
+        self._shift = np.uint64(64 - min(22, max(1, int(len(hi)).bit_length())))
+        self._widest = 0
+
+    def _buckets(self) -> np.ndarray:
+        """Where each bucket of the top bits starts (about one key per bucket: keys are hashes)."""
+        import numpy as np
+
+        if self._starts is None:
+            bits = 64 - int(self._shift)
+            top = (self._hi >> self._shift).astype(np.int64)
+            self._starts = np.searchsorted(top, np.arange((1 << bits) + 1, dtype=np.int64)).astype(np.int64)
+            self._widest = int(np.diff(self._starts).max()) if len(self._hi) else 0
+        return self._starts
 
     def __len__(self) -> int:
         return self._n
@@ -123,10 +132,11 @@ class DoneKeys:
         import numpy as np
 
         found = np.zeros(len(hi), dtype=bool)
-        if not self._widest or not len(hi):
+        if not len(self._hi) or not len(hi):
             return found
+        starts = self._buckets()
         bucket = (hi >> self._shift).astype(np.int64)
-        pos, end = self._starts[bucket], self._starts[bucket + 1]
+        pos, end = starts[bucket], starts[bucket + 1]
         at = np.zeros(len(hi), dtype=np.int64)
         last = len(self._hi) - 1
         for _ in range(self._widest):  # every key of a bucket is compared whole: exact
@@ -347,11 +357,18 @@ def fold_if_worth(db: sqlite3.Connection) -> bool:
 
 
 def union(parts: Sequence[DoneKeys]) -> _Arrays:
-    """One array of several resume sets (a merge's sources; a key in several: its best state)."""
+    """One array of several resume sets (a merge's sources; a key in several: its best state),
+    sorted once, with no copy more than the sort needs (a merge of 10^6 jobs holds it at once)."""
     import numpy as np
 
-    hi = np.concatenate([p._hi for p in parts]) if parts else _empty()[0]
-    lo = np.concatenate([p._lo for p in parts]) if parts else _empty()[1]
-    state = np.concatenate([p._state for p in parts]) if parts else _empty()[2]
+    if not parts:
+        return _empty()
+    hi = np.concatenate([p._hi for p in parts])
+    lo = np.concatenate([p._lo for p in parts])
+    state = np.concatenate([p._state for p in parts])
     order = np.lexsort((state, lo, hi))
-    return _merge(_empty(), (hi[order], lo[order], state[order]))
+    hi, lo, state = hi[order], lo[order], state[order]
+    del order
+    last = np.ones(len(hi), dtype=bool)  # equal keys sit together, the best state last
+    last[:-1] = (hi[1:] != hi[:-1]) | (lo[1:] != lo[:-1])
+    return hi[last], lo[last], np.ascontiguousarray(state[last], dtype=np.uint8)
