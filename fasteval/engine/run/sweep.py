@@ -253,7 +253,9 @@ class Sweep:
         # jobs are done; the plan is keyed against it a block at a time as it is launched.
         try:
             index = await asyncio.to_thread(open_index, self.opts.run_dir)
-            finished = await asyncio.to_thread(index.done_keys, ok_only=not self.opts.keep_errors)
+            # a fresh folder has nothing done: no array to read (nor numpy to import before the first request)
+            finished: Container[str] = frozenset() if not index.stats()["jobs"] else \
+                await asyncio.to_thread(index.done_keys, ok_only=not self.opts.keep_errors)
         except (OSError, sqlite3.Error) as e:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
