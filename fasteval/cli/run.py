@@ -221,7 +221,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     _cache_overrides(a, cfg)
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
-                      max_concurrency=a.max_concurrency, force=a.force,
+                      max_concurrency=a.max_concurrency,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors,
                       no_wait=a.no_wait)
     if a.estimate or a.estimate_from or a.pilot is not None:
@@ -342,7 +342,6 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--shard-by", choices=["job", "model"], default="job",
                    help="spread jobs by hash (default) or give each shard whole models")
     r.add_argument("--max-concurrency", type=int)
-    r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")

@@ -18,6 +18,7 @@ import shutil
 import signal
 import sqlite3
 import time
+import uuid
 from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -25,12 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig, config_diff
-from fasteval.core.errors import ConfigChanged
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Task
 from fasteval.engine.batch.batching import BatchLane, concurrency_caps, pending_line
+from fasteval.engine.growth import GroupChange, GroupKey, classify, describe, identity_section
+from fasteval.engine.identity import Fingerprints, checkpoint_identities, fingerprints
 from fasteval.engine.ledger import Counters
 from fasteval.engine.plan import (
     RunOptions,
@@ -46,7 +48,7 @@ from fasteval.engine.run.clients import model_processor
 from fasteval.engine.run.job import JobRunner
 from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.engine.run.runtime import open_runtime
-from fasteval.engine.run.serving import Serving, checkpoint_identities
+from fasteval.engine.run.serving import Serving
 from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
@@ -113,41 +115,53 @@ def _versions() -> dict[str, str]:
             "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
 
 
-def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
-    """Create or check the run folder's manifest; refuse a changed config unless forced."""
+def prepare_run_dir(cfg: SweepConfig, opts: RunOptions, runs: list[SuiteRun] | None = None,
+                    ids: Fingerprints | None = None,
+                    checkpoints: dict[str, dict[str, Any]] | None = None) -> dict[GroupKey, GroupChange]:
+    """Create or update the run folder's manifest; returns what each group of the config is to it.
+
+    Nothing is refused: an edited config's groups get new fingerprints (their jobs run, their old
+    records are kept aside as superseded, the index reads which from ``identity``), and a change no
+    fingerprint sees reruns nothing. What changed is written to run.log, group by group.
+    """
     from fasteval.suites.base import suites_with_tables
 
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     old = read_manifest(opts.run_dir)
     now = datetime.now(UTC).isoformat()
+    changes: list[str] = []
     if old is not None and old.get("config_hash") != cfg.hash():
         changes = config_diff(old.get("config", {}), cfg.raw)
-        if not opts.force:
-            raise ConfigChanged(
-                f"the config differs from the one this run folder was started with ({opts.run_dir}):\n  "
-                + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
-        log.warning("config changed (forced): %s", "; ".join(changes))
-    checkpoints = checkpoint_identities(cfg)
-    moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
-             for n, o in ((old or {}).get("checkpoints") or {}).items()
-             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
-    if moved and not opts.force:
-        raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
-                            + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
+        log.info("config changed since the last run of this folder: %s", "; ".join(changes[:50]))
+    checkpoints = checkpoint_identities(cfg) if checkpoints is None else checkpoints
     manifest = {
         "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
+        "run_id": (old or {}).get("run_id") or uuid.uuid4().hex,
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         # a series' checkpoints not in this config any more (``last: N``, watch mode) keep their fingerprints
         "checkpoints": {**((old or {}).get("checkpoints") or {}), **checkpoints},
-        "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
+        "history": ((old or {}).get("history") or []) + [{"started": now, "config_hash": cfg.hash(),
+                                                           "changed": changes[:50]}],
         "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
     }
+    grown: dict[GroupKey, GroupChange] = {}
+    if runs is not None:
+        ids = ids if ids is not None else fingerprints(cfg, runs, checkpoints)
+        before = (old or {}).get("identity")
+        manifest["identity"] = identity_section(before, cfg, runs, ids, now)
+        grown = classify(before, manifest["identity"])
+        for key, change in grown.items():
+            if change.state == "changed" or change.note:
+                log.warning("%s", describe(key, change))
+    elif old is not None and "identity" in old:
+        manifest["identity"] = old["identity"]
     if old is not None and old.get("config_hash") == manifest["config_hash"]:
         # What the sweep derives from this same config stays until it is written again: a kill in
         # between must not leave status without the plan's totals.
         manifest.update({k: old[k] for k in ("plan", "texts", "image_resize") if k in old})
     write_manifest(opts.run_dir, manifest)
+    return grown
 
 
 class Sweep:
@@ -169,6 +183,10 @@ class Sweep:
         self.control = Controller(self)
         self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
+        self.ids: Fingerprints | None = None
+        """Every model, suite and setting's fingerprint (set once the suites are loaded)."""
+        self.changes: dict[GroupKey, GroupChange] = {}
+        """What each model × suite × setting of the config is to this run folder (new, changed, same)."""
 
     def _fault(self, err: RuntimeError) -> None:
         """A fault no job can survive (full disk, vanished run folder): stop everything now.
@@ -201,7 +219,8 @@ class Sweep:
         claimed = read_manifest(self.opts.run_dir) is not None if existed else False
         try:
             try:
-                prepare_run_dir(self.cfg, self.opts)
+                self.opts.run_dir.mkdir(parents=True, exist_ok=True)
+                read_manifest(self.opts.run_dir)  # a damaged one stops the start before anything is loaded
                 blobs = BlobStore(self.opts.run_dir / BLOBS)
             except OSError as e:
                 raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
@@ -210,6 +229,12 @@ class Sweep:
             runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
             check_setting_selectors(runs, self.opts.selectors)
             check_roles(self.cfg, runs, self.opts.selectors)
+            checkpoints = await asyncio.to_thread(checkpoint_identities, self.cfg)
+            self.ids = fingerprints(self.cfg, runs, checkpoints)
+            try:
+                self.changes = prepare_run_dir(self.cfg, self.opts, runs, self.ids, checkpoints)
+            except OSError as e:
+                raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
         except BaseException:
             # A start that fails before any job ran leaves the folder as it found it: unclaimed.
             unclaim_run_dir(self.opts.run_dir, existed=existed, claimed=claimed)
@@ -226,19 +251,20 @@ class Sweep:
         except (OSError, sqlite3.Error) as e:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
-        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
+        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, ids=self.ids)
         self._record_plan(runs, jobs_total, by)
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
-            jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
+            jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
+                                         ids=self.ids)
         self.counters.total = jobs_total
         sel = self.opts.selectors
         self.control.set_plan(by["model"], index.counts(by=("model", "suite", "setting", "seed")),
                               (sel.suites, sel.settings, [str(s) for s in sel.seeds]), self.opts.keep_errors)
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
-                                     done=finished):
+                                     done=finished, ids=self.ids):
                 self.serving.expect(job.model)
         result = SweepResult(total=jobs_total)
         needed = self._services_needed(runs)
@@ -371,7 +397,8 @@ class Sweep:
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())
         launch = asyncio.create_task(admission.feed(plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
-                                                         self.opts.selectors, done=finished, on_done=resumed)))
+                                                         self.opts.selectors, done=finished, on_done=resumed,
+                                                         ids=self.ids)))
         idle_wait: asyncio.Task[Any] | None = None
         try:
             await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
