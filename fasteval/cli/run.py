@@ -32,6 +32,7 @@ from fasteval.runfolder.names import RUN_LOG
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
+    from fasteval.engine.forecast.dry_run import PlanPreview
     from fasteval.engine.plan import RunOptions, Selectors
     from fasteval.engine.run.sweep import SweepResult
 
@@ -74,13 +75,15 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     except UsageError as e:  # ours only: a bug is an internal error (cli/main.py), never "usage"
         print(f"error: {clean(e)}", file=sys.stderr)
         return exit_code_for(e)
-    t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
-                          f"{pv.total - pv.resumed} to run"))
+    store = f", {pv.from_store} from the results store" if pv.store else ""
+    t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}"
+                          f"{store}, {pv.total - pv.resumed - pv.from_store} to run"))
     for col in ("model", "suite", "setting", "seed", "jobs"):
         t.add_column(col, justify="right" if col in ("seed", "jobs") else "left")
     for (m, su, st, sd), n in pv.groups.items():
         t.add_row(plain(m), plain(su), plain(st), plain(sd), plain(n))
     console().print(t)
+    _print_growth(pv)
     _print_series(cfg)
     f = Table(title="first jobs to run")
     for col in ("job_id", "model", "suite", "setting", "task_id", "seed"):
@@ -89,6 +92,21 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
         f.add_row(*(plain(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
     console().print(f)
     return EXIT_OK
+
+
+def _print_growth(pv: PlanPreview) -> None:
+    """Per model × suite: jobs reused from this folder, copied from the store, new, changed (and why)."""
+    g = Table(title="per model and suite: reused (held here), store (copied, not run), new, changed")
+    for col in ("model", "suite", "reused", "store", "new", "changed"):
+        g.add_column(col, justify="left" if col in ("model", "suite") else "right")
+    for (m, su), n in pv.by_model_suite.items():
+        g.add_row(plain(m), plain(su), *(plain(n[k]) for k in ("reused", "store", "new", "changed")))
+    console().print(g)
+    from fasteval.engine.growth import describe
+
+    for key, change in pv.changes.items():
+        if change.state == "changed" or change.note:
+            console().print(plain(f"  {describe(key, change)}"))
 
 
 def _print_series(cfg: SweepConfig) -> None:
@@ -289,7 +307,8 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
 
 
 def _print_finished(result: SweepResult, run_dir: Path) -> int:
-    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
+    reused = f", {result.reused} of them copied from the results store" if result.reused else ""
+    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done{reused} "
           f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)

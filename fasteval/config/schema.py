@@ -126,6 +126,9 @@ TOP_LEVEL: dict[str, Opt] = {
                   fields=NOTIFY_OPTIONS),
     "published": Opt("list", "papers' numbers to show beside ours in the leaderboard: {suite, setting, model, match, "
                       "value (percent), paper, table, metric?, note?} (fasteval/suites/published.yaml has ours)"),
+    "store": Opt("path", "a results store shared across runs (a folder; default $FASTEVAL_STORE): every finished "
+                 "record also goes there, and a job whose fingerprint has an ok record there is copied, not run "
+                 "(docs/run-folder.md)", shapes=False),
     "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
                   "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }

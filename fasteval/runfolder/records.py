@@ -180,6 +180,8 @@ class RecordWriter:
         the index up (it runs on the event loop; readers catch the index up later)."""
         self.on_failure = on_failure
         self.failure: RuntimeError | None = None
+        self.mirror: Callable[[list[tuple[bytes, Record]]], None] | None = None
+        """Given each batch once its lines are written (the results store takes a copy); must not block."""
         self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
@@ -267,6 +269,8 @@ class RecordWriter:
                     batch.append(nxt)
             # A batch cut short is left to the index's own catch-up on the next start.
             if batch and self.failure is None and self._write_batch(batch):
+                if self.mirror is not None:
+                    self.mirror(batch)
                 now = time.monotonic()
                 if self.index is not None:
                     self._index_batch(batch, now, flush=stop)

@@ -20,7 +20,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from fasteval.config.load import SweepConfig, config_diff
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
-from fasteval.core.types import Job, Task
+from fasteval.core.types import Job, Record, Task
 from fasteval.engine.batch.batching import BatchLane, concurrency_caps, pending_line
 from fasteval.engine.growth import GroupChange, GroupKey, classify, describe, identity_section
 from fasteval.engine.identity import Fingerprints, checkpoint_identities, fingerprints
@@ -54,9 +54,13 @@ from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
-from fasteval.runfolder.index import INDEX, open_index
+from fasteval.runfolder.index import INDEX, RunIndex, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
+from fasteval.store.reader import StoreError, open_view
+from fasteval.store.reuse import reused_records
+from fasteval.store.segments import MARKER as STORE_MARKER
+from fasteval.store.writer import StoreMirror
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
 from providers.breaker import EndpointDown
@@ -64,6 +68,7 @@ from providers.client import ModelClient
 from providers.registry import is_embedded
 
 log = logging.getLogger("fasteval")
+_RECORD_FIELDS = frozenset(f.name for f in fields(Record))
 
 
 @dataclass(slots=True)
@@ -83,6 +88,10 @@ class SweepResult:
     """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
     batches: dict[str, int] = field(default_factory=dict)
     """Batched models with batches still at the provider when the run stopped: name -> how many."""
+    reused: int = 0
+    """Jobs copied from the results store instead of run (counted in ``skipped`` too)."""
+    stored: int = 0
+    """Records this run also wrote into the results store."""
 
     def add_error(self, model: str, kind: str, message: str) -> None:
         entry = self.errors_by.setdefault(model, {}).setdefault(kind, [0, message])
@@ -185,6 +194,8 @@ class Sweep:
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
         self.ids: Fingerprints | None = None
         """Every model, suite and setting's fingerprint (set once the suites are loaded)."""
+        self.reused = 0
+        """Jobs copied from the results store at the start."""
         self.changes: dict[GroupKey, GroupChange] = {}
         """What each model × suite × setting of the config is to this run folder (new, changed, same)."""
 
@@ -251,6 +262,11 @@ class Sweep:
         except (OSError, sqlite3.Error) as e:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
+        try:
+            self.reused = await self._reuse(runs, index, finished, blobs)
+        except BaseException:
+            index.close()
+            raise
         jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, ids=self.ids)
         self._record_plan(runs, jobs_total, by)
         if self._fatal is not None:  # a loader's blob write hit a full disk
@@ -275,6 +291,10 @@ class Sweep:
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
+            if self.cfg.store is not None:  # closed after the writer's last batch (callbacks run last-in first)
+                mirror = StoreMirror(self.cfg.store, self.opts.run_dir, self._run_id(), blobs.root)
+                writer.mirror = mirror.offer
+                stack.push_async_callback(asyncio.to_thread, self._close_mirror, mirror, result)
             rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
                                     breaker=self.cfg.run.breaker,
@@ -301,6 +321,7 @@ class Sweep:
             raise self._fatal
         result.wall_s = time.monotonic() - t0
         result.skipped = self.counters.skipped
+        result.reused = self.reused
         result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
         result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
         result.batches = {n: k for n, lane in self.lanes.items() if (k := lane.in_flight())}
@@ -313,6 +334,48 @@ class Sweep:
             result.not_run += self.control.not_run
             raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
+
+    def _run_id(self) -> str | None:
+        return (read_manifest(self.opts.run_dir) or {}).get("run_id")
+
+    @staticmethod
+    def _close_mirror(mirror: StoreMirror, result: SweepResult) -> None:
+        mirror.close()
+        result.stored = mirror.written
+
+    async def _reuse(self, runs: list[SuiteRun], index: RunIndex, finished: set[str], blobs: BlobStore) -> int:
+        """Copy the store's ok records of planned jobs not done here into the run (no model is asked);
+        their ids join ``finished``. A store that is not there yet (a first run) has nothing to give."""
+        store = self.cfg.store
+        if store is None or not (store / STORE_MARKER).exists():
+            return 0
+        try:
+            view = await asyncio.to_thread(open_view, store)
+        except (OSError, StoreError) as e:
+            log.warning("results store %s not read (%s): every job runs", store, e)
+            return 0
+        if not len(view):
+            return 0
+        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync, index=index,
+                              on_failure=self._fault)
+        await writer.start()
+        todo = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
+                    ids=self.ids)
+        chunks = reused_records(view, (job for job, _, _, _ in todo), blobs.root)
+        n = 0
+        try:
+            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+                for rec in chunk:
+                    writer.write(Record(**{k: v for k, v in rec.items() if k in _RECORD_FIELDS}))
+                    finished.add(rec["job_id"])
+                n += len(chunk)
+        finally:
+            await writer.close()
+        if writer.failure is not None:
+            raise writer.failure
+        if n:
+            log.info("%d job(s) reused from the results store %s (not sent to any model)", n, store)
+        return n
 
     def _record_plan(self, runs: list[SuiteRun], jobs_total: int, by: dict[str, dict[str, int]]) -> None:
         """The whole plan's totals, settings, texts and image sizes in the manifest (status reads them)."""
