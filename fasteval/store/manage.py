@@ -14,7 +14,7 @@ import contextlib
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from fasteval.runfolder.blobs import pid_alive
-from fasteval.runfolder.index import open_index
+from fasteval.runfolder.index import RunIndex, open_index
+from fasteval.runfolder.index_rows import JobRow
 from fasteval.runfolder.names import BLOBS as RUN_BLOBS
 from fasteval.runfolder.records import read_manifest
 from fasteval.runfolder.safe_open import open_nofollow
@@ -72,40 +73,48 @@ def import_run(root: Path, run_dir: Path) -> Imported:
     """Put every record of ``run_dir`` the store lacks into it (superseded ones too: each is the
     result of its own fingerprint), with the run as provenance (or, for a record the run reused,
     the run it came from)."""
-    from fasteval.store.segments import SegmentWriter
-
     ensure_store(root)
     view = open_view(root)
-    manifest = read_manifest(run_dir) or {}
-    stored = provenance(run_dir, manifest.get("run_id"))
+    with open_index(run_dir) as index:
+        return import_rows(view, index, index.rows(superseded=None), run_dir)
+
+
+def import_rows(view: StoreView, index: RunIndex, rows: Iterable[JobRow], run_dir: Path,
+                since: int = 0) -> Imported:
+    """The records of ``rows`` (at byte ``since`` or later) that ``view``'s store lacks, written into it."""
+    from fasteval.store.segments import SegmentWriter
+
+    root = view.root
+    stored = provenance(run_dir, (read_manifest(run_dir) or {}).get("run_id"))
     out = Imported()
     writer: SegmentWriter | None = None
     batch: list[tuple[bytes, np.void]] = []
     try:
-        with open_index(run_dir) as index:
-            for row in index.rows(superseded=None):
-                fp = row.fingerprint
-                if not is_fingerprint(fp):
-                    out.unkeyed += 1
-                    continue
-                if _held(view, str(fp), row.status == "ok"):
-                    out.already += 1
-                    continue
-                line = index.read_line(row.offset, row.length)
-                rec = index.read_row(row)
-                origin = rec.get("reused")
-                prov = {k: v for k, v in origin.items() if k not in ("store", "was")} if isinstance(origin, dict) \
-                    else stored
-                refs = image_refs(rec)
-                if refs:
-                    copy_blobs(run_dir / RUN_BLOBS, root / BLOBS, refs)
-                ok = row.status == "ok"
-                batch.append((envelope(str(fp), ok, prov, line), entry_of(str(fp), rec.get("components"), ok, 0, 0)))
-                if len(batch) >= 500:
-                    writer = writer or SegmentWriter(root)
-                    writer.write(batch)
-                    out.added += len(batch)
-                    batch = []
+        for row in rows:
+            fp = row.fingerprint
+            if row.offset < since:
+                continue
+            if not is_fingerprint(fp):
+                out.unkeyed += 1
+                continue
+            if _held(view, str(fp), row.status == "ok"):
+                out.already += 1
+                continue
+            line = index.read_line(row.offset, row.length)
+            rec = index.read_row(row)
+            origin = rec.get("reused")
+            prov = {k: v for k, v in origin.items() if k not in ("store", "was")} if isinstance(origin, dict) \
+                else stored
+            refs = image_refs(rec)
+            if refs:
+                copy_blobs(run_dir / RUN_BLOBS, root / BLOBS, refs)
+            ok = row.status == "ok"
+            batch.append((envelope(str(fp), ok, prov, line), entry_of(str(fp), rec.get("components"), ok, 0, 0)))
+            if len(batch) >= 500:
+                writer = writer or SegmentWriter(root)
+                writer.write(batch)
+                out.added += len(batch)
+                batch = []
         if batch:
             writer = writer or SegmentWriter(root)
             writer.write(batch)

@@ -50,8 +50,10 @@ def this_host() -> str:
 
 
 def segment_name(now: float | None = None) -> str:
-    """A name no other writer can have: time, host, pid and 48 random bits (sorted by time)."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now if now is not None else time.time()))
+    """A name no other writer can have: time (to the microsecond), host, pid and 48 random bits;
+    segments sort by when they were started, so "first wins" is roughly "oldest wins"."""
+    t = now if now is not None else time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f"{int(t * 1e6) % 1_000_000:06d}"
     return f"{stamp}-{this_host()}-{os.getpid()}-{secrets.token_hex(6)}"
 
 

@@ -57,9 +57,10 @@ from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, RunIndex, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
-from fasteval.store.reader import StoreError, open_view
+from fasteval.store.manage import import_rows
+from fasteval.store.reader import StoreError, StoreView, open_view
 from fasteval.store.reuse import reused_records
-from fasteval.store.segments import MARKER as STORE_MARKER
+from fasteval.store.segments import ensure_store
 from fasteval.store.writer import StoreMirror
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
@@ -154,6 +155,8 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions, runs: list[SuiteRun] | N
                                                            "changed": changes[:50]}],
         "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
     }
+    if old is not None and "store_synced" in old:  # how far the records are in the results store
+        manifest["store_synced"] = old["store_synced"]
     grown: dict[GroupKey, GroupChange] = {}
     if runs is not None:
         ids = ids if ids is not None else fingerprints(cfg, runs, checkpoints)
@@ -338,19 +341,43 @@ class Sweep:
     def _run_id(self) -> str | None:
         return (read_manifest(self.opts.run_dir) or {}).get("run_id")
 
-    @staticmethod
-    def _close_mirror(mirror: StoreMirror, result: SweepResult) -> None:
+    def _close_mirror(self, mirror: StoreMirror, result: SweepResult) -> None:
+        """Finish the store's copy; when it is whole, note how far records.jsonl is in the store."""
         mirror.close()
         result.stored = mirror.written
+        if mirror.failure is None and self._fatal is None:
+            try:
+                size = (self.opts.run_dir / RECORDS).stat().st_size
+                manifest = read_manifest(self.opts.run_dir) or {}
+                manifest["store_synced"] = {"store": str(mirror.root), "offset": size}
+                write_manifest(self.opts.run_dir, manifest)
+            except OSError as e:
+                log.warning("manifest not updated (%s): the next run checks this run's records against the store", e)
+
+    def _backfill(self, view: StoreView, index: RunIndex) -> None:
+        """Records a killed run wrote but did not get into the store (the mirror is behind the
+        records by a batch): put in now, so the store loses nothing. Free after a whole run."""
+        synced = (read_manifest(self.opts.run_dir) or {}).get("store_synced") or {}
+        since = int(synced.get("offset", 0)) if synced.get("store") == str(view.root) else 0
+        path = self.opts.run_dir / RECORDS
+        if not path.exists() or path.stat().st_size <= since:
+            return
+        done = import_rows(view, index, index.rows(superseded=None), self.opts.run_dir, since=since)
+        if done.added:
+            log.info("%d record(s) of this run put into the results store %s (an earlier run stopped before "
+                     "it could)", done.added, view.root)
 
     async def _reuse(self, runs: list[SuiteRun], index: RunIndex, finished: set[str], blobs: BlobStore) -> int:
         """Copy the store's ok records of planned jobs not done here into the run (no model is asked);
-        their ids join ``finished``. A store that is not there yet (a first run) has nothing to give."""
+        their ids join ``finished``. First the run's own records the store missed go in (``_backfill``);
+        a store that is not there yet is created (a first run has nothing to take from it)."""
         store = self.cfg.store
-        if store is None or not (store / STORE_MARKER).exists():
+        if store is None:
             return 0
         try:
+            await asyncio.to_thread(ensure_store, store)
             view = await asyncio.to_thread(open_view, store)
+            await asyncio.to_thread(self._backfill, view, index)
         except (OSError, StoreError) as e:
             log.warning("results store %s not read (%s): every job runs", store, e)
             return 0
