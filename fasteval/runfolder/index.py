@@ -381,6 +381,9 @@ class RunIndex:
         marked from scratch.
         """
         self.current = groups
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'current'").fetchone()
+        if row is not None and _load_groups(row[0]) == groups:
+            return 0  # the usual open: no write lock taken (a sweep may be appending)
         self._db.execute("BEGIN IMMEDIATE")
         try:
             row = self._db.execute("SELECT value FROM meta WHERE key = 'current'").fetchone()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasteval.config.load import SweepConfig
 from fasteval.core.types import Job
@@ -22,11 +22,13 @@ from fasteval.engine.plan import RunOptions, check_roles, check_setting_selector
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
-from fasteval.store.reader import StoreError, StoreView, open_view
-from fasteval.store.reuse import CHUNK, matches
-from fasteval.store.segments import MARKER as STORE_MARKER
+
+if TYPE_CHECKING:  # the store (and numpy with it) loads only for a config that names one
+    from fasteval.store.reader import StoreView
 
 STATES = ("reused", "store", "new", "changed")
+CHUNK = 8192
+"""Jobs matched against the store at a time: memory stays flat however long the plan."""
 
 
 @dataclass(slots=True)
@@ -56,7 +58,12 @@ class PlanPreview:
 
 
 def _store_view(cfg: SweepConfig) -> StoreView | None:
-    if cfg.store is None or not (cfg.store / STORE_MARKER).exists():
+    if cfg.store is None:
+        return None
+    from fasteval.store.reader import StoreError, open_view
+    from fasteval.store.segments import MARKER
+
+    if not (cfg.store / MARKER).exists():
         return None
     try:
         return open_view(cfg.store)
@@ -101,7 +108,11 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
 
 def _sort_out(out: PlanPreview, todo: list[Job], view: StoreView | None, first: int) -> None:
     """Jobs this folder does not hold: from the store, changed or new."""
-    in_store = {j.job_id for j, _ in matches(view, todo)} if view is not None else set()
+    in_store: set[str] = set()
+    if view is not None:
+        from fasteval.store.reuse import matches
+
+        in_store = {j.job_id for j, _ in matches(view, todo)}
     for job in todo:
         counts = out.by_model_suite[(job.model, job.suite)]
         if job.job_id in in_store:

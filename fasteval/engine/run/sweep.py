@@ -23,7 +23,7 @@ from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasteval.config.load import SweepConfig, config_diff
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
@@ -57,16 +57,15 @@ from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, RunIndex, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
-from fasteval.store.manage import import_rows
-from fasteval.store.reader import StoreError, StoreView, open_view
-from fasteval.store.reuse import reused_records
-from fasteval.store.segments import ensure_store
-from fasteval.store.writer import StoreMirror
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
 from providers.breaker import EndpointDown
 from providers.client import ModelClient
 from providers.registry import is_embedded
+
+if TYPE_CHECKING:  # the store (and numpy with it) loads only for a run that names one
+    from fasteval.store.reader import StoreView
+    from fasteval.store.writer import StoreMirror
 
 log = logging.getLogger("fasteval")
 _RECORD_FIELDS = frozenset(f.name for f in fields(Record))
@@ -294,10 +293,6 @@ class Sweep:
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
-            if self.cfg.store is not None:  # closed after the writer's last batch (callbacks run last-in first)
-                mirror = StoreMirror(self.cfg.store, self.opts.run_dir, self._run_id(), blobs.root)
-                writer.mirror = mirror.offer
-                stack.push_async_callback(asyncio.to_thread, self._close_mirror, mirror, result)
             rt = await open_runtime(stack, blobs, self.cfg, models=self.cfg.models, roles=self.cfg.roles,
                                     needed=needed, serving=self.serving,
                                     breaker=self.cfg.run.breaker,
@@ -309,6 +304,12 @@ class Sweep:
                 lane.journal.on_failure = self._blob_fault
             for line in concurrency_caps(self.lanes, self.cap, jobs_total):
                 log.warning("%s", line)
+            if self.cfg.store is not None:  # closed after the writer's last batch (callbacks run last-in first)
+                from fasteval.store.writer import StoreMirror
+
+                mirror = StoreMirror(self.cfg.store, self.opts.run_dir, self._run_id(), blobs.root)
+                writer.mirror = mirror.offer
+                stack.push_async_callback(asyncio.to_thread, self._close_mirror, mirror, result)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
             display = self.control.display = self._display()
@@ -362,6 +363,8 @@ class Sweep:
         path = self.opts.run_dir / RECORDS
         if not path.exists() or path.stat().st_size <= since:
             return
+        from fasteval.store.manage import import_rows
+
         done = import_rows(view, index, index.rows(superseded=None), self.opts.run_dir, since=since)
         if done.added:
             log.info("%d record(s) of this run put into the results store %s (an earlier run stopped before "
@@ -374,6 +377,10 @@ class Sweep:
         store = self.cfg.store
         if store is None:
             return 0
+        from fasteval.store.reader import StoreError, open_view
+        from fasteval.store.reuse import reused_records
+        from fasteval.store.segments import ensure_store
+
         try:
             await asyncio.to_thread(ensure_store, store)
             view = await asyncio.to_thread(open_view, store)
