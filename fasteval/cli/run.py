@@ -107,6 +107,9 @@ def _print_growth(pv: PlanPreview) -> None:
     for key, change in pv.changes.items():
         if change.state == "changed" or change.note:
             console().print(plain(f"  {describe(key, change)}"))
+    if pv.unkeyed:
+        console().print(plain(f"  {pv.unkeyed} record(s) here are from before fingerprints: where their model, suite "
+                              "and setting are still in the config they are kept aside and their jobs run again"))
 
 
 def _print_series(cfg: SweepConfig) -> None:

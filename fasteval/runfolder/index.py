@@ -579,10 +579,11 @@ class RunIndex:
 
     def stats(self) -> dict[str, Any]:
         meta = self._meta()
-        superseded = self._db.execute("SELECT count(*) FROM jobs WHERE superseded = 1").fetchone()[0]
+        superseded, unkeyed = self._db.execute(
+            "SELECT coalesce(sum(superseded = 1), 0), coalesce(sum(fingerprint IS NULL), 0) FROM jobs").fetchone()
         return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
                 "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
-                "superseded": superseded, "rebuilt": self.rebuilt}
+                "superseded": superseded, "unkeyed": unkeyed, "rebuilt": self.rebuilt}
 
 
 def _dump_groups(groups: CurrentGroups) -> str:

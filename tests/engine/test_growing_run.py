@@ -8,6 +8,7 @@ second run folder over the same config against the store none at all.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -182,3 +183,31 @@ async def test_an_edited_entry_is_a_new_row_of_the_leaderboard_across_runs(
     rows = store_report(store)["rows"]
     assert len(rows) == 2 and all(r["model"].startswith("a [") for r in rows), "one name, two fingerprints"
     assert sorted(r["mean"] for r in rows) == [0.0, 1.0]
+
+
+async def test_records_from_before_fingerprints_are_kept_aside_and_their_jobs_run_again(
+        tmp_path: Path, servers: dict[str, SimServer]) -> None:
+    run_dir = tmp_path / "run"
+    path = config(tmp_path, [model("a", servers["a-right"])])
+    await run(path, run_dir)
+    # the folder as an older fasteval left it: records without fingerprints, a manifest without identity
+    old = []
+    for line in (run_dir / "records.jsonl").read_bytes().splitlines():
+        rec = orjson.loads(line)
+        for key in ("fingerprint", "components", "reused"):
+            rec.pop(key)
+        names = "\x1f".join(str(rec[k]) for k in ("model", "suite", "setting", "task_id", "seed"))
+        rec["job_id"] = hashlib.sha256(names.encode()).hexdigest()[:20]  # the id of names alone
+        old.append(orjson.dumps(rec) + b"\n")
+    (run_dir / "records.jsonl").write_bytes(b"".join(old))
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    del manifest["identity"]
+    (run_dir / "manifest.json").write_bytes(orjson.dumps(manifest))
+    (run_dir / "index.sqlite").unlink()
+    pv = preview(load_config(path), RunOptions(run_dir=run_dir))
+    assert pv.unkeyed == JOBS and pv.by_model_suite[("a", "demo")]["new"] == JOBS
+    before = counts(servers)
+    res = await run(path, run_dir)
+    assert res.ok == JOBS and sent(before, servers).keys() == {"a-right"}
+    assert status(run_dir)["done"] == JOBS, "the old records are not counted beside the new ones"
+    assert (run_dir / "records.jsonl").read_bytes().startswith(b"".join(old))

@@ -45,6 +45,9 @@ class PlanPreview:
     changes: dict[GroupKey, GroupChange] = field(default_factory=dict)
     """What each model × suite × setting is to the folder (changed ones say which field)."""
     store: str | None = None
+    unkeyed: int = 0
+    """Records of this folder from before fingerprints: kept aside where their entry is still in
+    the config (nothing says what computed them), so those jobs run again."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"total": self.total, "resumed": self.resumed, "from_store": self.from_store,
@@ -54,7 +57,7 @@ class PlanPreview:
                 "by_model_suite": [{"model": m, "suite": s, **n} for (m, s), n in self.by_model_suite.items()],
                 "changes": [{"model": m, "suite": s, "setting": st, "state": c.state, "fields": c.fields,
                              "note": c.note} for (m, s, st), c in self.changes.items() if c.state != "same"],
-                "store": self.store, "first_jobs": self.first}
+                "store": self.store, "unkeyed": self.unkeyed, "first_jobs": self.first}
 
 
 def _store_view(cfg: SweepConfig) -> StoreView | None:
@@ -75,10 +78,11 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
     """Count the plan exactly as ``run`` would walk it (same selectors, shard, resume and reuse rules)."""
     records = opts.run_dir / RECORDS
     finished: set[str] = set()
+    out = PlanPreview(store=str(cfg.store) if cfg.store is not None else None)
     if records.exists():  # job ids from the run index (a derived file), never the records themselves
         with open_index(opts.run_dir) as index:
             finished = index.job_ids(ok_only=not opts.keep_errors)
-    out = PlanPreview(store=str(cfg.store) if cfg.store is not None else None)
+            out.unkeyed = index.stats()["unkeyed"]
     view = _store_view(cfg)
     with tempfile.TemporaryDirectory(prefix="fasteval-dry-run-") as tmp:
         blobs = BlobStore(Path(tmp))
