@@ -38,10 +38,8 @@ import orjson
 from fasteval.core.errors import DamagedRunFolder
 from fasteval.runfolder.index_rows import (
     COLUMNS,
-    GRP,
     INT_MAX,
     INT_MIN,
-    SUPERSEDED,
     IndexRowTuple,
     JobRow,
     job_row,
@@ -54,6 +52,7 @@ from fasteval.runfolder.manifest import CurrentGroups, current_groups, read_mani
 from fasteval.runfolder.names import INDEX as INDEX  # importers of index keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
+from fasteval.runfolder.superseded import dump_groups, follow, marked
 
 log = logging.getLogger("fasteval")
 
@@ -163,7 +162,7 @@ class RunIndex:
         self._db.execute("DELETE FROM jobs")
         self._db.execute("DELETE FROM meta")
         self._set_meta({"version": SCHEMA_VERSION, "offset": 0, "head": "", "head_len": 0,
-                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0, "current": _dump_groups(self.current)})
+                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0, "current": dump_groups(self.current)})
         self._db.execute("COMMIT")
         self.rebuilt = True
 
@@ -298,22 +297,11 @@ class RunIndex:
             raise
         return len(rows) + bad
 
-    def _marked(self, rows: Sequence[IndexRowTuple]) -> Sequence[IndexRowTuple]:
-        """Rows with their superseded flag set against the current groups (0 as built)."""
-        if not self.current:
-            return rows
-        out = list(rows)
-        for i, row in enumerate(out):
-            groups = self.current.get((row[1], row[2], row[3]))
-            if groups is not None and row[GRP] not in groups:
-                out[i] = (*row[:SUPERSEDED], 1, *row[SUPERSEDED + 1:])
-        return out
-
     def _upsert(self, rows: Sequence[IndexRowTuple]) -> None:
         """Apply rows and keep ``n_jobs`` exact without counting the whole table."""
         if not rows:
             return
-        rows = self._marked(rows)
+        rows = marked(rows, self.current)
         ids = list({r[0] for r in rows})
         known = 0
         for i in range(0, len(ids), 500):
@@ -374,51 +362,10 @@ class RunIndex:
             raise
 
     def follow(self, groups: CurrentGroups) -> int:
-        """Mark rows superseded or current for the manifest's ``groups``; returns the rows moved.
-
-        Only the groups that changed since the flags were last set are touched (one indexed
-        update each); an index whose flags follow no known set (a merge, an older writer) is
-        marked from scratch.
-        """
+        """Mark rows superseded or current for the manifest's ``groups``; returns the rows moved
+        (fasteval.runfolder.superseded: only the groups that changed are touched)."""
         self.current = groups
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'current'").fetchone()
-        if row is not None and _load_groups(row[0]) == groups:
-            return 0  # the usual open: no write lock taken (a sweep may be appending)
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            row = self._db.execute("SELECT value FROM meta WHERE key = 'current'").fetchone()
-            before = _load_groups(row[0]) if row is not None else None
-            if before == groups:
-                self._db.execute("COMMIT")
-                return 0
-            moved = 0
-            if before is None:
-                moved += self._db.execute("UPDATE jobs SET superseded = 0 WHERE superseded != 0").rowcount
-                before = {}
-            for key in sorted(set(before) | set(groups)):
-                if before.get(key) == groups.get(key):
-                    continue
-                moved += self._mark_group(key, groups.get(key))
-            self._set_meta({"current": _dump_groups(groups)})
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        return moved
-
-    def _mark_group(self, key: tuple[str, str, str], groups: frozenset[str] | None) -> int:
-        """One model × suite × setting: rows of ``groups`` current, the others superseded (all
-        current when the config no longer has it: nothing replaced them)."""
-        where = "model = ? AND suite = ? AND setting = ?"
-        if groups is None:
-            return self._db.execute(f"UPDATE jobs SET superseded = 0 WHERE superseded = 1 AND {where}", key).rowcount
-        marks = ", ".join("?" * len(groups))
-        gs = sorted(groups)
-        n = self._db.execute(f"UPDATE jobs SET superseded = 1 WHERE superseded = 0 AND {where} "
-                             f"AND (grp IS NULL OR grp NOT IN ({marks}))", (*key, *gs)).rowcount
-        n += self._db.execute(f"UPDATE jobs SET superseded = 0 WHERE superseded = 1 AND {where} AND grp IN ({marks})",
-                              (*key, *gs)).rowcount
-        return n
+        return follow(self._db, groups)
 
     # ---- reading ---------------------------------------------------------------------------
 
@@ -584,21 +531,6 @@ class RunIndex:
         return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
                 "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
                 "superseded": superseded, "unkeyed": unkeyed, "rebuilt": self.rebuilt}
-
-
-def _dump_groups(groups: CurrentGroups) -> str:
-    return orjson.dumps(sorted([*k, g] for k, gs in groups.items() for g in gs)).decode()
-
-
-def _load_groups(text: str) -> CurrentGroups | None:
-    """The groups a meta value names (None: not a list of groups, e.g. a merge's fresh meta)."""
-    try:
-        entries = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(entries, list):
-        return None
-    return current_groups({"identity": {"current": entries}})
 
 
 class _ForeignIndex(sqlite3.DatabaseError):

@@ -20,7 +20,7 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ from fasteval.config.load import SweepConfig, config_diff
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
-from fasteval.core.types import Job, Record, Task
+from fasteval.core.types import Job, Task
 from fasteval.engine.batch.batching import BatchLane, concurrency_caps, pending_line
 from fasteval.engine.growth import GroupChange, GroupKey, classify, describe, identity_section
 from fasteval.engine.identity import Fingerprints, checkpoint_identities, fingerprints
@@ -49,12 +49,13 @@ from fasteval.engine.run.job import JobRunner
 from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.engine.run.runtime import open_runtime
 from fasteval.engine.run.serving import Serving
+from fasteval.engine.run.store_link import StoreLink
 from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
-from fasteval.runfolder.index import INDEX, RunIndex, open_index
+from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, Setting
@@ -64,11 +65,9 @@ from providers.client import ModelClient
 from providers.registry import is_embedded
 
 if TYPE_CHECKING:  # the store (and numpy with it) loads only for a run that names one
-    from fasteval.store.reader import StoreView
     from fasteval.store.writer import StoreMirror
 
 log = logging.getLogger("fasteval")
-_RECORD_FIELDS = frozenset(f.name for f in fields(Record))
 
 
 @dataclass(slots=True)
@@ -198,6 +197,8 @@ class Sweep:
         """Every model, suite and setting's fingerprint (set once the suites are loaded)."""
         self.reused = 0
         """Jobs copied from the results store at the start."""
+        self.store = StoreLink(cfg.store, opts.run_dir, cfg.run.fsync, self._fault) if cfg.store is not None else None
+        """The results store (``store:``), or None."""
         self.changes: dict[GroupKey, GroupChange] = {}
         """What each model × suite × setting of the config is to this run folder (new, changed, same)."""
 
@@ -265,7 +266,10 @@ class Sweep:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
         try:
-            self.reused = await self._reuse(runs, index, finished, blobs)
+            if self.store is not None:
+                todo = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
+                            ids=self.ids)
+                self.reused = await self.store.take((job for job, _, _, _ in todo), index, finished, blobs.root)
         except BaseException:
             index.close()
             raise
@@ -304,12 +308,10 @@ class Sweep:
                 lane.journal.on_failure = self._blob_fault
             for line in concurrency_caps(self.lanes, self.cap, jobs_total):
                 log.warning("%s", line)
-            if self.cfg.store is not None:  # closed after the writer's last batch (callbacks run last-in first)
-                from fasteval.store.writer import StoreMirror
-
-                mirror = StoreMirror(self.cfg.store, self.opts.run_dir, self._run_id(), blobs.root)
+            if self.store is not None:  # closed after the writer's last batch (callbacks run last-in first)
+                mirror = self.store.mirror(blobs.root)
                 writer.mirror = mirror.offer
-                stack.push_async_callback(asyncio.to_thread, self._close_mirror, mirror, result)
+                stack.push_async_callback(asyncio.to_thread, self._close_mirror, self.store, mirror, result)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
             display = self.control.display = self._display()
@@ -339,77 +341,8 @@ class Sweep:
             raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
-    def _run_id(self) -> str | None:
-        return (read_manifest(self.opts.run_dir) or {}).get("run_id")
-
-    def _close_mirror(self, mirror: StoreMirror, result: SweepResult) -> None:
-        """Finish the store's copy; when it is whole, note how far records.jsonl is in the store."""
-        mirror.close()
-        result.stored = mirror.written
-        if mirror.failure is None and self._fatal is None:
-            try:
-                size = (self.opts.run_dir / RECORDS).stat().st_size
-                manifest = read_manifest(self.opts.run_dir) or {}
-                manifest["store_synced"] = {"store": str(mirror.root), "offset": size}
-                write_manifest(self.opts.run_dir, manifest)
-            except OSError as e:
-                log.warning("manifest not updated (%s): the next run checks this run's records against the store", e)
-
-    def _backfill(self, view: StoreView, index: RunIndex) -> None:
-        """Records a killed run wrote but did not get into the store (the mirror is behind the
-        records by a batch): put in now, so the store loses nothing. Free after a whole run."""
-        synced = (read_manifest(self.opts.run_dir) or {}).get("store_synced") or {}
-        since = int(synced.get("offset", 0)) if synced.get("store") == str(view.root) else 0
-        path = self.opts.run_dir / RECORDS
-        if not path.exists() or path.stat().st_size <= since:
-            return
-        from fasteval.store.manage import import_rows
-
-        done = import_rows(view, index, index.rows(superseded=None), self.opts.run_dir, since=since)
-        if done.added:
-            log.info("%d record(s) of this run put into the results store %s (an earlier run stopped before "
-                     "it could)", done.added, view.root)
-
-    async def _reuse(self, runs: list[SuiteRun], index: RunIndex, finished: set[str], blobs: BlobStore) -> int:
-        """Copy the store's ok records of planned jobs not done here into the run (no model is asked);
-        their ids join ``finished``. First the run's own records the store missed go in (``_backfill``);
-        a store that is not there yet is created (a first run has nothing to take from it)."""
-        store = self.cfg.store
-        if store is None:
-            return 0
-        from fasteval.store.reader import StoreError, open_view
-        from fasteval.store.reuse import reused_records
-        from fasteval.store.segments import ensure_store
-
-        try:
-            await asyncio.to_thread(ensure_store, store)
-            view = await asyncio.to_thread(open_view, store)
-            await asyncio.to_thread(self._backfill, view, index)
-        except (OSError, StoreError) as e:
-            log.warning("results store %s not read (%s): every job runs", store, e)
-            return 0
-        if not len(view):
-            return 0
-        writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync, index=index,
-                              on_failure=self._fault)
-        await writer.start()
-        todo = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
-                    ids=self.ids)
-        chunks = reused_records(view, (job for job, _, _, _ in todo), blobs.root)
-        n = 0
-        try:
-            while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
-                for rec in chunk:
-                    writer.write(Record(**{k: v for k, v in rec.items() if k in _RECORD_FIELDS}))
-                    finished.add(rec["job_id"])
-                n += len(chunk)
-        finally:
-            await writer.close()
-        if writer.failure is not None:
-            raise writer.failure
-        if n:
-            log.info("%d job(s) reused from the results store %s (not sent to any model)", n, store)
-        return n
+    def _close_mirror(self, link: StoreLink, mirror: StoreMirror, result: SweepResult) -> None:
+        result.stored = link.close(mirror, whole=self._fatal is None)
 
     def _record_plan(self, runs: list[SuiteRun], jobs_total: int, by: dict[str, dict[str, int]]) -> None:
         """The whole plan's totals, settings, texts and image sizes in the manifest (status reads them)."""
