@@ -211,3 +211,22 @@ async def test_records_from_before_fingerprints_are_kept_aside_and_their_jobs_ru
     assert res.ok == JOBS and sent(before, servers).keys() == {"a-right"}
     assert status(run_dir)["done"] == JOBS, "the old records are not counted beside the new ones"
     assert (run_dir / "records.jsonl").read_bytes().startswith(b"".join(old))
+
+
+async def test_two_entries_of_one_suite_whose_files_share_task_ids_are_different_jobs(tmp_path: Path) -> None:
+    for name, answer in (("one", "4"), ("two", "5")):
+        (tmp_path / f"{name}.jsonl").write_text("".join(
+            orjson.dumps({"id": f"q{i}", "prompt": f"What is 2 + 2? ({name})", "answer": answer}).decode() + "\n"
+            for i in range(3)))
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump({
+        "seeds": 1, "models": [{"name": "m", "provider": "sim", "policy": "direct"}],
+        "suites": [{"name": "jsonl", "options": {"path": "one.jsonl"}}, {"name": "jsonl", "options": {"path": "two.jsonl"}}]}))
+    run_dir = tmp_path / "run"
+    res = await run(path, run_dir)
+    recs = [orjson.loads(ln) for ln in (run_dir / "records.jsonl").read_bytes().splitlines()]
+    assert res.ok + res.errors == 6 and len({r["job_id"] for r in recs}) == 6
+    assert len({r["fingerprint"] for r in recs}) == 6 and len({r["components"]["suite"] for r in recs}) == 2
+    assert status(run_dir)["total"] == 6
+    again = await run(path, run_dir)
+    assert (again.ok, again.skipped) == (0, 6)
