@@ -145,7 +145,8 @@ class StoreView:
         finally:
             os.close(fd)
         doc = parse_line(line)
-        if doc is None or doc["fingerprint"] != bytes(e["fp"]).hex():
+        # numpy drops an S16 value's trailing zero bytes when it is read out: pad them back
+        if doc is None or doc["fingerprint"] != bytes(e["fp"]).ljust(16, b"\0").hex():
             return None
         return doc
 

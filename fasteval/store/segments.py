@@ -39,6 +39,9 @@ MARKER = "store.json"
 ENTRY = np.dtype([("fp", "S16"), ("model", "S8"), ("suite", "S8"), ("setting", "S8"), ("offset", "<u8"),
                   ("length", "<u4"), ("ok", "u1"), ("pad", "V3")])
 """One line of a segment: its job fingerprint and component fingerprints (binary), where the line is."""
+COMPONENTS_AT = 16
+"""Where an entry's model, suite and setting fingerprints lie: 24 bytes (compared as bytes: numpy
+drops an ``S`` value's trailing zero bytes when it is read out)."""
 
 _HOST = re.compile(r"[^A-Za-z0-9.-]+")
 _PREFIX = b'{"fingerprint":"'

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from fasteval.store.reader import StoreView, open_view
+from fasteval.store.segments import COMPONENTS_AT, ENTRY
 from fasteval.view.report import SUMMARY_COLUMNS, SUMMED_COLUMNS, aggregate_input, summarise
 
 
@@ -36,10 +37,11 @@ def _groups(view: StoreView) -> list[np.ndarray]:
     """Winner indexes per (model, suite, setting) fingerprint, each in store order."""
     if not len(view):
         return []
-    w = view.winners
-    key = np.char.add(np.char.add(w["model"].astype("S8"), w["suite"].astype("S8")), w["setting"].astype("S8"))
+    # the three component fingerprints as raw bytes (S8 values read out lose trailing zero bytes)
+    key = view.winners.view(np.uint8).reshape(len(view), ENTRY.itemsize)[:, COMPONENTS_AT:COMPONENTS_AT + 24]
     order = view.in_store_order()
-    _, inverse = np.unique(key[order], return_inverse=True)
+    _, inverse = np.unique(key[order], axis=0, return_inverse=True)
+    inverse = inverse.ravel()
     by: dict[int, list[int]] = defaultdict(list)
     for pos, g in zip(order.tolist(), inverse.tolist(), strict=True):
         by[g].append(pos)

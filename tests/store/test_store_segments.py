@@ -125,3 +125,14 @@ async def test_import_puts_a_runs_records_in_once_and_a_run_without_a_store_is_c
     res = await run_sweep(cfg, RunOptions(run_dir=tmp_path / "run", progress=False))
     assert (res.ok, res.skipped) == (0, 4)
     assert len(list(listing(other))) == 4
+
+
+def test_a_fingerprint_ending_in_zero_bytes_is_matched_and_read(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    rec = record(0)
+    rec.fingerprint = "ab" * 14 + "0000"  # numpy's S16 drops trailing zero bytes when read out
+    rec.components = {"model": "00" * 8, "suite": "b" * 14 + "00", "setting": "c" * 16}
+    write(root, [rec, record(1)])
+    view = open_view(root)
+    i = int(view.match([rec.fingerprint])[0])
+    assert i >= 0 and view.read(i) is not None
