@@ -17,6 +17,7 @@ parsing a record; lines a writer wrote but could not index before it died are pa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -125,7 +126,12 @@ class SegmentWriter:
     """
 
     def __init__(self, root: Path) -> None:
-        seg = root / SEGMENTS
+        self.root = root
+        self.written = 0
+        self._open()
+
+    def _open(self) -> None:
+        seg = self.root / SEGMENTS
         seg.mkdir(parents=True, exist_ok=True)
         self.name = segment_name()
         self.path = seg / f"{self.name}.jsonl"
@@ -133,12 +139,18 @@ class SegmentWriter:
         self._fps = open_nofollow(seg / f"{self.name}.fps", os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL,
                                   "a store segment")
         self._size = 0
-        self.written = 0
 
     def write(self, lines: list[tuple[bytes, np.void]]) -> None:
         """Append ``(line, entry)`` pairs (the entry's offset and length are filled in here)."""
         if not lines:
             return
+        if not self.path.exists():
+            # a gc took this segment for abandoned (a run idle past --stale-hours, waiting on its
+            # batches): what it held is compacted; what comes now goes into a segment of its own
+            for fd in (self._fd, self._fps):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._open()
         entries = np.zeros(len(lines), dtype=ENTRY)
         start = self._size
         try:
