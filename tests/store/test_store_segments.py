@@ -140,9 +140,10 @@ def test_a_fingerprint_ending_in_zero_bytes_is_matched_and_read(tmp_path: Path) 
 
 def test_a_writer_whose_segment_a_gc_took_for_abandoned_goes_on_in_a_new_one(tmp_path: Path) -> None:
     root = tmp_path / "store"
+    write(root, [record(0)])
     w = write(root, [record(1)], seal=False)
     old = w.path
     gc(root, stale_s=-1)  # idle "forever": a run waiting a day on its batches looks like this
     assert not old.exists()
     w.write(lines([record(2)]))  # type: ignore[arg-type]
-    assert w.path != old and len(open_view(root)) == 2
+    assert w.path != old and len(open_view(root)) == 3
