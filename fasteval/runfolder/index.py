@@ -399,7 +399,7 @@ class RunIndex:
         ``order="offset"`` is file order (cheapest for then reading records); ``"key"`` is
         model, suite, setting, task_id, seed. ``limit``/``skip`` page (the viewer's /jobs).
         """
-        where, params = self._where(filters, keyed=order == "key")
+        where, params = self._where(filters, keyed=_keyed(order, filters))
         sort = _ORDER[order]
         sql = f"SELECT {', '.join(COLUMNS)} FROM jobs{where} ORDER BY {sort}"
         if limit is not None or skip:
@@ -418,7 +418,7 @@ class RunIndex:
         for col in columns:
             if col not in COLUMNS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
-        where, params = self._where(filters, scan, keyed=order == "key")
+        where, params = self._where(filters, scan, keyed=_keyed(order, filters))
         sort = ", ".join(f"+{c.strip()}" for c in _ORDER[order].split(",")) if scan else _ORDER[order]
         yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
@@ -531,6 +531,12 @@ class RunIndex:
         return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
                 "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
                 "superseded": superseded, "unkeyed": unkeyed, "rebuilt": self.rebuilt}
+
+
+def _keyed(order: str, filters: dict[str, Any]) -> bool:
+    """May the current-rows test lead the planner to the key index? For a key-order read or a
+    group's read (model, suite, setting given) yes; for a whole file-order read no (it would sort)."""
+    return order == "key" or any(filters.get(k) is not None for k in ("model", "suite", "setting"))
 
 
 class _ForeignIndex(sqlite3.DatabaseError):
