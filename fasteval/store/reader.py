@@ -109,6 +109,7 @@ class StoreView:
     """Each winner's segment (index into ``segments``)."""
     lines: int
     """Entries read (every copy, before dedupe)."""
+    _split: tuple[np.ndarray, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.winners)
@@ -118,14 +119,36 @@ class StoreView:
         return int(self.winners["ok"].sum())
 
     def match(self, fingerprints: Sequence[str]) -> np.ndarray:
-        """For each fingerprint, the index of its ok winner, or -1 (no ok record here)."""
-        if not len(self.winners) or not fingerprints:
+        """For each fingerprint (32 hex), the index of its ok winner, or -1 (no ok record here).
+
+        A binary search on the fingerprints' first 8 bytes as integers (twice as fast as on 16-byte
+        strings), confirmed on the other 8; the rare winners sharing a first half are walked.
+        """
+        n = len(self.winners)
+        if not n or not fingerprints:
             return np.full(len(fingerprints), -1, dtype=np.int64)
-        want = np.array([bytes.fromhex(f) for f in fingerprints], dtype="S16")
-        at = np.searchsorted(self.winners["fp"], want)
-        at[at >= len(self.winners)] = 0
-        hit = (self.winners["fp"][at] == want) & (self.winners["ok"][at] == 1)
+        hi, lo = self._halves()
+        q = np.frombuffer(bytes.fromhex("".join(fingerprints)), dtype=">u8").reshape(-1, 2).astype(np.uint64)
+        at = np.searchsorted(hi, q[:, 0])
+        at[at >= n] = n - 1
+        same = hi[at] == q[:, 0]
+        hit = same & (lo[at] == q[:, 1])
+        for k in np.nonzero(same & ~hit)[0].tolist():  # first halves equal, second not: rare
+            j = int(at[k]) + 1
+            while j < n and hi[j] == q[k, 0]:
+                if lo[j] == q[k, 1]:
+                    at[k], hit[k] = j, True
+                    break
+                j += 1
+        hit &= self.winners["ok"][at] == 1
         return np.where(hit, at, -1)
+
+    def _halves(self) -> tuple[np.ndarray, np.ndarray]:
+        """The winners' fingerprints as two integer arrays, in their (byte) order."""
+        if self._split is None:
+            both = np.frombuffer(self.winners["fp"].tobytes(), dtype=">u8").reshape(-1, 2).astype(np.uint64)
+            self._split = (both[:, 0].copy(), both[:, 1].copy())
+        return self._split
 
     def in_store_order(self) -> np.ndarray:
         """Winner indexes in store order (segment, offset): how ``ls`` and ``gc`` walk them."""

@@ -147,3 +147,18 @@ def test_a_writer_whose_segment_a_gc_took_for_abandoned_goes_on_in_a_new_one(tmp
     assert not old.exists()
     w.write(lines([record(2)]))  # type: ignore[arg-type]
     assert w.path != old and len(open_view(root)) == 3
+
+
+def test_fingerprints_that_share_their_first_half_are_told_apart(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    recs = []
+    for i, tail in enumerate(("0" * 16, "1" * 16, "f" * 16)):
+        rec = record(i)
+        rec.fingerprint = "7" * 16 + tail  # the search runs on the first half; the second confirms
+        recs.append(rec)
+    write(root, recs[:1] + recs[2:])
+    view = open_view(root)
+    found = view.match([r.fingerprint for r in recs]).tolist()
+    assert found[1] == -1 and found[0] >= 0 and found[2] >= 0 and found[0] != found[2]
+    doc = view.read(found[2])
+    assert doc is not None and doc["fingerprint"] == recs[2].fingerprint

@@ -112,14 +112,14 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
 
 def _sort_out(out: PlanPreview, todo: list[Job], view: StoreView | None, first: int) -> None:
     """Jobs this folder does not hold: from the store, changed or new."""
-    in_store: set[str] = set()
+    in_store: set[int] = set()
     if view is not None:
         from fasteval.store.reuse import matches
 
-        in_store = {j.job_id for j, _ in matches(view, todo)}
+        in_store = {id(j) for j, _ in matches(view, todo)}  # by object: a job id is a hash to compute
     for job in todo:
         counts = out.by_model_suite[(job.model, job.suite)]
-        if job.job_id in in_store:
+        if id(job) in in_store:
             out.from_store += 1
             counts["store"] += 1
             continue
