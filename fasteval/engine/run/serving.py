@@ -25,8 +25,7 @@ from typing import Any
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
 from fasteval.core.exitcodes import RunIncomplete
-from fasteval.engine.identity import checkpoint_identities as checkpoint_identities  # its old home
-from fasteval.engine.identity import lora_groups
+from fasteval.engine.identity import checkpoint_identities, lora_groups
 from fasteval.runfolder.names import BLOBS
 from providers.base import Provider
 from providers.local import (
