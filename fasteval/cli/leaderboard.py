@@ -9,8 +9,8 @@ from typing import Any
 from rich.table import Table
 
 from fasteval.cli.common import console, print_json
-from fasteval.core.errors import ConfigError
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.errors import BadInput, UsageError
+from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.records import read_manifest
 from fasteval.suites.published import PublishedScore, all_scores, published_score
@@ -27,12 +27,12 @@ def published_file(path: Path) -> list[PublishedScore]:
 
     data, _ = read_yaml(path)
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a list of published numbers (suite, setting, model, match, value, "
-                         "paper, table)")
+        raise BadInput(f"{path}: expected a list of published numbers (suite, setting, model, match, value, "
+                       "paper, table)")
     out = []
     for entry in data:
         if not isinstance(entry, dict):
-            raise ValueError(f"{path}: expected a mapping per published number, got {entry!r}")
+            raise BadInput(f"{path}: expected a mapping per published number, got {entry!r}")
         out.append(published_score(entry, "file"))
     return out
 
@@ -43,23 +43,22 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     try:
         published = [*(published_file(extra) if extra else []), *all_scores(config)]
         board = leaderboard(report(run_dir), config, sort=sort, published=published)
-    except (ValueError, ConfigError) as e:
+    except UsageError as e:  # ours (a bad --sort, a published file); a bug is an internal error (cli/main.py)
         print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     return _print_board(board, str(run_dir), fmt, sort)
 
 
 def print_store_leaderboard(store: Path, fmt: str, sort: str, extra: Path | None = None) -> int:
     """The leaderboard across runs: every model the results store holds, each cell from its own records."""
-    from fasteval.store.reader import StoreError
     from fasteval.view.store_report import store_report
 
     try:
         published = [*(published_file(extra) if extra else []), *all_scores({})]
         board = leaderboard(store_report(store), {}, sort=sort, published=published)
-    except (ValueError, ConfigError, StoreError) as e:
+    except UsageError as e:  # a bad --sort, a published file, a folder that is not a store
         print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     board["store"] = str(store)
     return _print_board(board, f"{store} (every run)", fmt, sort)
 

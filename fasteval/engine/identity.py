@@ -155,7 +155,7 @@ def checkpoint_identities(cfg: SweepConfig) -> dict[str, dict[str, Any]]:
 
     A LoRA series' step is its adapter on its base: a new adapter or a new base is a new identity.
     """
-    from providers.local import checkpoint_identity
+    from providers import checkpoint_identity
 
     entries = [(m.name, m) for m in cfg.models] + list(cfg.roles.items())
     shared = lora_groups(cfg)

@@ -21,14 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from fasteval.core.errors import UsageError
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
 from fasteval.store.segments import ENTRY, MARKER, SEGMENTS, entry_of, is_fingerprint, parse_line
 
 _TAIL_CHUNK = 1 << 20
 
 
-class StoreError(RuntimeError):
-    """A folder that is not a results store, or one that cannot be read."""
+class StoreError(RuntimeError, UsageError):
+    """A folder that is not a results store, or one that cannot be read (the user can fix it: exit 2)."""
 
 
 @dataclass(slots=True)

@@ -28,6 +28,8 @@ from fasteval.view.report import report, status
 from fasteval.view.store_report import store_report
 from providers.sim import SimModel, SimServer
 
+pytestmark = pytest.mark.slow  # every test here runs real sweeps against real servers, several times
+
 N_TASKS, SEEDS = 3, 2
 JOBS = N_TASKS * SEEDS  # per model
 

@@ -105,6 +105,7 @@ def test_a_store_that_is_not_one_is_refused(tmp_path: Path) -> None:
     assert list_segments(tmp_path) == []
 
 
+@pytest.mark.slow
 async def test_import_puts_a_runs_records_in_once_and_a_run_without_a_store_is_caught_up(tmp_path: Path) -> None:
     from fasteval.config.load import load_config
     from fasteval.engine.plan import RunOptions

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from fasteval.store.reader import list_segments, open_view
 from fasteval.store.segments import ENTRY, parse_line
@@ -58,6 +59,7 @@ def _spawn(root: Path, w: int) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+@pytest.mark.slow
 def test_eight_writers_killed_at_random_and_restarted_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     root = tmp_path / "store"
     rng = random.Random(41)

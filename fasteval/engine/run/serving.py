@@ -27,19 +27,20 @@ from fasteval.config.load import SweepConfig
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.engine.identity import checkpoint_identities, lora_groups
 from fasteval.runfolder.names import BLOBS
-from providers.base import Provider
-from providers.local import (
+from providers import (
     GpuPool,
+    Provider,
     RoutedProvider,
     Router,
     ServeConfigError,
     ServerGroup,
     ServerStartError,
     ServeSpec,
+    detect_cpus,
     detect_gpus,
+    missing_vllm_message,
+    usable_cpus,
 )
-from providers.local.gpus import detect_cpus, usable_cpus
-from providers.local.spec import missing_vllm_message
 
 log = logging.getLogger("fasteval.engine.run.serving")
 

@@ -10,6 +10,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from fasteval.runfolder.index import open_index
 from fasteval.view.report import status
 from tests.providers.local.conftest import (
@@ -32,6 +34,7 @@ def trajectories(log: Path) -> list[str]:
     return re.findall(r"sim-request traj=([0-9a-f]+)", log.read_text())
 
 
+@pytest.mark.slow
 def test_three_served_models_share_one_gpu_in_turn_while_an_api_model_runs(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": f"ck-{c}", "provider": "vllm", "serve": serve_block(ckpt)} for c in "abc"]
@@ -53,6 +56,7 @@ def test_three_served_models_share_one_gpu_in_turn_while_an_api_model_runs(tmp_p
                                                                    if m == f"ck-{last_model}")
 
 
+@pytest.mark.slow
 def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_changed_weights_are_a_new_fingerprint(
         tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
@@ -78,6 +82,7 @@ def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_changed_weights
         assert index.stats()["superseded"] == 8
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_is_restarted_and_every_job_runs_exactly_once(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": "ck", "provider": "vllm", "serve": serve_block(ckpt, "--die-after", "5", max_restarts=20)}]
@@ -93,6 +98,7 @@ def test_a_server_that_dies_is_restarted_and_every_job_runs_exactly_once(tmp_pat
     assert (run_dir / "servers" / "ck-0.log").read_text().count("dying after 5 requests") >= st["restarts"]
 
 
+@pytest.mark.slow
 def test_a_dead_replica_moves_its_trajectories_to_the_other(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     # replica 0 dies at its 6th request and may not restart; replica 1 would only die after 105
@@ -134,6 +140,7 @@ def test_served_models_that_do_not_fit_are_refused_before_anything_runs(tmp_path
     assert not (run_dir / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_a_served_role_stays_up_while_checkpoints_take_turns_on_the_other_gpu(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": f"ck-{c}", "provider": "vllm", "serve": serve_block(ckpt)} for c in "ab"]
