@@ -7,7 +7,7 @@ else, read off the same declarations the config is checked with (``Opt.shapes``)
 - a model entry: every option but where the endpoint is and how it is paced (name, URL, key,
   limits, timeouts, retries, batch mode, prices, the sim's latency and faults); a served
   checkpoint by its fingerprint (``providers.local.checkpoint_identity``), not its path;
-- a suite entry: its name and ``version`` (the scorer's), its options but paths, the content of
+- a suite entry: its name and ``scorer_version``, its options but paths, the content of
   the tasks it loaded (text, image hashes, references, metadata) and its reference texts' hashes;
 - a setting: tools, rounds, fidelity, protocol, options, and the judges its scoring calls.
 
@@ -88,7 +88,7 @@ def suite_fields(run: SuiteRun) -> dict[str, Any]:
     schema = cls.options_schema
     options = {k: v for k, v in shaping(run.suite.options, schema).items()
                if not (schema is not None and k in schema and schema[k].type == "path")}
-    return {"suite": run.suite.name, "version": str(getattr(cls, "version", "1")), "options": options,
+    return {"suite": run.suite.name, "version": str(cls.scorer_version), "options": options,
             "data": run.data_hash, "texts": _texts(run.suite.text_manifest())}
 
 
