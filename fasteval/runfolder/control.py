@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.core.errors import ControlRefused, NoSweepRunning
+from fasteval.core.errors import ControlAnswerUnreadable, ControlRefused, NoSweepRunning
 from fasteval.runfolder.safe_open import open_nofollow
 
 CONTROL_SOCKET = "control.sock"
@@ -139,7 +139,10 @@ def ask(run_dir: Path, request: dict[str, Any], timeout_s: float = 30.0) -> dict
                                      "that made it is gone; the next run replaces it)") from None
             except PermissionError:
                 raise NoSweepRunning(f"{target}: permission denied (the sweep belongs to another user)") from None
-        sock.sendall(orjson.dumps(request) + b"\n")
+        try:
+            sock.sendall(orjson.dumps(request) + b"\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the sweep answered and closed before reading (busy, or another user): read why
         data = _read_line(sock)
     except TimeoutError:
         raise NoSweepRunning(f"the sweep in {run_dir} did not answer within {timeout_s:g} s") from None
@@ -149,16 +152,27 @@ def ask(run_dir: Path, request: dict[str, Any], timeout_s: float = 30.0) -> dict
         sock.close()
     if not data:
         raise NoSweepRunning(f"the sweep in {run_dir} closed the connection without an answer")
-    answer = orjson.loads(data)
-    if not isinstance(answer, dict):
-        raise NoSweepRunning(f"the sweep in {run_dir} answered something that is not an object")
+    try:
+        answer = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ControlAnswerUnreadable(f"the sweep in {run_dir} answered something that is not JSON "
+                                      f"({len(data)} bytes): is it another fasteval version?") from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
+        raise ControlAnswerUnreadable(f"the sweep in {run_dir} answered JSON without an \"ok\" field: "
+                                      "is it another fasteval version?")
     return answer
 
 
 def _read_line(sock: socket.socket) -> bytes:
+    """One answer line; a reset after the line (the sweep closed without reading us) is no failure."""
     buf = bytearray()
     while b"\n" not in buf and len(buf) <= MAX_MESSAGE:
-        chunk = sock.recv(65536)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            if buf:
+                break
+            raise
         if not chunk:
             break
         buf += chunk

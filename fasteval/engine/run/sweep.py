@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig, config_diff
-from fasteval.core.errors import ConfigChanged
+from fasteval.core.errors import ConfigChanged, OutOfDescriptors
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
@@ -51,7 +51,7 @@ from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.runfolder.blobs import BlobStore
-from fasteval.runfolder.diskfaults import database_failure, write_failure
+from fasteval.runfolder.diskfaults import database_failure, out_of_descriptors, write_failure
 from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
@@ -402,6 +402,10 @@ class Sweep:
             rec = await jobs.run(*entry)
         except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
             self._unrun(result, e.endpoint, e.reason)
+            return
+        except OutOfDescriptors as e:  # the process's limit, like a full disk: stop, blame no job
+            log.warning("job %s: %s", job.job_id, e)
+            self._fault(out_of_descriptors(e.error))
             return
         finally:
             self.counters.in_flight -= 1
