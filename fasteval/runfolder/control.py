@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import socket
 import stat
@@ -180,11 +181,19 @@ def _read_line(sock: socket.socket) -> bytes:
 
 
 def append_trace(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """Append one change to the trace (``at`` added when missing); returns the line as written."""
+    """Append one change to the trace (``at`` added when missing); returns the line as written.
+
+    Whatever the entry holds is written (an int past 64 bits as its digits): a change that was
+    made is never left out of the trace because it could not be encoded.
+    """
     line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **entry}
+    try:
+        data = orjson.dumps(line, default=str)
+    except TypeError:  # an int past 64 bits (orjson's limit): the standard library writes its digits
+        data = json.dumps(line, default=str, ensure_ascii=False).encode("utf-8", "replace")
     fd = open_nofollow(run_dir / CONTROL_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "the control trace")
     try:
-        os.write(fd, orjson.dumps(line, default=str) + b"\n")
+        os.write(fd, data + b"\n")
     finally:
         os.close(fd)
     return line
