@@ -128,9 +128,12 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
                 + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
         log.warning("config changed (forced): %s", "; ".join(changes))
     checkpoints = checkpoint_identities(cfg)
+    recorded = {n: o for n, o in ((old or {}).get("checkpoints") or {}).items() if n in checkpoints}
+    # a run folder from before content sampling recorded names and sizes: compared as it was meant
+    legacy = checkpoint_identities(cfg, legacy=True) if any("scheme" not in o for o in recorded.values()) else {}
     moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
-             for n, o in ((old or {}).get("checkpoints") or {}).items()
-             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
+             for n, o in recorded.items()
+             if o.get("fingerprint") != (checkpoints if "scheme" in o else legacy)[n]["fingerprint"]]
     if moved and not opts.force:
         raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
                             + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")

@@ -96,12 +96,12 @@ def test_gpu_detection_and_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool.free == ["0", "1", "2"]
 
 
-def test_checkpoint_fingerprint_follows_configs_and_weight_sizes(tmp_path: Path) -> None:
+def test_checkpoint_fingerprint_follows_configs_and_weights(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ck")
     first = checkpoint_identity(str(ckpt))
     assert first["kind"] == "local" and first == checkpoint_identity(str(ckpt))
-    (ckpt / "model.safetensors").write_bytes(b"\1" * 64)  # same size, weights not read: same id
-    assert checkpoint_identity(str(ckpt))["fingerprint"] == first["fingerprint"]
+    (ckpt / "model.safetensors").write_bytes(b"\1" * 64)  # same size, other weights: another checkpoint
+    assert checkpoint_identity(str(ckpt))["fingerprint"] != first["fingerprint"]
     (ckpt / "model.safetensors").write_bytes(b"\1" * 65)
     assert checkpoint_identity(str(ckpt))["fingerprint"] != first["fingerprint"]
     make_checkpoint(ckpt, marker="2")
