@@ -27,7 +27,7 @@ def test_default_command_is_vllm_serve_with_the_fields() -> None:
     cmd = spec.command_line(port=8123, host="127.0.0.1", replica=1)
     assert cmd[0].rsplit("/", 1)[-1] == "vllm" and cmd[1:3] == ["serve", "/ckpts/step-2000"]  # PATH's or .venv-vllm's
     joined = " ".join(cmd)
-    for part in ("--port 8123", "--served-model-name ck", "--tensor-parallel-size 2", "--max-model-len 32768",
+    for part in ("--port 8123", "--served-model-name=ck", "--tensor-parallel-size 2", "--max-model-len 32768",
                  "--gpu-memory-utilization 0.9", "--enable-lora --lora-modules ad=/lora/ad",
                  "--tool-call-parser hermes"):
         assert part in joined
