@@ -32,7 +32,7 @@ FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 def _limit(n: int) -> Callable[[], None]:
     def apply() -> None:  # in the child, before exec: its soft limit only
         _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
 
     return apply
 

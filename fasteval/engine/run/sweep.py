@@ -219,6 +219,8 @@ class Sweep:
             raise
         try:
             return await self._run(blobs, runs, t0)
+        except OutOfDescriptors as e:  # one that struck outside a job (the plan's loader, a batch lane)
+            raise out_of_descriptors(e.error) from None
         finally:
             await asyncio.to_thread(blobs.clean_temp, own=True)
 
