@@ -135,7 +135,11 @@ class _Server:
                     # out of descriptors (the jobs will say so): the connection waits in the backlog
                     self._warn(f"cannot accept a connection ({e.strerror})")
                     await asyncio.sleep(_ACCEPT_BACKOFF_S)
-                continue  # ECONNABORTED and the like: that client left
+                    continue
+                if e.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EINTR, errno.EAGAIN):
+                    continue  # that client left before we took it
+                log.warning("control socket: no longer accepting connections (%s)", e.strerror or e)
+                return
             conn.setblocking(False)
             try:
                 pid, uid = peer_credentials(conn)
