@@ -59,6 +59,7 @@ def _raw(run_dir: Path, payload: bytes) -> bytes:
     return data
 
 
+@pytest.mark.slow
 async def test_values_past_any_limit_are_refused_and_status_keeps_answering(tmp_path: Path) -> None:
     server = SimServer([SimModel("m", policy="direct", faults=Faults(schedule=["hang"], hang_s=3600))])
     await server.start()
@@ -174,6 +175,7 @@ def _impostor(run_dir: Path, answer: bytes) -> Iterator[None]:
 @pytest.mark.parametrize("answer", [b"hello\n", b"[1, 2]\n", b'{"status": {}}\n', b'{"ok": true, "status": {}}\n',
                                     b'{"ok": true, "status": {"jobs": "x", "global": 5}}\n',
                                     b'{"ok": true, "changes": 5}\n'])
+@pytest.mark.slow
 async def test_an_answer_ctl_cannot_read_is_one_line_and_exit_2(tmp_path: Path, answer: bytes) -> None:
     run_dir = tmp_path / "run"
     with _impostor(run_dir, answer):

@@ -49,6 +49,7 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_hostile_preprocessor_config_is_one_config_error(tmp_path: Path, case: str) -> None:
     make, reason = CASES[case]

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK
@@ -84,6 +85,7 @@ def _flood(run_dir: Path, n: int, *, give_up_s: float = 10.0) -> list[socket.soc
     return held
 
 
+@pytest.mark.slow
 def test_a_connection_flood_on_the_control_socket_costs_no_job(tmp_path: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     # this process holds the client ends (its own limit would end a round early, no more)
@@ -119,6 +121,7 @@ def test_a_connection_flood_on_the_control_socket_costs_no_job(tmp_path: Path) -
     assert "Traceback" not in err, err
 
 
+@pytest.mark.slow
 def test_running_out_of_descriptors_stops_the_sweep_with_one_line_and_a_rerun_finishes(tmp_path: Path) -> None:
     # Each request in flight holds a client and a server socket of the embedded sim: 240 in flight
     # cannot fit in 256 descriptors, whatever else the sweep has open.

@@ -13,7 +13,7 @@ from PIL import Image
 
 from sandbox import SandboxPool
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
 def _image_bytes(fmt: str, size: tuple[int, int] = (40, 30)) -> bytes:

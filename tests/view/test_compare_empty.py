@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.view.sweep_fixture import FASTEVAL, run_cli
@@ -22,6 +23,7 @@ def _config(tmp: Path, latency_ms: float) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_an_empty_side_is_said_to_have_no_records(tmp_path: Path) -> None:
     full, empty = tmp_path / "full", tmp_path / "empty"
     assert run_cli("run", str(_config(tmp_path, 0)), "--run-dir", str(full), "--no-progress").returncode == 0

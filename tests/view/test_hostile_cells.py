@@ -22,6 +22,7 @@ from tests.view.sweep_fixture import run_cli
 NAMES = ['=HYPERLINK("http://evil.example/","x")', "@SUM(1+1)", "+cmd", "-2+3"]
 OURS = re.compile(r"-|-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 """A number we formatted (a mean, a std, a count, a step), or our "-" for none."""
+pytestmark = pytest.mark.slow  # real sweeps, a series served by the sim
 
 
 def _write(root: Path, config: dict[str, object]) -> Path:

@@ -4,8 +4,8 @@ The socket lives in the run folder (fasteval.runfolder.control binds it 0600 and
 one); every connection's peer is checked with SO_PEERCRED and anyone but the sweep's own user is
 refused, so a shared run folder on a cluster filesystem never lets another account steer the run.
 At most ``MAX_CONNECTIONS`` are served at once, each with a short deadline to send its line: a flood
-of connections is refused as it arrives instead of eating the sweep's file descriptors. Each change is appended to the trace with who (user, uid, pid of the client), when, the command,
-and old -> new.
+of connections is refused as it arrives instead of eating the sweep's file descriptors. Each change
+is appended to the trace with who (user, uid, pid of the client), when, the command, and old -> new.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from typing import Any
 
 import orjson
 
-from fasteval.engine.steer.control import SCOPES, ControlError, Controller
+from fasteval.engine.steer.control import FOR_THIS_SWEEP
+from fasteval.engine.steer.steering import SCOPES, ControlError, Steering
 from fasteval.runfolder.control import (
     CONTROL_SOCKET,
     CONTROL_TRACE,
@@ -67,7 +68,7 @@ _WARN_EVERY_S = 30.0
 
 
 @contextlib.asynccontextmanager
-async def control_channel(controller: Controller, run_dir: Path) -> AsyncIterator[None]:
+async def control_channel(controller: Steering, run_dir: Path) -> AsyncIterator[None]:
     """Serve ``fasteval ctl`` on ``run_dir/control.sock`` for as long as the block runs.
 
     A filesystem that cannot hold a socket (some FUSE and network mounts) costs the steering, not
@@ -197,7 +198,7 @@ async def _read_line(conn: socket.socket) -> bytes:
 
 
 class _Handler:
-    def __init__(self, controller: Controller, run_dir: Path) -> None:
+    def __init__(self, controller: Steering, run_dir: Path) -> None:
         self.controller = controller
         self.run_dir = run_dir
         self._trace_lock = asyncio.Lock()  # trace lines in the order the changes were made
@@ -265,7 +266,7 @@ class _Handler:
             target = "global" if request.get("global") else scope
             if target == "all":
                 raise ControlError("set needs --model, --endpoint or --global")
-            return {"changes": c.set_limits(target, name, values)}
+            return {"changes": c.set_limits(target, name, values), "lasts": FOR_THIS_SWEEP}
         if command == "requeue":
             if not request.get("errors"):
                 raise ControlError("requeue needs --errors (only jobs that ended in error are run again)")

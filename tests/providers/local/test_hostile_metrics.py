@@ -13,6 +13,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from providers.base import ChatRequest
 from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec
 from providers.local.launcher import group_members
@@ -60,6 +62,7 @@ async def test_kv_admission_keeps_polling_a_replica_whose_metrics_are_absurd(tmp
     assert isinstance(window, int) and window >= 1
 
 
+@pytest.mark.slow
 async def test_the_health_watch_survives_absurd_metrics_and_still_restarts_a_dead_server(tmp_path: Path) -> None:
     group = _group(tmp_path)
     await group.start()

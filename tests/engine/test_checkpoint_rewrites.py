@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+import pytest
 
 from providers.local.fingerprint import checkpoint_identity
 from tests.providers.local.conftest import env, fasteval_argv, records, serve_block, state, write_config
@@ -81,6 +82,7 @@ def _series(tmp: Path) -> Path:
     return write_config(tmp, [entry], gpus=[0], n_tasks=N_TASKS)
 
 
+@pytest.mark.slow
 def test_same_size_weights_rewritten_in_place_are_a_changed_checkpoint(tmp_path: Path) -> None:
     step = make_step(tmp_path / "ckpts" / "checkpoint-100")
     config = _series(tmp_path)
@@ -111,6 +113,7 @@ def test_the_fingerprint_follows_every_tensor_and_not_the_copy(tmp_path: Path) -
     assert checkpoint_identity(str(copy))["fingerprint"] == first
 
 
+@pytest.mark.slow
 def test_a_run_folder_from_before_content_fingerprints_resumes_without_a_false_change(tmp_path: Path) -> None:
     make_step(tmp_path / "ckpts" / "checkpoint-100")
     config = _series(tmp_path)
@@ -127,6 +130,7 @@ def test_a_run_folder_from_before_content_fingerprints_resumes_without_a_false_c
     assert "scheme" in orjson.loads((run_dir / "manifest.json").read_bytes())["checkpoints"]["run7@100"]
 
 
+@pytest.mark.slow
 def test_watch_waits_for_preallocated_shards_being_filled(tmp_path: Path) -> None:
     """Both shards are full size from the start; a writer fills them for a few seconds."""
     config = _series(tmp_path)
