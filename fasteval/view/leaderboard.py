@@ -20,6 +20,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fasteval.core.cells import markdown_text, spreadsheet_text
 from fasteval.core.errors import BadInput
 from fasteval.core.terminal import clean
 
@@ -141,10 +142,8 @@ def origin_text(origin: Mapping[str, Any]) -> str:
 
 
 def markdown(board: Mapping[str, Any]) -> str:
-    """A Markdown table (a cell's lines joined with '<br>'; '|' escaped)."""
-    def md(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("|", "\\|")
-
+    """A Markdown table (a cell's lines joined with '<br>'; every text escaped: '|', '<', '>', '&')."""
+    md = markdown_text
     head = ["model", *(c["label"] for c in board["columns"]), "average"]
     lines = ["| " + " | ".join(md(clean(h)) for h in head) + " |", "|" + "---|" * len(head)]
     for r in board["rows"]:
@@ -165,19 +164,19 @@ def csv_text(board: Mapping[str, Any]) -> str:
     origin = any("origin" in cell for r in board["rows"] for cell in r["cells"].values())
     extra = ("origin",) if origin else ()
     for c in board["columns"]:
-        head += [f"{c['label']} {x}" for x in ("mean", "std", "fixed", "reference", "published", "published source",
-                                               *extra)]
+        head += [spreadsheet_text(f"{c['label']} {x}")
+                 for x in ("mean", "std", "fixed", "reference", "published", "published source", *extra)]
     w.writerow(head)
-    for r in board["rows"]:
-        line = [clean(r["model"]), pct(r["average"]), r["n_columns"]]
+    for r in board["rows"]:  # names and sources are text a spreadsheet must not run; pct() is our number
+        line = [spreadsheet_text(clean(r["model"])), pct(r["average"]), r["n_columns"]]
         for c in board["columns"]:
             cell = r["cells"].get(c["key"]) or {}
             pub = (cell.get("published") or [None])[0]
             line += [pct(cell.get("mean")), pct(cell.get("std")), pct(cell.get("fixed")), pct(cell.get("reference")),
                      pct(pub["value"]) if pub else "",
-                     clean(f"{pub['paper']}, {pub['table']}") if pub else ""]
+                     spreadsheet_text(clean(f"{pub['paper']}, {pub['table']}")) if pub else ""]
             if origin:
-                line.append(clean(origin_text(cell["origin"])) if cell.get("origin") else "")
+                line.append(spreadsheet_text(clean(origin_text(cell["origin"]))) if cell.get("origin") else "")
         w.writerow(line)
     return buf.getvalue()
 
