@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/scale.py [--cases 100000,1000000] [--models 10] [--shards 4]
                                          [--baseline-ref 0e32a32] [--no-baseline] [--repeats 3]
                                          [--commands resume,status,...] [--work DIR] [--json]
+    .venv/bin/python benchmarks/scale.py --store 1000000     # a results store of N records matched
 
 Each case ``N`` (or ``NxKB``) is a run of N jobs: ``--models`` sim models × 5 seeds × N/(5·models)
 jsonl tasks (10 models × 5 seeds is the overnight sweep's shape), records of about KB kilobytes
@@ -257,7 +258,8 @@ async def build_runs(folder: Path, n: int, kb: float, shards: int, models: list[
         rec = dict(padded[i % len(padded)])
         ok, score = _outcome(job.job_id, slot[job.model])
         rec.update(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
-                   seed=job.seed, status="ok" if ok else "error", score=score if ok else None,
+                   seed=job.seed, fingerprint=job.fingerprint, components=job.identity.components(),
+                   status="ok" if ok else "error", score=score if ok else None,
                    error=None if ok else "timeout: the sim took too long", error_kind=None if ok else "timeout",
                    termination="answered" if ok else "error")
         record = Record(**{k: v for k, v in rec.items() if k in fields})
@@ -403,8 +405,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", help="scratch folder (default a temp dir; needs ~3.5x the records' size free)")
     ap.add_argument("--commands", default=",".join(COMMANDS), help=f"which to measure (default all: {','.join(COMMANDS)})")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--store", type=int, metavar="N",
+                    help="instead: a results store of N records opened and matched (benchmarks/scale_store.py)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if a.store:
+        import scale_store
+
+        return scale_store.main(["--jobs", str(a.store), "--repeats", str(a.repeats), *(["--json"] if a.json else [])])
     work = Path(tempfile.mkdtemp(prefix="fasteval-scale-", dir=a.work))
     try:
         trees = {"after": ROOT}

@@ -14,7 +14,8 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig
 from fasteval.core.errors import ConfigError
-from fasteval.core.types import JOB_ID_BYTES, Job, Task, job_keys_of
+from fasteval.core.types import JOB_ID_BYTES, Identity, Job, Task, job_keys_of
+from fasteval.engine.identity import Fingerprints, data_hash, fingerprints
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Setting, Suite, make_suite
 
@@ -44,7 +45,6 @@ class RunOptions:
     shard_by: str = "job"
     """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
     max_concurrency: int | None = None
-    force: bool = False
     keep_errors: bool = False
     progress: bool | None = None
     selectors: Selectors = field(default_factory=Selectors)
@@ -57,6 +57,8 @@ class SuiteRun:
     suite: Suite
     settings: list[Setting]
     items: list[Task | LoadError]
+    data_hash: str = ""
+    """The content of ``items`` (fasteval.engine.identity.data_hash): part of the suite's fingerprint."""
 
 
 def default_run_dir(config_path: str | Path, shard: tuple[int, int] | None = None) -> Path:
@@ -115,38 +117,43 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
             items.append(item)
     except Exception as e:  # a loader that dies still leaves what it loaded and one error record
         items.append(LoadError(task_id=f"{entry['name']}-load", message=f"loader failed: {type(e).__name__}: {e}"))
-    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
+    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items,
+                    data_hash=data_hash(items))
 
 
 def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
          selectors: Selectors | None = None, done: Container[str] = frozenset(),
-         on_done: Callable[[int], None] | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+         on_done: Callable[[int], None] | None = None,
+         ids: Fingerprints | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
 
     Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
-    Jobs whose key is in ``done`` (the resume set: a ``DoneKeys`` array, or any container of keys)
-    are left out and counted to ``on_done`` a block at a time: resuming a finished sweep builds no
-    Job. The plan is made lazily, a block of a few thousand jobs at a time, so its first jobs come
-    at once and it never holds more than a block, however many jobs it has.
+    A job's id holds its group's fingerprint (``ids``, computed here when not given): jobs whose id
+    is in ``done`` (the resume set: a ``DoneKeys`` array, or any container of ids; the fingerprint
+    has an ok record under these names) are left out and counted to ``on_done`` a block at a time:
+    resuming a finished sweep builds no Job. The plan is made lazily, a block of a few thousand
+    jobs at a time, so its first jobs come at once and it never holds more than a block.
     """
     sel = selectors or Selectors()
     models, seeds = _plan_axes(cfg, sel)
+    ids = ids if ids is not None else fingerprints(cfg, runs)
     if shard is None and not done:  # unsharded with nothing done: no hash
         for run, setting, item, tid in _plan_items(runs, sel):
+            groups = [ids.identity(model, run, setting) for model in models]  # cached per group
             for seed in seeds:
-                for model in models:
-                    yield Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed), \
-                        run, setting, item
+                for model, identity in zip(models, groups, strict=True):
+                    yield Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed,
+                              identity=identity), run, setting, item
         return
     n_models = len(models)
-    for run, setting, block, keep, n_done in _keyed_blocks(cfg, runs, shard, shard_by, sel, done):
+    for run, setting, block, keep, n_done, groups in _keyed_blocks(cfg, runs, shard, shard_by, sel, done, ids):
         if n_done and on_done is not None:
             on_done(n_done)
         for i in keep:
             item, tid = block[i // (n_models * len(seeds))]
             rest = i % (n_models * len(seeds))
             yield Job(model=models[rest % n_models], suite=run.suite.name, setting=setting.name, task_id=tid,
-                      seed=seeds[rest // n_models]), run, setting, item
+                      seed=seeds[rest // n_models], identity=groups[rest % n_models]), run, setting, item
 
 
 _BLOCK_JOBS = 4096
@@ -156,9 +163,11 @@ Block = list[tuple[Task | LoadError, str]]
 
 
 def _keyed_blocks(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str,
-                  sel: Selectors, done: Container[str]) -> Iterator[tuple[SuiteRun, Setting, Block, list[int], int]]:
+                  sel: Selectors, done: Container[str], ids: Fingerprints
+                  ) -> Iterator[tuple[SuiteRun, Setting, Block, list[int], int, list[Identity]]]:
     """The plan in blocks: each block's (item, task id) pairs, the positions of its jobs left to run
-    (item by item, then seed, then model: the plan's order) and how many of its jobs are done."""
+    (item by item, then seed, then model: the plan's order), how many of its jobs are done, and the
+    models' identities in its suite × setting."""
     models, seeds = _plan_axes(cfg, sel)
     per_item = len(models) * len(seeds)
     if not per_item:
@@ -168,7 +177,9 @@ def _keyed_blocks(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int]
     any_done = bool(done)
     width = JOB_ID_BYTES
     for run, setting, block in _item_blocks(runs, sel, max(1, _BLOCK_JOBS // per_item)):
-        keys = job_keys_of(models, run.suite.name, setting.name, [tid for _, tid in block], seeds)
+        groups = [ids.identity(model, run, setting) for model in models]
+        keys = job_keys_of(models, run.suite.name, setting.name, [tid for _, tid in block], seeds,
+                           [g.group for g in groups])
         n = len(keys) // width
         positions = list(range(n)) if shard is None else \
             [i for i in range(n) if in_shard(keys[i * width:(i + 1) * width].hex(), shard,
@@ -182,7 +193,7 @@ def _keyed_blocks(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int]
             keep = left.tolist() if shard is None else sorted(set(left.tolist()).intersection(positions))
         else:
             keep = [i for i in positions if keys[i * width:(i + 1) * width].hex() not in done]
-        yield run, setting, block, keep, len(positions) - len(keep)
+        yield run, setting, block, keep, len(positions) - len(keep), groups
 
 
 def _item_blocks(runs: list[SuiteRun], sel: Selectors, size: int) -> Iterator[tuple[SuiteRun, Setting, Block]]:
@@ -200,7 +211,8 @@ def _item_blocks(runs: list[SuiteRun], sel: Selectors, size: int) -> Iterator[tu
 
 
 def plan_left(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-              selectors: Selectors | None = None, done: Container[str] = frozenset()) -> Counter[tuple[str, str, str, int]]:
+              selectors: Selectors | None = None, done: Container[str] = frozenset(),
+              ids: Fingerprints | None = None) -> Counter[tuple[str, str, str, int]]:
     """Jobs of the plan not in ``done`` per (model, suite, setting, seed), keyed in blocks like ``plan``
     but without building a Job: what a served model has left to run, what a dry run would run."""
     sel = selectors or Selectors()
@@ -209,7 +221,8 @@ def plan_left(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | N
     models, seeds = _plan_axes(cfg, sel)
     left: Counter[tuple[str, str, str, int]] = Counter()
     per_item = len(models) * len(seeds)
-    for run, setting, _, keep, _ in _keyed_blocks(cfg, runs, shard, shard_by, sel, done):
+    ids = ids if ids is not None else fingerprints(cfg, runs)
+    for run, setting, _, keep, _, _ in _keyed_blocks(cfg, runs, shard, shard_by, sel, done, ids):
         for rest, n in Counter(i % per_item for i in keep).items():
             left[(models[rest % len(models)], run.suite.name, setting.name, seeds[rest // len(models)])] += n
     return left
@@ -244,9 +257,10 @@ def spread(items: list[Any], n: int) -> list[Any]:
 
 
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-                selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+                selectors: Selectors | None = None,
+                ids: Fingerprints | None = None) -> tuple[int, dict[str, dict[str, int]]]:
     """The plan's size, and per model, suite, setting and seed (the manifest's ``plan``)."""
-    combos = plan_combos(cfg, runs, shard, shard_by, selectors)
+    combos = plan_combos(cfg, runs, shard, shard_by, selectors, ids)
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
     for combo, n in combos.items():
         for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
@@ -255,11 +269,12 @@ def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] |
 
 
 def plan_combos(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-                selectors: Selectors | None = None) -> Counter[tuple[str, str, str, int]]:
+                selectors: Selectors | None = None,
+                ids: Fingerprints | None = None) -> Counter[tuple[str, str, str, int]]:
     """Jobs of the plan per (model, suite, setting, seed): unsharded, counted from the tasks (no job
     built, no id hashed); a shard's, keyed in blocks without building a job (``plan_left``)."""
     sel = selectors or Selectors()
-    return _plan_combos(cfg, runs, sel) if shard is None else plan_left(cfg, runs, shard, shard_by, sel)
+    return _plan_combos(cfg, runs, sel) if shard is None else plan_left(cfg, runs, shard, shard_by, sel, ids=ids)
 
 
 def _plan_combos(cfg: SweepConfig, runs: list[SuiteRun], sel: Selectors) -> Counter[tuple[str, str, str, int]]:

@@ -11,7 +11,7 @@ with the secondary indexes.
 
 Scores are summed **exactly**: each is split in SQL into two integer limbs (multiples of 2**-31
 and of 2**-62), and integer sums do not depend on the order rows arrive, so a mean is the exact
-mean rounded once (``exact_mean``), the same whether it comes from here, from a per-task
+mean rounded once (``mean_of_sum``), the same whether it comes from here, from a per-task
 ``GROUP BY`` or from the records read one by one. A score the limbs cannot hold (512 or more, or
 one with bits below 2**-62, which only values under 2**-9 can have) is counted in ``score_odd``
 (and a score that is not a whole number in ``score_frac``, so a group of 0/1 scores is summed plainly)
@@ -29,9 +29,9 @@ from typing import Any
 from fasteval.core.headline import exact_mean as exact_mean_of
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS, INT_MAX, INT_MIN
 
-COUNTED = "1"
-"""Which rows of ``jobs`` count (``{r}`` is NEW or OLD): every row today; a row that a changed
-config superseded will not (one line to change when job rows carry that state)."""
+COUNTED = "coalesce({r}.superseded, 0) = 0"
+"""Which rows of ``jobs`` count (``{r}`` is NEW, OLD or the table): the current ones, not the rows a
+changed config superseded (kept, readable by their job id, counted by nothing)."""
 
 KEY = ("model", "suite", "setting", "seed", "status", "error_kind", "termination", "task_type")
 """The aggregates' grouping: every dimension a reader of counts filters or groups by."""
@@ -164,7 +164,7 @@ def where(filters: dict[str, Any]) -> tuple[str, list[Any]]:
     """A WHERE clause over the aggregates' key for ``filters`` (a value, or a list of values)."""
     clauses, params = [], []
     for col, value in filters.items():
-        if value is None:
+        if value is None or col == "superseded":  # (0: the current rows, all the aggregates hold)
             continue
         if isinstance(value, list | tuple | set | frozenset):
             values = [encode(col, v) for v in value]
@@ -181,7 +181,7 @@ def exact_value(a: int, b: int) -> int:
     return (int(a) << 31) + int(b)
 
 
-def exact_mean(total: int | Fraction, n: int) -> float:
+def mean_of_sum(total: int | Fraction, n: int) -> float:
     """The exact mean of values whose exact sum is ``total`` (units of 2**-62 when an int), rounded once."""
     if isinstance(total, Fraction):
         return float(total / n)
@@ -202,8 +202,11 @@ def saturated(value: Any) -> int:
 
 
 def covers(columns: Iterable[str], filters: dict[str, Any]) -> bool:
-    """Can the aggregates answer a read grouped by ``columns`` under ``filters``?"""
-    return set(columns).issubset(KEY) and all(v is None or k in KEY for k, v in filters.items())
+    """Can the aggregates answer a read grouped by ``columns`` under ``filters``? They count current
+    rows: a read that asks for superseded ones (``superseded=None``: all; ``1``) reads the rows."""
+    if "superseded" in filters and filters["superseded"] != 0:
+        return False
+    return set(columns).issubset(KEY) and all(v is None or k in KEY or k == "superseded" for k, v in filters.items())
 
 
 def counts(db: Any, by: Sequence[str], filters: dict[str, Any]) -> dict[tuple[Any, ...], dict[str, int]]:
@@ -254,7 +257,7 @@ def per_task(db: Any, model: str, suite: str, setting: str, whole_scores: bool =
     # Only scored rows are read, so the limbs need no condition, and every column read is in the key
     # index (status and score included): no row of the table is looked up.
     return db.execute(f"SELECT task_id, count(*), {sums}, max(score), min(score) "
-                      "FROM jobs INDEXED BY jobs_key WHERE model = ? AND suite = ? AND setting = ? "
+                      "FROM jobs INDEXED BY jobs_key WHERE superseded = 0 AND model = ? AND suite = ? AND setting = ? "
                       "AND status = 'ok' AND score IS NOT NULL GROUP BY task_id ORDER BY task_id",
                       (model, suite, setting))
 
@@ -263,7 +266,7 @@ def scores(db: Any, filters: dict[str, Any]) -> list[float]:
     """The scores of the scored jobs under ``filters`` (jobs columns): the fallback for odd values."""
     clauses = [f"{k} = ?" if v is not None else f"{k} IS NULL" for k, v in filters.items()]
     params = [v for v in filters.values() if v is not None]
-    sql = " AND ".join(["ok = 1", "score IS NOT NULL", *clauses])
+    sql = " AND ".join(["ok = 1", "score IS NOT NULL", COUNTED.format(r="jobs"), *clauses])
     return [float(r[0]) for r in db.execute(f"SELECT score FROM jobs WHERE {sql}", params)]
 
 

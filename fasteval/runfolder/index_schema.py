@@ -25,22 +25,25 @@ SCHEMA = (
     "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
     "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
     "task_type TEXT, batch_prompt_tokens INTEGER, batch_completion_tokens INTEGER, batch_cache_read_tokens INTEGER, "
-    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
+    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, fingerprint TEXT, grp TEXT, superseded INTEGER, "
+    "ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
     "WITHOUT ROWID",
     *_agg.SCHEMA,
     *_done.SCHEMA,
 )
 TRIGGERS = (*_agg.TRIGGERS, *_done.TRIGGERS)
 # Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
-# re-sort of every row. The key index carries status and score, so report's and compare's per-task
+# re-sort of every row. The key index is led by the flag every read filters on (superseded = 0),
+# so current rows stay one range, and carries status and score, so report's and compare's per-task
 # reads are covered by it (no lookup of the row); the error index (error rows only) finds an
-# error's example at once. A build from scratch creates them at the end: one sort each instead of
-# a B-tree insert per row.
+# error's example at once, the unkeyed one counts records from before fingerprints. A build from
+# scratch creates them at the end: one sort each instead of a B-tree insert per row.
 INDEXES = {"jobs_offset": "CREATE INDEX IF NOT EXISTS jobs_offset ON jobs(byte_offset)",
-           "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(model, suite, setting, task_id, seed, job_id, "
-                       "status, score)",
+           "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(superseded, model, suite, setting, task_id, seed, "
+                       "job_id, status, score)",
            "jobs_errors": "CREATE INDEX IF NOT EXISTS jobs_errors ON jobs(model, error_kind, byte_offset) "
-                          "WHERE status = 'error'"}
+                          "WHERE status = 'error'",
+           "jobs_unkeyed": "CREATE INDEX IF NOT EXISTS jobs_unkeyed ON jobs(job_id) WHERE fingerprint IS NULL"}
 
 
 class ForeignIndex(sqlite3.DatabaseError):
@@ -84,11 +87,13 @@ def derived_ok(db: sqlite3.Connection) -> bool:
         meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('derived', 'n_jobs')").fetchall())
         names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
         counted = db.execute("SELECT coalesce(sum(n), 0) FROM agg").fetchone()[0]
+        # the rows the aggregates leave out, off the key index it leads (few: superseded ones)
+        aside = db.execute("SELECT count(*) FROM jobs WHERE superseded = 1").fetchone()[0]
     finally:
         db.execute("COMMIT")
     if meta.get("derived") != "ok" or not names.issuperset(TRIGGERS):
         return False
-    return _agg.COUNTED != "1" or counted == int(meta.get("n_jobs", -1))
+    return bool(counted == int(meta.get("n_jobs", -1)) - aside)
 
 
 def keep(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None], done: Any) -> None:

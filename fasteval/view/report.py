@@ -16,10 +16,15 @@ from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
 from fasteval.view.curves import learning_curves
-from fasteval.view.report_groups import TOKEN_FIELDS as TOKEN_FIELDS  # importers of report keep the name
+from fasteval.view.report_groups import (
+    SUMMARY_COLUMNS as SUMMARY_COLUMNS,  # importers of report keep the names
+)
+from fasteval.view.report_groups import SUMMED_COLUMNS as SUMMED_COLUMNS
+from fasteval.view.report_groups import TOKEN_FIELDS as TOKEN_FIELDS
 from fasteval.view.report_groups import bootstrap_ci as bootstrap_ci
 from fasteval.view.report_groups import fold, group_summary
 from fasteval.view.report_groups import prefix_cache_hit_rate as prefix_cache_hit_rate
+from fasteval.view.report_groups import summarise as summarise
 from providers import price_terms
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
@@ -37,7 +42,9 @@ def status(run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"run_dir": str(run_dir), "config_hash": manifest.get("config_hash")}
     with open_index(run_dir) as index:
         grouped = index.counts(by=_DIMS)
-        out["bad_lines"] = index.stats()["bad_lines"]  # lines of records.jsonl no reader takes as a record
+        stats = index.stats()
+        out["bad_lines"] = stats["bad_lines"]  # lines of records.jsonl no reader takes as a record
+        out["superseded"] = stats["superseded"]  # records kept aside: their entry's fingerprint changed
 
     def counts(total: int | None, by_status: dict[str, int]) -> dict[str, int]:
         done = by_status.get("ok", 0)

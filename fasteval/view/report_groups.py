@@ -9,13 +9,13 @@ scores the aggregates cannot sum exactly reads those scores one by one, with the
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fasteval.core.headline import spread
+from fasteval.core.headline import exact_mean, over_seeds, spread
 from fasteval.runfolder.index import RunIndex
-from fasteval.runfolder.index_aggregates import INT_SUMS, exact_mean, exact_value, mean_of, saturated
+from fasteval.runfolder.index_aggregates import INT_SUMS, exact_value, mean_of, mean_of_sum, saturated
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
@@ -36,7 +36,7 @@ class _Sum:
     def mean(self, index: RunIndex, **where: Any) -> float:
         if self.odd:
             return mean_of(index.scores(**where))
-        return exact_mean(exact_value(self.a, self.b), self.n)
+        return mean_of_sum(exact_value(self.a, self.b), self.n)
 
 
 @dataclass(slots=True)
@@ -127,13 +127,61 @@ def task_figures(index: RunIndex, key: tuple[str, str, str], k: int, whole_score
     passed = all_passed = 0
     for task_id, n, a, b, odd, best, worst in index.per_task(model, suite, setting, whole_scores):
         means.append(mean_of(index.scores(model=model, suite=suite, setting=setting, task_id=task_id)) if odd
-                     else (a >> 31) / n if whole_scores else exact_mean(exact_value(a, b), n))
+                     else (a >> 31) / n if whole_scores else mean_of_sum(exact_value(a, b), n))
         passed += best >= 1.0
         all_passed += worst >= 1.0 and n == k
     ci = bootstrap_ci(means)
     n_tasks = len(means)
     return {"ci95": list(ci) if ci else None, "n_tasks": n_tasks,
             "pass_at_k": passed / n_tasks if n_tasks else None, "pass_pow_k": all_passed / n_tasks if n_tasks else None}
+
+
+SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "latency_s")
+SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS, *BATCH_TOKEN_COLUMNS, "image_tokens")
+
+
+def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str, Any]:
+    """``group_summary``'s figures from a group's jobs one by one (the results store's records, which
+    have no index): ``rows`` of SUMMARY_COLUMNS and ``sums``, the count and SUMMED_COLUMNS' sums.
+    The same rules: exact means rounded once, latencies in whole microseconds."""
+    by_seed: dict[int, list[float]] = defaultdict(list)
+    by_task: dict[str, list[float]] = defaultdict(list)
+    by_type: dict[str, list[float]] = defaultdict(list)
+    terminations: dict[str, int] = defaultdict(int)
+    errors: dict[str, int] = defaultdict(int)
+    n_ok = n_err = latency_us = 0
+    for status_, score, seed, task_id, termination, error_kind, task_type, latency_s in rows:
+        terminations[str(termination)] += 1
+        latency_us += int(min(max(latency_s, 0.0), 1e9) * 1_000_000 + 0.5)
+        if status_ == "ok" and score is not None:
+            n_ok += 1
+            by_seed[seed].append(score)
+            by_task[task_id].append(score)
+            if task_type is not None:
+                by_type[task_type].append(score)
+        else:
+            n_err += 1
+            errors[str(error_kind)] += 1
+    n_rows, tool_calls, *token_sums, image_tokens = sums
+    tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=False))
+    tokens.update((k, v) for k, v in zip(BATCH_TOKEN_COLUMNS, token_sums[len(TOKEN_FIELDS):], strict=True) if v)
+    seed_means, mean, std = over_seeds(by_seed)
+    per_task = [exact_mean(v) for _, v in sorted(by_task.items())]  # id order: not the records' order
+    ci = bootstrap_ci(per_task)
+    k = len(seed_means)
+    return {
+        "mean": mean, "std": std, "n_seeds": k, "seed_means": seed_means, "ci95": list(ci) if ci else None,
+        "n_ok": n_ok, "n_error": n_err, "n_tasks": len(by_task),
+        "pass_at_k": (sum(1 for v in by_task.values() if max(v) >= 1.0) / len(by_task)) if by_task else None,
+        "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
+        if by_task else None,
+        "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
+        "prefix_cache_hit_rate": prefix_cache_hit_rate(tokens),
+        "mean_latency_s": latency_us / (n_rows * 1_000_000) if n_rows else None,
+        "tool_calls_per_trajectory": tool_calls / n_rows if n_rows else None,
+        "image_tokens_per_trajectory": image_tokens / n_rows if n_rows and image_tokens else None,
+        "by_task_type": {t: exact_mean(v) for t, v in sorted(by_type.items())},
+    }
 
 
 def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tuple[float, float] | None:

@@ -22,27 +22,32 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.options import Opt
 
 SERVE_OPTIONS: dict[str, Opt] = {
-    "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True),
-    "tensor_parallel_size": Opt("int", "GPUs per replica"),
-    "replicas": Opt("int", "data-parallel server processes, each on its own GPUs"),
-    "max_model_len": Opt("int"), "gpu_memory_utilization": Opt("float"),
+    # A served checkpoint is identified by its fingerprint, not its path (shapes=False on model);
+    # how many servers and how they are kept up shape no result.
+    "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True, shapes=False),
+    "tensor_parallel_size": Opt("int", "GPUs per replica", shapes=False),
+    "replicas": Opt("int", "data-parallel server processes, each on its own GPUs", shapes=False),
+    "max_model_len": Opt("int"), "gpu_memory_utilization": Opt("float", shapes=False),
     "args": Opt("str_list", "extra server arguments, appended last"),
     "env": Opt("dict", "extra environment for the server", values=Opt("any")),
     "lora_modules": Opt("dict", "LoRA adapter name -> path", values=Opt("str")),
-    "startup_timeout_s": Opt("float", "ready within this or the start fails"),
-    "max_restarts": Opt("int", "restarts per replica after a death or hang"),
+    "startup_timeout_s": Opt("float", "ready within this or the start fails", shapes=False),
+    "max_restarts": Opt("int", "restarts per replica after a death or hang", shapes=False),
     "command": Opt("str_list", "template replacing `vllm serve`: {model} {port} {host} {served_model_name} "
                    "{tensor_parallel_size} {replica} {cpus} {gpus} {python}; one element: the vllm binary"),
-    "cpus": Opt("int", "cores per replica on a CPU node (default: the node's cores split evenly)"),
-    "kv_cache_gib": Opt("int", "KV cache GiB per replica on a CPU node (VLLM_CPU_KVCACHE_SPACE, whole GiB)"),
+    "cpus": Opt("int", "cores per replica on a CPU node (default: the node's cores split evenly)", shapes=False),
+    "kv_cache_gib": Opt("int", "KV cache GiB per replica on a CPU node (VLLM_CPU_KVCACHE_SPACE, whole GiB)",
+                        shapes=False),
     "prompt_tokens_details": Opt("bool", "start vLLM with --enable-prompt-tokens-details (default true): "
-                                 "records carry each request's cached prompt tokens"),
-    "admission": Opt("str", "kv: each replica's window follows its /metrics", choices=("kv",)),
-    "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin")),
-    "health_interval_s": Opt("float"), "restart_backoff_s": Opt("float"), "stop_timeout_s": Opt("float"),
-    "allowed_local_media_path": Opt("str", "passed as --allowed-local-media-path"),
+                                 "records carry each request's cached prompt tokens", shapes=False),
+    "admission": Opt("str", "kv: each replica's window follows its /metrics", choices=("kv",), shapes=False),
+    "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin"),
+                   shapes=False),
+    "health_interval_s": Opt("float", shapes=False), "restart_backoff_s": Opt("float", shapes=False),
+    "stop_timeout_s": Opt("float", shapes=False),
+    "allowed_local_media_path": Opt("str", "passed as --allowed-local-media-path", shapes=False),
     "api_server_count": Opt("int", "vLLM API server processes per replica (--api-server-count): image "
-                            "preprocessing runs there, so more of them lift an image-heavy ceiling"),
+                            "preprocessing runs there, so more of them lift an image-heavy ceiling", shapes=False),
 }
 """The ``serve:`` block of a model or role entry (checked by the strict config validator)."""
 SERVE_KEYS = frozenset(SERVE_OPTIONS)
@@ -161,8 +166,9 @@ class ServeSpec:
         values = self.placeholders(port=port, host=host, replica=replica, cpus=cpus, gpus=gpus)
         if self.command is not None:
             return [self._fill("serve.command", str(part), values) for part in self.command]
+        # ``--opt=value``: a name starting with '-' would otherwise read as an option of its own
         cmd = [self.vllm_binary() or "vllm", "serve", self.model, "--host", host, "--port", str(port),
-               "--served-model-name", self.name, "--tensor-parallel-size", str(self.tensor_parallel_size)]
+               f"--served-model-name={self.name}", "--tensor-parallel-size", str(self.tensor_parallel_size)]
         if self.prompt_tokens_details:
             cmd.append("--enable-prompt-tokens-details")  # cached tokens per request, in the records
         if self.max_model_len:
@@ -170,12 +176,25 @@ class ServeSpec:
         if self.gpu_memory_utilization:
             cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
         if self.lora_modules:
-            cmd += ["--enable-lora", "--lora-modules", *(f"{k}={v}" for k, v in self.lora_modules.items())]
+            cmd += ["--enable-lora", "--lora-modules", *(lora_module_item(k, v) for k, v in self.lora_modules.items())]
         if self.allowed_local_media_path:
             cmd += ["--allowed-local-media-path", self.allowed_local_media_path]
         if self.api_server_count is not None:
             cmd += ["--api-server-count", str(self.api_server_count)]
         return cmd + self.args
+
+
+def lora_module_item(name: str, path: str) -> str:
+    """One ``--lora-modules`` item that vLLM reads back as exactly this name and path.
+
+    vLLM takes ``name=path`` only when the item holds an '=' and no ',' (and then splits it at
+    every '='); anything else it reads as JSON. A folder like ``/ckpts/lr=1e-4,bs=32/checkpoint-100``
+    (Hydra's naming) would crash its parser or name another adapter, and an item starting with '-'
+    would end the option's list: those go in the JSON form, which says each field outright.
+    """
+    if "=" in name or "=" in path or "," in name or "," in path or name.startswith(("-", "{")):
+        return json.dumps({"name": name, "path": path})
+    return f"{name}={path}"
 
 
 _HINTS: list[tuple[re.Pattern[str], str]] = [
