@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from fasteval.config.load import load_config
@@ -46,6 +47,7 @@ def _agree(run_dir: Path) -> dict[str, int]:
     return {"ok": ok, "error": len(latest) - ok}
 
 
+@pytest.mark.slow  # five sweeps and a merge
 async def test_errors_reruns_rescore_shards_and_merge_keep_the_aggregates_exact(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path))
     run = tmp_path / "run"
