@@ -25,7 +25,6 @@ lists what it still exposes).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import signal
@@ -33,6 +32,20 @@ import sys
 import sysconfig
 import time
 from typing import Any
+
+from sandbox._libc import (
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    check,
+    libc,
+    mount,
+)
 
 JAIL_HOME = "/sandbox"
 
@@ -43,26 +56,8 @@ _CLONE_NEWIPC = 0x08000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
-_MS_NOEXEC = 8
-_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS = 38
 _DEVICES = ("null", "zero", "full", "random", "urandom")
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return None if s is None else s.encode()
-
-    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def readonly_trees() -> list[str]:
@@ -81,8 +76,8 @@ def _bind_readonly(src: str, dst: str) -> None:
     else:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
-    _mount(src, dst, None, _MS_BIND | _MS_REC)
-    _mount(None, dst, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    mount(src, dst, None, MS_BIND | MS_REC)
+    mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def enter_namespaces() -> None:
@@ -92,7 +87,7 @@ def enter_namespaces() -> None:
     the pool kills the shim, and the zygote dies with it (parent-death signal), taking the whole
     namespace with it.
     """
-    _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
+    check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
     pid = os.fork()
     if pid:
         _shim(pid)
@@ -110,23 +105,23 @@ def _shim(child: int) -> None:
 
 
 def set_parent_death_signal() -> None:
-    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
 
 
 def harden_zygote() -> None:
     """No core dumps, no ptrace and no /proc/<pid>/{mem,fd,environ} of the zygote for same-uid code;
     orphans of calls are reparented to it so it can reap them."""
-    _check(_libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
-    _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _mount_proc(target: str) -> None:
     os.makedirs(target)
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     try:
-        _mount("proc", target, "proc", flags, "hidepid=2")
+        mount("proc", target, "proc", flags, "hidepid=2")
     except OSError:  # older kernels: still a private /proc, only without hiding other uids
-        _mount("proc", target, "proc", flags)
+        mount("proc", target, "proc", flags)
 
 
 def _disable_ipc(proc: str) -> None:
@@ -147,9 +142,9 @@ def enter_jail(host_dir: str, mount_point: str) -> None:
 
     The zygote stays root here; each call child drops to its own uid (``drop_to``).
     """
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = mount_point
-    _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     for tree in readonly_trees():
         dst = root + tree
         if os.path.islink(tree) and os.path.dirname(tree) == "/":
@@ -160,17 +155,17 @@ def enter_jail(host_dir: str, mount_point: str) -> None:
         if os.path.exists(f"/dev/{dev}"):
             os.makedirs(f"{root}/dev", exist_ok=True)
             open(f"{root}/dev/{dev}", "a").close()
-            _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, _MS_BIND)
+            mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
     _mount_proc(f"{root}/proc")
     _disable_ipc(f"{root}/proc")
     os.makedirs(root + JAIL_HOME)
-    _mount(host_dir, root + JAIL_HOME, None, _MS_BIND)
-    _mount(None, root + JAIL_HOME, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV)
-    _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    mount(host_dir, root + JAIL_HOME, None, MS_BIND)
+    mount(None, root + JAIL_HOME, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chroot(root)
     os.chdir(JAIL_HOME)
     os.chmod(JAIL_HOME, 0o711)  # calls may traverse to /sandbox/work, not list or write /sandbox
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+    check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
     harden_zygote()
 
 

@@ -21,30 +21,13 @@ meets the same full folder (jail) or emptied folder (process isolation) as one p
 
 from __future__ import annotations
 
-import ctypes
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sandbox._ledger import DiskLedger
-
-_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_MOVE = 2, 4, 32, 8192
-_MNT_DETACH = 2
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return s.encode() if s is not None else None
-
-    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+from sandbox._libc import MS_MOVE, MS_NODEV, MS_NOSUID, MS_REMOUNT, mount, umount_lazy
 
 
 def usage(path: Path) -> tuple[int, int]:
@@ -96,7 +79,7 @@ class FolderQuota:
         if not (self.mounts and path.is_dir()):  # in the jail ``work`` stays as the mount point's folder
             path.mkdir(mode=0o700)
         if self.mounts:
-            _mount("tmpfs", str(path), "tmpfs", _MS_NOSUID | _MS_NODEV, self._options(*self.call, uid))
+            mount("tmpfs", str(path), "tmpfs", MS_NOSUID | MS_NODEV, self._options(*self.call, uid))
         elif chown:
             os.chown(path, uid, uid)
 
@@ -110,7 +93,7 @@ class FolderQuota:
         if self.mounts and os.path.ismount(src):
             if not dst.is_dir():
                 dst.mkdir(mode=0o700)
-            _mount(str(src), str(dst), None, _MS_MOVE)
+            mount(str(src), str(dst), None, MS_MOVE)
             if not keep_src:
                 os.rmdir(src)
         else:
@@ -133,7 +116,7 @@ class FolderQuota:
             others = sum(v for k, v in self.held.items() if k != key)
             size = used + self.ledger.reserve(others + used, max(size - used, 0))
         count = min(self.trajectory[1], inodes + self.call[1]) if key is not None else self.call[1]
-        _mount(None, str(path), None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
+        mount(None, str(path), None, MS_REMOUNT | MS_NOSUID | MS_NODEV,
                f"size={max(size, used, 1 << 16)},nr_inodes={max(count, inodes, 2)}")
 
     def _settle(self, key: str | None, used: int) -> int:
@@ -186,7 +169,7 @@ class FolderQuota:
         if self.ledger is not None:  # also ends a reservation no after_call settled (a crashed call)
             self.ledger.settle(sum(self.held.values()))
         if self.mounts and os.path.ismount(path):
-            _check(_libc.umount2(str(path).encode(), _MNT_DETACH), f"umount {path}")
+            umount_lazy(str(path))
             os.rmdir(path)
         else:
             fallback(path)
