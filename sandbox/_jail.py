@@ -176,24 +176,20 @@ def drop_to(uid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
-def kill_uid(uid: int, wait: bool = True) -> None:
-    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking)."""
-    kill_uids({uid}, wait)
-
-
-def kill_uids(uids: set[int] | frozenset[int], wait: bool = True) -> set[int]:
+def kill_uids(uids: set[int] | frozenset[int], wait: bool = True, skip: frozenset[int] = frozenset()) -> set[int]:
     """SIGKILL every live process of any of ``uids``; one scan of /proc kills them all.
 
     Inside the jail this scans the namespace's own /proc: a handful of entries, not the host's.
     ``wait=True`` repeats until a scan finds none (a fork bomb may still be forking);
     ``wait=False`` makes one pass. Returns the uids that still had live processes in the last
     pass: a uid not returned had none, and (as only its own processes can make more) has none.
+    ``skip``: pids known to be none of them (the template, the manager, unused spares).
     """
     found: set[int] = set()
     for _ in range(200):
         found = set()
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+            if not entry.name.isdigit() or int(entry.name) in skip:
                 continue
             owner = _live_uid(entry.name)
             if owner is not None and owner in uids:
@@ -211,18 +207,20 @@ def kill_uids(uids: set[int] | frozenset[int], wait: bool = True) -> set[int]:
 def _live_uid(pid: str) -> int | None:
     """The real uid of a live (not zombie) process, or None."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            status = f.read()
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
     except OSError:
         return None
-    uid: int | None = None
-    for line in status.splitlines():
-        if line.startswith("State:") and line[6:].strip().startswith("Z"):
-            return None
-        if line.startswith("Uid:"):
-            uid = int(line.split()[1])
-            break  # State comes before Uid
-    return uid
+    try:
+        status = os.read(fd, 4096)  # State and Uid are in the first lines
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    state = status.find(b"\nState:")
+    uid = status.find(b"\nUid:")
+    if state < 0 or uid < 0 or status[state + 7:state + 9].strip().startswith(b"Z"):
+        return None
+    return int(status[uid + 5:status.index(b"\n", uid + 5)].split()[0])
 
 
 def apply_limits(limits: dict[str, Any]) -> None:
