@@ -1,6 +1,7 @@
 """Latency and throughput of the sandbox pool vs a fresh ``python -c`` per call, same run.
 
-Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G] [--phases]``. The baseline
+Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G] [--phases]
+[--baseline-ref REF [--passes P]]``. The baseline
 spawns an interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work,
 which is what an unpooled sandbox pays on every call.
 
@@ -11,6 +12,11 @@ sweep does while the model thinks. ``fork_*`` is the CPU every call costs at lea
 ``os.fork()`` / ``os._exit(0)`` / ``waitpid`` loop in a process with the template's imports and
 environment. ``--phases`` also prints where a trivial call's time goes (median per hop), back to
 back and paced.
+
+``--baseline-ref REF``: the same measurement on the sandbox of commit REF (benchmarks/_baseline.py),
+in the same run: P passes (default 3) of each side in a fresh process, sides alternating, then
+both sides' medians and ours/baseline per figure, so a regression shows against a machine's
+load of the moment. The ``python -c`` spawn baseline is left out then.
 """
 
 from __future__ import annotations
@@ -29,7 +35,21 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+
+
+def _code_root() -> Path:
+    """Where ``sandbox`` comes from: this tree, or the checkout a --baseline-ref run hands its child."""
+    if "--code-root" in sys.argv[:-1]:
+        return Path(sys.argv[sys.argv.index("--code-root") + 1]).resolve()
+    return HERE.parent
+
+
+CODE_ROOT = _code_root()
+sys.path.insert(0, str(CODE_ROOT))
+sys.path.append(str(HERE))
+
+from _baseline import checkout, describe  # noqa: E402
 
 from sandbox import SandboxPool  # noqa: E402
 
@@ -91,9 +111,10 @@ def fork_floor(n: int) -> dict[str, float]:
     """Fork, exit and reap a process that has the zygote's imports and environment, ``n`` times."""
     with tempfile.TemporaryDirectory() as d:
         env = SandboxPool(isolation="process")._worker_env(Path(d))
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = str(CODE_ROOT)
         out = subprocess.run(
-            [sys.executable, __file__, "--fork-floor", str(n)], env=env, check=True, capture_output=True, text=True
+            [sys.executable, __file__, "--fork-floor", str(n), "--code-root", str(CODE_ROOT)], env=env, check=True,
+            capture_output=True, text=True,
         )
     return dict(json.loads(out.stdout))
 
@@ -165,16 +186,66 @@ async def throughput(workers: int, code: str, images: list[bytes], calls: int) -
         return calls / (time.perf_counter() - t)
 
 
+COMPARED = (
+    ("trivial call p50, back to back (ms)", "pool_p50_ms"),
+    ("trivial call p95, back to back (ms)", "pool_p95_ms"),
+    ("trivial call p50, paced (ms)", "pool_paced_p50_ms"),
+    ("image call p50 (ms)", "image_pool_p50_ms"),
+    ("trivial calls/s, 1 worker", "trivial_calls_per_s_1_worker"),
+    ("trivial calls/s, 2 workers", "trivial_calls_per_s_2_workers"),
+    ("image calls/s, 1 worker", "image_calls_per_s_1_worker"),
+    ("image calls/s, 2 workers", "image_calls_per_s_2_workers"),
+    ("floor: fork+exit+wait p50 (ms)", "fork_exit_wait_p50_ms"),
+)
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Both sides in fresh processes, alternating; medians and ratios (see the module docstring)."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--json", "--no-spawn", "--calls", str(args.calls),
+           "--gap-ms", str(args.gap_ms)]
+    with checkout(args.baseline_ref) as base:
+        runs: dict[str, list[dict[str, float]]] = {"ours": [], "baseline": []}
+        for i in range(args.passes):
+            for side in ("ours", "baseline") if i % 2 == 0 else ("baseline", "ours"):
+                root = base if side == "baseline" else HERE.parent
+                out = subprocess.run([*cmd, "--code-root", str(root)], cwd=root, check=True, capture_output=True,
+                                     text=True, env={**os.environ, "PYTHONPATH": str(root)})
+                runs[side].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                if not args.json:
+                    r = runs[side][-1]
+                    print(f"  pass {i + 1} {side:>8}: p50 {r['pool_p50_ms']} ms, paced p50 {r['pool_paced_p50_ms']} ms, "
+                          f"{r['trivial_calls_per_s_2_workers']} trivial calls/s (2 workers)", file=sys.stderr)
+    med = {side: {key: statistics.median(r[key] for r in rs) for _, key in COMPARED} for side, rs in runs.items()}
+    if args.json:
+        print(json.dumps({**med, "passes": runs, "baseline_ref": describe(args.baseline_ref)}))
+        return
+    print(f"sandbox, this tree vs {describe(args.baseline_ref)}: medians of {args.passes} passes each "
+          f"(--calls {args.calls}), sides alternating, isolation={runs['ours'][0]['isolation']}")
+    print(f"{'':38}{'ours':>10}{'baseline':>10}{'ours/base':>11}   ours range      baseline range")
+    for label, key in COMPARED:
+        ours, base_v = med["ours"][key], med["baseline"][key]
+        spread = [f"{min(r[key] for r in runs[s]):g}-{max(r[key] for r in runs[s]):g}" for s in ("ours", "baseline")]
+        print(f"{label:38}{ours:10.2f}{base_v:10.2f}{(ours / base_v if base_v else 0):10.2f}x   "
+              f"{spread[0]:15} {spread[1]}")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--gap-ms", type=float, default=20.0, help="pause between paced calls")
     parser.add_argument("--phases", action="store_true", help="also time each hop of a trivial call")
+    parser.add_argument("--baseline-ref", metavar="REF", help="also measure the sandbox of git commit REF, same run")
+    parser.add_argument("--passes", type=int, default=3, help="with --baseline-ref: passes per side (default 3)")
+    parser.add_argument("--no-spawn", action="store_true", help="leave out the `python -c` per call baseline")
     parser.add_argument("--fork-floor", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--code-root", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fork_floor:
         _fork_floor_child(args.fork_floor)
+        return
+    if args.baseline_ref:
+        compare(args)
         return
     png = test_png()
     async with SandboxPool() as pool:
@@ -183,9 +254,9 @@ async def main() -> None:
         paced = await pool_latency(pool, TRIVIAL, [], max(20, args.calls // 2), args.gap_ms / 1000)
         image = await pool_latency(pool, IMAGE, [png], max(20, args.calls // 5))
         isolation, size = pool.isolation, pool.size
-    n_spawn = max(5, args.calls // 20)
-    spawn_trivial = spawn_latency(TRIVIAL, png, n_spawn)
-    spawn_image = spawn_latency(IMAGE, png, n_spawn)
+    n_spawn = 0 if args.no_spawn else max(5, args.calls // 20)
+    spawn_trivial = spawn_latency(TRIVIAL, png, n_spawn) or [float("nan")]
+    spawn_image = spawn_latency(IMAGE, png, n_spawn) or [float("nan")]
     tput = {w: await throughput(w, IMAGE, [png], 40) for w in (1, 2)}
     tput_trivial = {w: await throughput(w, TRIVIAL, [], 400) for w in (1, 2)}
     floor = fork_floor(max(50, args.calls // 2))
