@@ -94,8 +94,26 @@ def enter_namespaces() -> None:
     set_parent_death_signal()
 
 
+_WAIT_FOR = """
+import os, signal, sys
+_, status = os.waitpid(int(sys.argv[1]), 0)
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code & 0xFF)
+"""
+
+
 def _shim(child: int) -> None:
+    """Wait for the zygote and exit as it did, in a bare interpreter: this process holds its own
+    copy of every import (the zygote's heap was collapsed into fresh huge pages), about 150 MB
+    per worker kept for nothing while it waits."""
     os.closerange(3, 65536)  # the protocol pipes belong to the zygote alone
+    try:
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _WAIT_FOR, str(child)])
+    except OSError:
+        pass
     _, status = os.waitpid(child, 0)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:

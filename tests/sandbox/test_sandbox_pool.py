@@ -184,3 +184,16 @@ async def test_pool_runs_under_uvloop() -> None:
             return (await p.run("print('uv')")).stdout
 
     assert await asyncio.to_thread(uvloop.run, body()) == "uv\n"
+
+
+async def test_a_jailed_workers_waiting_shim_keeps_no_copy_of_the_imports(pool: SandboxPool) -> None:
+    """The process outside the worker's namespaces only waits for it; it used to keep its own
+    copy of numpy, PIL, OpenCV and matplotlib's memory (RSS ~220 MB per worker)."""
+    if pool.isolation != "jail":
+        pytest.skip("namespaces unavailable: without the jail there is no shim")
+    await pool.run("x = 1")
+    for worker in pool._slots:
+        assert worker is not None
+        status = open(f"/proc/{worker.proc.pid}/status").read()
+        rss_kb = int(status.split("VmRSS:")[1].split()[0])
+        assert rss_kb < 40 * 1024, status
