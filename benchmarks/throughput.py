@@ -93,7 +93,8 @@ def make_image(path: Path) -> int:
 
 
 def write_dataset(folder: Path, n: int, port: int, concurrency: int, *, image_name: str = "image.png",
-                  tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None) -> Path:
+                  tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None,
+                  run_extra: dict[str, Any] | None = None) -> Path:
     """The jsonl dataset and the sweep config that points at the external sim."""
     with (folder / "tasks.jsonl").open("w") as f:
         for i in range(n):
@@ -106,7 +107,7 @@ def write_dataset(folder: Path, n: int, port: int, concurrency: int, *, image_na
         "models": [{"name": "bench", "provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
                     "model": MODEL, "limits": {"concurrency": concurrency}, **(model_extra or {})}],
         "suites": [{"name": "jsonl", "options": {"path": str(folder / "tasks.jsonl"), "max_rounds": 10}}],
-        "run": {"max_concurrency": concurrency, "fsync": "batch"},
+        "run": {"max_concurrency": concurrency, "fsync": "batch", **(run_extra or {})},
     }, indent=1))
     return cfg
 
@@ -158,7 +159,8 @@ def _metrics(n_ok: int, wall_s: float, cpu_s: float, cpu_startup_s: float, maxrs
 
 def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurrency: int, *,
              tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None,
-             sim_args: tuple[str, ...] = (), code_root: Path = ROOT) -> dict[str, Any]:
+             sim_args: tuple[str, ...] = (), code_root: Path = ROOT,
+             run_extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """``fasteval run`` of ``code_root``'s code (this tree, or a --baseline-ref checkout) against a fresh sim
     of this tree (the same mock for both)."""
     folder = Path(tempfile.mkdtemp(prefix="ours-", dir=work))
@@ -166,7 +168,7 @@ def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurr
     sim = Sim(k, latency_ms, sim_args)
     try:
         cfg = write_dataset(folder, n, sim.port, concurrency, image_name=image.name, tools=tools,
-                            model_extra=model_extra)
+                            model_extra=model_extra, run_extra=run_extra)
         run_dir, stats = folder / "run", folder / "child.json"
         code, tree, tail = _run_child([PY, "-c", _OURS_CHILD, str(stats), "run", str(cfg), "--run-dir", str(run_dir),
                                     "--max-concurrency", str(concurrency), "--no-progress"], code_root)
@@ -236,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="runs per side; medians are reported (default 3)")
     ap.add_argument("--tool", choices=TOOLS, default="calculator",
                     help="the tool each round calls (python_interpreter: the sandbox; no raw side)")
+    ap.add_argument("--sandbox-workers", type=int, metavar="W",
+                    help="run.sandbox.workers for the python tool (default: the sandbox's, the CPU count)")
     ap.add_argument("--baseline-ref", metavar="REF",
                     help="also run `ours` on the code of git commit REF (e.g. a release), alternating, same run")
     ap.add_argument("--json", action="store_true", help="print one JSON object {ours, raw, [baseline], params}")
@@ -254,14 +258,15 @@ def main(argv: list[str] | None = None) -> int:
                     r = run_raw(image, a.n, a.k, a.latency_ms, a.concurrency)
                 else:
                     r = run_ours(work, image, a.n, a.k, a.latency_ms, a.concurrency, tools=(a.tool,),
-                                 code_root=base_root if side == "baseline" and base_root else ROOT)
+                                 code_root=base_root if side == "baseline" and base_root else ROOT,
+                                 run_extra={"sandbox": {"workers": a.sandbox_workers}} if a.sandbox_workers else None)
                 runs[side].append(r)
                 if not a.json:
                     print(f"  repeat {i + 1} {side:>8}: {r['traj_per_s']:7.1f} traj/s  "
                           f"{r['cpu_ms_per_traj']:6.2f} ms CPU/traj  {r['peak_rss_mb']:6.0f} MB", file=sys.stderr)
     med = {side: _median(rs) for side, rs in runs.items()}
     params = {"n": a.n, "k": a.k, "latency_ms": a.latency_ms, "concurrency": a.concurrency, "repeats": a.repeats,
-              "tool": a.tool, "image_bytes": image_bytes,
+              "tool": a.tool, "sandbox_workers": a.sandbox_workers, "image_bytes": image_bytes,
               "ideal_traj_per_s": a.concurrency / ((a.k + 1) * a.latency_ms / 1000), "cpus": os.cpu_count(),
               **({"baseline_ref": describe(a.baseline_ref)} if a.baseline_ref else {})}
     if a.json:
