@@ -304,8 +304,9 @@ class Zygote:
                 os.setpgid(0, 0)
                 _jail.set_parent_death_signal()
             runner = CallRunner(self.home, self.limits, self.jailed)
-            runner.warm()
-            encode({"warm": True}, [])
+            if not _readable(req_r):  # a call already waiting touches those pages itself, sooner
+                runner.warm()
+                encode({"warm": True}, [])
             req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
             start = time.monotonic()
             mode = req["mode"]
