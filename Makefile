@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-browser test-slurm test-vllm vllm lint bench clean
+.PHONY: demo test test-slow test-browser test-slurm test-vllm vllm lint bench clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -19,8 +19,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check fasteval providers sandbox cache tests benchmarks
 	$(BIN)/mypy
 
+# `make test` runs the suite but the end-to-end tests marked `slow` (subprocess sweeps, kill -9, sandbox
+# pools, served models); `make test-slow` runs those, after checking that the two together run every
+# test (tests/suite_split.py). CI (.ci/run) runs both.
+FAST := -m "not slow"
+SLOW := -m slow
+
 test: $(STAMP) lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(FAST)
+
+test-slow: $(STAMP)
+	$(BIN)/python tests/suite_split.py $(FAST) -- $(SLOW)
+	$(BIN)/pytest $(SLOW)
 
 # The viewer in headless Chromium (Debian's `chromium` package); fails instead of skipping without it.
 test-browser: $(STAMP)

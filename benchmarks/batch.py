@@ -47,11 +47,11 @@ from providers.anthropic import AnthropicProvider  # noqa: E402
 from providers.base import ChatRequest, Provider  # noqa: E402
 from providers.batch.base import BatchSettings  # noqa: E402
 from providers.batch.gemini import GeminiBatchWire  # noqa: E402
-from providers.batch.wires import wire_for  # noqa: E402
 from providers.client import ModelClient  # noqa: E402
 from providers.gemini import GeminiProvider  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider  # noqa: E402
 from providers.openai_responses import OpenAIResponsesProvider  # noqa: E402
+from providers.registry import batch_wire  # noqa: E402
 
 CALCULATOR = {"type": "function", "function": {"name": "calculator", "description": "evaluate arithmetic",
                                                "parameters": {"type": "object", "properties": {
@@ -102,7 +102,8 @@ def journal_bytes(run_dir: Path) -> int:
 async def batched(dialect: str, port: int, a: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
     journal = BatchJournal(run_dir)
     settings = BatchSettings(gather_s=a.gather_s, poll_s=0.05)
-    direct_wire, wire = wire_for(provider(dialect, port, "bmd")), wire_for(provider(dialect, port))
+    on = dialect.removesuffix("-file")  # gemini-file: the gemini wire, every batch through the Files API
+    direct_wire, wire = batch_wire(on, provider(dialect, port, "bmd")), batch_wire(on, provider(dialect, port))
     if dialect == "gemini-file":
         for w in (direct_wire, wire):
             if isinstance(w, GeminiBatchWire):

@@ -6,7 +6,7 @@ Not run in CI. The same training run evaluated twice with ``fasteval run``, in t
 and on the same tasks (calculator questions):
 
 * **one server per step**: the steps as full checkpoints (copies of the tiny calculator checkpoint,
-  providers/local/tiny_checkpoint.py), a series of ``checkpoint-N`` folders: one ``vllm serve``
+  tests/tiny_models/calculator.py), a series of ``checkpoint-N`` folders: one ``vllm serve``
   start per step, as GPU scheduling runs them in turn;
 * **LoRA series**: the steps as LoRA adapters of that checkpoint (rank 8 on q_proj and v_proj,
   written here as PEFT's files; B = 0, so every step answers as the base), ``checkpoints.glob``
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from providers.local.spec import find_vllm  # noqa: E402
-from providers.local.tiny_checkpoint import ensure_checkpoint  # noqa: E402
+from tests.tiny_models.calculator import ensure_checkpoint  # noqa: E402
 
 VLLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "2048",
              "--max-num-seqs", "16", "--dtype", "float32"]

@@ -5,7 +5,7 @@ random-mm`` on the same vision-language server, with the same requests.
                                      [--output-len 32] [--image-side 224] [--repeats 3] [--json]
 
 Not run in CI. One replica of ``vllm serve`` started by our supervisor (on a CPU node the tiny
-zooming Idefics3 of providers/local/tiny_vlm.py, cached, on the usable cores; on a GPU node
+zooming Idefics3 of tests/tiny_models/zoom.py, cached, on the usable cores; on a GPU node
 ``--model`` on GPU 0). Both sides send N chat requests at concurrency C, each one user message
 holding ``--input-len`` tokens of random text then one ``--image-side``² image of random pixels
 as a base64 JPEG data URL (what random-mm makes: PIL's JPEG of uniform noise), with
@@ -170,7 +170,7 @@ def make_group(a: argparse.Namespace, model: str, servers: Path) -> ServerGroup:
 async def run_check(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     result: dict[str, Any] = {}
     if a.model is None:
-        from providers.local.tiny_vlm import ensure_checkpoint
+        from tests.tiny_models.zoom import ensure_checkpoint
 
         t0 = time.perf_counter()
         a.model = str(await asyncio.to_thread(ensure_checkpoint, str(Path(a.vllm).with_name("python"))))

@@ -7,7 +7,7 @@ CPU node with vLLM's CPU build (``make vllm``; found on PATH or in ``.venv-vllm`
         --model {served_model_name}:direct --prefix-cache"      # no vLLM: the other parts only
 
 Not run in CI. On a CPU node (no GPU found) each of the 2 replicas gets half of the usable cores
-and the model is the tiny calculator checkpoint (providers/local/tiny_checkpoint.py, cached).
+and the model is the tiny calculator checkpoint (tests/tiny_models/calculator.py, cached).
 Steps:
 
 1. **A tiny model, built here** (unless ``--model PATH``; with a vllm binary here, the cached tiny
@@ -62,8 +62,8 @@ from providers.client import ModelClient, RetryPolicy  # noqa: E402
 from providers.local import RoutedProvider, Router, ServerGroup, ServeSpec, parse_metrics  # noqa: E402
 from providers.local.gpus import detect_cpus, usable_cpus  # noqa: E402
 from providers.local.spec import find_vllm  # noqa: E402
-from providers.local.tiny_checkpoint import ensure_checkpoint  # noqa: E402
 from providers.openai_compat import OpenAICompatProvider, Timeouts  # noqa: E402
+from tests.tiny_models.calculator import ensure_checkpoint  # noqa: E402
 
 NAME = "tiny-tools"
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -394,7 +394,7 @@ async def run_check(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     if a.model is None and a.vllm is not None:
         t0 = time.perf_counter()
         path = await asyncio.to_thread(ensure_checkpoint, str(Path(a.vllm).with_name("python")))
-        result["model"] = {"path": str(path), "recipe": "providers/local/tiny_checkpoint.py",
+        result["model"] = {"path": str(path), "recipe": "tests/tiny_models/calculator.py",
                            "build_s": round(time.perf_counter() - t0, 1)}
         model_path = str(path)
     elif a.model is None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from providers.base import ChatRequest
+    from providers import ChatRequest
 
 SCHEMA_VERSION = 1
 """Bump when the meaning of a stored value changes, so old entries stop matching (lmms-eval PR #1217)."""

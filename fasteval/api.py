@@ -3,7 +3,12 @@
 ``run`` does what ``fasteval run`` does (strict config, selectors, preflight, the same run
 folder and resume rules) and returns a summary instead of an exit code; ``load_records``
 streams the latest record of each job through the run index, so a big run folder never sits in memory.
-``run_planned`` is the run path both share (``cli/run.py`` adds only its terminal and run.log).
+
+This module is also the one door into a sweep: ``claimed_run_folder`` runs preflight once, creates
+and locks the run folder, and undoes a start that failed; every sweep (``fasteval run``, ``--watch``
+rounds, ``--pilot``, a Slurm shard, this API) runs inside it through ``ClaimedRun.sweep``.
+``run_planned`` is that path for one sweep (``cli/run.py`` adds only its terminal and run.log).
+``tests/architecture/test_run_path.py`` fails on a sweep started anywhere else.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from fasteval.engine.run.sweep import SweepIncomplete, SweepResult, run_sweep
 from fasteval.runfolder.diskfaults import unwritable_run_dir
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.lock import run_folder_lock
-from fasteval.runfolder.names import RECORDS
+from fasteval.runfolder.names import MANIFEST, RECORDS
 
 
 @dataclass(slots=True)
@@ -73,26 +78,40 @@ async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | N
 async def run_planned(cfg: SweepConfig, opts: RunOptions, *, preflight: bool = True,
                       command: str = "run (Python API)",
                       while_held: Callable[[Path], AbstractContextManager[object]] | None = None) -> SweepResult:
-    """The one run path of ``fasteval run`` and ``run_async``: preflight, claim the run folder, sweep.
+    """The one run path of ``fasteval run``, ``--pilot`` and ``run_async``: preflight, claim the run
+    folder, sweep.
 
     ``while_held`` wraps the sweep once the folder's lock is held (the CLI opens run.log there, so
     a refused second run writes nothing). Raises ``PreflightFailed``, ``RunDirUnwritable`` and
     ``RunFolderBusy`` before anything ran, ``SweepIncomplete`` with the partial result.
     """
-    async with claimed_run_folder(cfg, opts.run_dir, preflight=preflight, command=command):
+    async with claimed_run_folder(cfg, opts, preflight=preflight, command=command) as claimed:
         with while_held(opts.run_dir) if while_held is not None else nullcontext():
-            return await run_sweep(cfg, opts)
+            return await claimed.sweep(cfg)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedRun:
+    """A run folder this process has claimed (preflight passed, the folder locked): its sweeps."""
+
+    opts: RunOptions
+
+    async def sweep(self, cfg: SweepConfig) -> SweepResult:
+        """One sweep of ``cfg`` into the claimed folder (``--watch`` runs one per round)."""
+        return await run_sweep(cfg, self.opts)
 
 
 @asynccontextmanager
-async def claimed_run_folder(cfg: SweepConfig, run_dir: Path, *, preflight: bool,
-                             command: str) -> AsyncIterator[Path]:
-    """Preflight, then create and lock ``run_dir`` for the block; a start that fails claims nothing.
+async def claimed_run_folder(cfg: SweepConfig, opts: RunOptions, *, preflight: bool,
+                             command: str) -> AsyncIterator[ClaimedRun]:
+    """Preflight once, then create and lock ``opts.run_dir`` for the block; a start that fails claims nothing.
 
-    Preflight comes first so that endpoints not ready leave no folder behind. A ``UsageError`` out
-    of the block (a config the sweep refuses, a changed config) deletes a folder this call created
-    while it holds no records; a folder it cannot write, or one whose control socket another sweep
-    answers on, is left as it is.
+    Preflight comes first so that endpoints not ready leave no folder behind. A start the user
+    must fix (a ``UsageError``: a config the sweep refuses, a changed config) or stopped (Ctrl-C,
+    a cancelled task) is undone here, and only here, while the folder holds no records: a folder
+    this call created is deleted, a manifest it added to a folder that had none is removed. A
+    folder it cannot write, or one whose control socket another sweep answers on, is left as it
+    is, and so is one where a bug of ours stopped the start (run.log holds its traceback).
     """
     if preflight:
         from fasteval.engine.run.preflight import preflight as check
@@ -100,14 +119,24 @@ async def claimed_run_folder(cfg: SweepConfig, run_dir: Path, *, preflight: bool
         problems = await check(cfg)
         if problems:
             raise PreflightFailed(problems)
+    run_dir = opts.run_dir
     existed = _create(run_dir)
     with run_folder_lock(run_dir, command):
+        claimed = (run_dir / MANIFEST).exists()
         try:
-            yield run_dir
-        except UsageError as e:
-            if not (existed or isinstance(e, (RunDirUnwritable, ControlRefused)) or (run_dir / RECORDS).exists()):
-                shutil.rmtree(run_dir, ignore_errors=True)
+            yield ClaimedRun(opts)
+        except (UsageError, KeyboardInterrupt, asyncio.CancelledError) as e:
+            if not isinstance(e, (RunDirUnwritable, ControlRefused)) and not (run_dir / RECORDS).exists():
+                _unclaim(run_dir, existed=existed, claimed=claimed)
             raise
+
+
+def _unclaim(run_dir: Path, *, existed: bool, claimed: bool) -> None:
+    """Undo what a failed start wrote: the folder it created, or the manifest it added."""
+    if not existed:
+        shutil.rmtree(run_dir, ignore_errors=True)
+    elif not claimed:
+        (run_dir / MANIFEST).unlink(missing_ok=True)
 
 
 def _create(run_dir: Path) -> bool:

@@ -24,6 +24,8 @@ from providers.wire_images import ImageParts, object_args, split_data_url
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+NATIVE = "anthropic"
+"""``native.provider`` of the assistant turns this provider keeps (its own blocks, verbatim)."""
 _CACHE = {"type": "ephemeral"}
 
 _STOP = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "tool_use": "tool_calls",
@@ -107,7 +109,7 @@ class AnthropicProvider(Provider):
                 push("user", await self._content_blocks(m.get("content"), profile))
             elif role == "assistant":
                 native = m.get("native")
-                if isinstance(native, dict) and native.get("provider") == "anthropic":
+                if isinstance(native, dict) and native.get("provider") == NATIVE:
                     push("assistant", list(native["content"]))
                     continue
                 blocks = await self._content_blocks(m.get("content"), profile)
@@ -233,7 +235,7 @@ def parse_anthropic_response(raw: bytes) -> ChatResponse:
     thinking = any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks)
     return ChatResponse(content="".join(texts) if texts else None, tool_calls=calls,
                         finish_reason=_STOP.get(str(data.get("stop_reason")), "stop"), usage=usage,
-                        native={"provider": "anthropic", "content": blocks} if thinking else None)
+                        native={"provider": NATIVE, "content": blocks} if thinking else None)
 
 
 def classify_anthropic_error(status: int, body: bytes, retry_after: str | None) -> ProviderError:

@@ -19,7 +19,7 @@ from providers.breaker import CircuitBreaker, is_outage
 from providers.limits import AdaptiveLimit, RateLimiter
 from providers.retry import MODEL_RETRYABLE, RetryPolicy, retry_call
 
-__all__ = ["RETRYABLE", "BatchRoute", "EndpointStats", "ModelClient", "RetryPolicy"]
+__all__ = ["RETRYABLE", "BatchRoute", "EndpointStats", "ModelClient", "RequestGate", "RetryPolicy"]
 
 RETRYABLE = MODEL_RETRYABLE
 
@@ -54,6 +54,17 @@ class BatchRoute(Protocol):
     async def chat(self, request: ChatRequest) -> ChatResponse: ...
 
 
+class RequestGate(Protocol):
+    """What may hold a request before it is sent (a paused sweep: ``fasteval ctl pause --now``)."""
+
+    held: bool
+    """False while nothing is held: the client then sends without asking (one attribute read)."""
+
+    async def wait(self, endpoint: str) -> None:
+        """Return once a request to ``endpoint`` may be sent."""
+        ...
+
+
 ResponseCache = Callable[[ChatRequest, Callable[[], Awaitable[ChatResponse]]], Awaitable[ChatResponse]]
 """Wraps a request's computation with a cache lookup (keyed by endpoint, model, request, seed)."""
 
@@ -75,9 +86,11 @@ class ModelClient:
         cache: Callable[[ModelClient], ResponseCache] | None = None,
         breaker: CircuitBreaker | None = None,
         batch: Callable[[ModelClient], BatchRoute] | None = None,
+        gate: RequestGate | None = None,
     ) -> None:
         """``cache`` and ``batch`` wrap this client's requests and are given the client they wrap
-        (its provider, stats, retry policy and interactive path), once, as it is built."""
+        (its provider, stats, retry policy and interactive path), once, as it is built; ``gate``
+        is asked before each request is sent."""
         self.name = name
         self.provider = provider
         self.limit = limit or AdaptiveLimit(concurrency)
@@ -89,10 +102,10 @@ class ModelClient:
         self.attempt_timeout_s: float | None = None
         """A cap on each attempt set while running (``fasteval ctl set attempt_timeout_s=N``), on top
         of the wire's own connect/read/attempt timeouts from the config."""
-        self.gate: Callable[[str], Awaitable[None]] | None = None
-        """Awaited with this client's name before each request is sent (each attempt; a cache hit is
-        not held): a paused sweep (``fasteval ctl pause --now``) holds trajectories here, before their
-        next model request, instead of ending them."""
+        self.gate = gate
+        """Asked before each request is sent (each attempt; a cache hit is not held): a paused sweep
+        (``fasteval ctl pause --now``) holds trajectories here, before their next model request,
+        instead of ending them."""
         self.cache = cache(self) if cache is not None else None
         self.lane = batch(self) if batch is not None else None
         """A model in batch mode (fasteval.engine.batch.batching): its requests go into provider batches."""
@@ -119,8 +132,8 @@ class ModelClient:
 
     async def _chat_uncached(self, request: ChatRequest) -> ChatResponse:
         if self.batch is not None:
-            if self.gate is not None:
-                await self.gate(self.name)
+            if self.gate is not None and self.gate.held:
+                await self.gate.wait(self.name)
             return await self.batch(request)
         return await self.chat_interactive(request)
 
@@ -149,8 +162,8 @@ class ModelClient:
             raise
 
     async def _attempt(self, request: ChatRequest) -> ChatResponse:
-        if self.gate is not None:  # held here, each attempt: a retry is not sent while paused either
-            await self.gate(self.name)
+        if self.gate is not None and self.gate.held:  # each attempt: a retry is not sent while paused either
+            await self.gate.wait(self.name)
         if self.breaker is not None:
             await self.breaker.admit()
         # The window first, then the rate budget: a request is charged to the minute only when it is

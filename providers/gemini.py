@@ -25,6 +25,8 @@ from providers.openai_compat import ImageResolver
 from providers.wire_images import ImageParts, object_args, split_data_url
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+NATIVE = "gemini"
+"""``native.provider`` of the assistant turns this provider keeps (its own blocks, verbatim)."""
 
 SCHEMA_KEYS = frozenset({"type", "format", "description", "nullable", "enum", "properties", "required", "items",
                          "minItems", "maxItems", "minimum", "maximum", "anyOf", "propertyOrdering", "title",
@@ -136,7 +138,7 @@ class GeminiProvider(Provider):
                     if api_call_id(tc["id"]) is not None:
                         api_ids.add(tc["id"])
                 native = m.get("native")
-                if isinstance(native, dict) and native.get("provider") == "gemini":
+                if isinstance(native, dict) and native.get("provider") == NATIVE:
                     push("model", list(native["parts"]))
                     continue
                 parts = await self._parts(m.get("content"), profile)
@@ -261,7 +263,7 @@ def parse_gemini_response(raw: bytes) -> ChatResponse:
         finish = "tool_calls" if calls else "stop"
     signed = any("thoughtSignature" in p or p.get("thought") for p in parts)
     return ChatResponse(content="".join(texts) if texts else None, tool_calls=calls, finish_reason=finish,
-                        usage=usage, native={"provider": "gemini", "parts": parts} if signed else None)
+                        usage=usage, native={"provider": NATIVE, "parts": parts} if signed else None)
 
 
 def _retry_delay(err: dict[str, Any]) -> float | None:

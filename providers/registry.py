@@ -1,27 +1,32 @@
 """Every provider fasteval can talk to, by the name a config gives it: one table, read by everyone.
 
-The config schema (which keys an entry may have), the client builder (which wire to speak), the
-preflight (which endpoints to ask), pricing (what costs money), the catalog (``fasteval list
-providers``) and the sim all read a provider's ``ProviderKind`` here, so no module outside
-``providers/`` names a provider, and a new one is one entry in ``PROVIDERS``.
+Two tables: ``WIRE_KINDS`` holds each request format (its client, its vendor's batch API, how
+its vendor counts image tokens) and ``providers()`` each provider name (its wire, its config keys,
+what it can do, the share of the price its batch API charges). The config schema, the client
+builder, the preflight, pricing and the estimate, the batch lanes and the catalog (``fasteval list
+providers``) read them, so nothing outside this module compares or keys a provider's name, and a
+new provider is one entry here plus its wire's module (``tests/architecture/test_provider_table.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fasteval.core.options import Opt, OptionSchema
+from fasteval.core.pricing import PriceTerms
+from providers.token_rules import ANTHROPIC, GEMINI, OPENAI, SIM, TokenRule, vendor_rule
 
 if TYPE_CHECKING:
     from providers.base import Provider
+    from providers.batch.base import BatchWire
     from providers.http_json import Timeouts
 
 Wire = str
+_P = TypeVar("_P")
 """The request format a provider speaks: ``openai``, ``anthropic``, ``gemini`` or ``openai-responses``."""
 
-WIRES = ("openai", "anthropic", "gemini", "openai-responses")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,10 @@ class ProviderKind:
     open_weights: bool = False
     """A server of open-weights checkpoints (vLLM, SGLang): images go through the served model's own
     processor, which the estimate guesses from the model id."""
+    batch_factor: float | None = None
+    """The endpoint has its vendor's batch API (``batch:`` may use it), and a batched request pays this
+    share of the interactive price (0.5 as OpenAI, Anthropic and Google publish, for work done within
+    24 h); None: no batch API (vLLM, SGLang, an OpenAI-compatible server)."""
 
     def options(self) -> OptionSchema:
         return self.options_of()
@@ -84,6 +93,10 @@ class ProviderKind:
         if self.api_option and entry.get("api") == "responses":
             return "openai-responses"
         return self.wire
+
+    def batch_wire(self, wire: Wire) -> Callable[[Provider], BatchWire] | None:
+        """The batch API of an entry of this provider speaking ``wire``; None where there is none."""
+        return WIRE_KINDS[wire].batch if self.batch_factor is not None and wire in WIRE_KINDS else None
 
 
 _KEY = Opt("str", "the environment variable holding the key (never the key itself)")
@@ -135,7 +148,8 @@ def _anthropic_options() -> OptionSchema:
 def _sim_options() -> OptionSchema:
     from providers.sim.spec import SIM_OPTIONS
 
-    return dict(SIM_OPTIONS)
+    # the sim speaks every wire: its ``wire:`` takes the table's names
+    return {**SIM_OPTIONS, "wire": replace(SIM_OPTIONS["wire"], choices=WIRES)}
 
 
 def _sim_choices() -> dict[str, list[str]]:
@@ -156,6 +170,10 @@ def _check_sim(spec: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield "policy", f"unknown sim policy {policy!r}{hint} (known: {', '.join(sorted(POLICIES))})"
 
 
+_HALF = 0.5
+"""What OpenAI's, Anthropic's and Google's batch APIs charge of the interactive price."""
+
+
 def _compatible(name: str, description: str) -> ProviderKind:
     """An OpenAI-compatible server: the OpenAI wire, a base_url, and ``serve:`` may start it."""
     return ProviderKind(name, description, "openai", _openai_options, servable=True, needs_base_url=True)
@@ -164,17 +182,19 @@ def _compatible(name: str, description: str) -> ProviderKind:
 def _kinds() -> dict[str, ProviderKind]:
     return {k.name: k for k in (
         ProviderKind("sim", "the embedded scripted server (no keys, no network)", "openai", _sim_options,
-                     embedded=True, wire_option=True, validate=_check_sim, choices=_sim_choices),
+                     embedded=True, wire_option=True, validate=_check_sim, choices=_sim_choices,
+                     batch_factor=_HALF),
         ProviderKind("openai", "any OpenAI-compatible endpoint (OpenAI, gateways); api: responses for the "
                      "Responses API", "openai", _openai_api_options, servable=True, needs_base_url=True,
-                     api_option=True),
+                     api_option=True, batch_factor=_HALF),
         _compatible("openai_compat", "alias of openai"),
         replace(_compatible("vllm", "a vLLM server (OpenAI-compatible)"), open_weights=True),
         replace(_compatible("sglang", "an SGLang server (OpenAI-compatible)"), open_weights=True),
-        ProviderKind("anthropic", "the Anthropic Messages API, natively", "anthropic", _anthropic_options),
-        ProviderKind("gemini", "the Gemini API, natively", "gemini", lambda: dict(_NATIVE)),
+        ProviderKind("anthropic", "the Anthropic Messages API, natively", "anthropic", _anthropic_options,
+                     batch_factor=_HALF),
+        ProviderKind("gemini", "the Gemini API, natively", "gemini", lambda: dict(_NATIVE), batch_factor=_HALF),
         ProviderKind("openai-responses", "OpenAI's Responses API, natively (reasoning kept across tool calls)",
-                     "openai-responses", _responses_options),
+                     "openai-responses", _responses_options, batch_factor=_HALF),
     )}
 
 
@@ -192,18 +212,54 @@ def provider_kind(name: str) -> ProviderKind | None:
     return providers().get(name)
 
 
-def is_embedded(spec: dict[str, Any]) -> bool:
+def is_embedded(spec: Mapping[str, Any]) -> bool:
     """An endpoint the sweep serves itself (no network, no key, no price)."""
     kind = provider_kind(str(spec.get("provider")))
     return kind is not None and kind.embedded
 
 
+def price_terms(spec: Mapping[str, Any]) -> PriceTerms:
+    """What an entry's provider says of its bill (``fasteval.core.pricing`` asks, naming no provider)."""
+    kind = provider_kind(str(spec.get("provider")))
+    if kind is None:
+        return PriceTerms()
+    return PriceTerms(free=kind.embedded, batch_factor=kind.batch_factor)
+
+
+def batch_providers() -> list[str]:
+    """The provider names whose endpoints have a batch API, for the messages that list them."""
+    return [k.name for k in providers().values() if k.batch_factor is not None]
+
+
+def batch_wires() -> list[Wire]:
+    """The wires whose batch API we speak."""
+    return [w.name for w in WIRE_KINDS.values() if w.batch is not None]
+
+
 def make_provider(wire: Wire, args: WireArgs) -> Provider:
     """A client speaking ``wire``, built whole: its wire's factory, then the entry's capabilities."""
-    factory = WIRE_FACTORIES.get(wire)
-    if factory is None:
-        raise ValueError(f"unknown wire {wire!r} (known: {', '.join(WIRES)})")
-    return factory(args).with_capabilities(args.capabilities)
+    kind = WIRE_KINDS.get(wire)
+    if kind is None:
+        raise ValueError(f"unknown wire {wire!r} (known: {', '.join(WIRE_KINDS)})")
+    return kind.make(args).with_capabilities(args.capabilities)
+
+
+def batch_wire(wire: Wire, provider: Provider) -> BatchWire:
+    """The batch API of ``wire`` over an interactive client of it (its body builders, key and base URL);
+    ValueError for a wire without one."""
+    kind = WIRE_KINDS.get(wire)
+    if kind is None or kind.batch is None:
+        raise ValueError(f"the {wire} wire has no batch API that fasteval speaks (known: {', '.join(batch_wires())})")
+    return kind.batch(provider)
+
+
+def token_rule(wire: Wire, *, embedded: bool = False, base_url: str | None = None) -> TokenRule:
+    """How an endpoint's prompt tokens are counted: the sim's, else its host's vendor's (an
+    OpenAI-compatible door into another vendor's models), else its wire's."""
+    if embedded:
+        return SIM
+    kind = WIRE_KINDS.get(wire)
+    return vendor_rule(base_url) or (kind.tokens if kind is not None else OPENAI)
 
 
 # Each wire's class is imported by its factory, on first use: aiohttp and the wires cost ~0.1 s.
@@ -252,10 +308,62 @@ def _gemini_wire(args: WireArgs) -> Provider:
                           **_native_kwargs("gemini", args))
 
 
-WIRE_FACTORIES: dict[Wire, Callable[[WireArgs], Provider]] = {
-    "openai": _openai_wire, "anthropic": _anthropic_wire, "gemini": _gemini_wire,
-    "openai-responses": _responses_wire}
-"""Each wire's provider, built from the typed entry's ``WireArgs``: a new wire is one function and one line."""
+# Each batch wire is imported on first use too: it is only needed by a batched entry.
+def _openai_batch(provider: Provider) -> BatchWire:
+    from providers.batch.openai import OpenAIBatchWire
+    from providers.openai_compat import OpenAICompatProvider
+
+    return OpenAIBatchWire(_as(provider, OpenAICompatProvider))
+
+
+def _responses_batch(provider: Provider) -> BatchWire:
+    from providers.batch.openai_responses import OpenAIResponsesBatchWire
+    from providers.openai_responses import OpenAIResponsesProvider
+
+    return OpenAIResponsesBatchWire(_as(provider, OpenAIResponsesProvider))
+
+
+def _anthropic_batch(provider: Provider) -> BatchWire:
+    from providers.anthropic import AnthropicProvider
+    from providers.batch.anthropic import AnthropicBatchWire
+
+    return AnthropicBatchWire(_as(provider, AnthropicProvider))
+
+
+def _gemini_batch(provider: Provider) -> BatchWire:
+    from providers.batch.gemini import GeminiBatchWire
+    from providers.gemini import GeminiProvider
+
+    return GeminiBatchWire(_as(provider, GeminiProvider))
+
+
+def _as(provider: Provider, cls: type[_P]) -> _P:
+    """The wire's own client, which its batch API reuses (its body builders, key and base URL)."""
+    if not isinstance(provider, cls):
+        raise ValueError(f"{type(provider).__name__} is not a {cls.__name__}: its batch API needs that wire's client")
+    return provider
+
+
+@dataclass(frozen=True, slots=True)
+class WireKind:
+    """One request format: its client, its vendor's batch API, how its vendor counts image tokens."""
+
+    name: Wire
+    make: Callable[[WireArgs], Provider]
+    """Its client, built from the typed entry's ``WireArgs``."""
+    tokens: TokenRule
+    batch: Callable[[Provider], BatchWire] | None = None
+    """Its vendor's batch API over one of its clients; None: none we speak."""
+
+
+WIRE_KINDS: dict[Wire, WireKind] = {w.name: w for w in (
+    WireKind("openai", _openai_wire, OPENAI, _openai_batch),
+    WireKind("anthropic", _anthropic_wire, ANTHROPIC, _anthropic_batch),
+    WireKind("gemini", _gemini_wire, GEMINI, _gemini_batch),
+    WireKind("openai-responses", _responses_wire, OPENAI, _responses_batch),  # through OpenAI's Batch API
+)}
+"""Every wire: a new one is one entry and its module (its client, and its batch API if it has one)."""
+WIRES: tuple[Wire, ...] = tuple(WIRE_KINDS)
 
 
 def _as_text(resolver: Any) -> Any:

@@ -70,21 +70,18 @@ ANTHROPIC = TokenRule("anthropic pixels/750", anthropic_image_tokens)
 GEMINI = TokenRule("gemini tiles", gemini_image_tokens)
 SIM = TokenRule("sim", sim_image_tokens, tool_specs_billed=False)
 
-_BY_WIRE = {"openai": OPENAI, "openai-responses": OPENAI, "anthropic": ANTHROPIC, "gemini": GEMINI}
 # OpenAI-compatible doors into the other vendors' models bill by those vendors' rules.
 _BY_HOST = {"anthropic.com": ANTHROPIC, "googleapis.com": GEMINI}
 
 
-def token_rule(wire: str, *, embedded: bool = False, base_url: str | None = None) -> TokenRule:
-    """The rule of an endpoint: the sim's, else its host's vendor, else its wire's.
+def vendor_rule(base_url: str | None) -> TokenRule | None:
+    """The rule of the vendor whose host serves ``base_url``, whatever wire reaches it; None for others.
 
-    The caller reads ``wire`` and ``embedded`` off the provider's kind (``providers.registry``),
-    which this leaf does not import: the sim's server reads ``SIM_IMAGE_CHARS`` from here.
+    The wire's own rule is its entry's in ``providers.registry`` (``token_rule``), which this leaf
+    does not import: the sim's server reads ``SIM_IMAGE_CHARS`` from here.
     """
-    if embedded:
-        return SIM
     host = urlsplit(base_url or "").hostname or ""
     for suffix, rule in _BY_HOST.items():
         if host == suffix or host.endswith("." + suffix):
             return rule
-    return _BY_WIRE.get(wire, OPENAI)
+    return None

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 
 
 def _first_line(doc: str | None) -> str:
@@ -40,10 +40,10 @@ def catalog(kind: str) -> dict[str, str]:
 
         return {n: _first_line(getattr(c, "description", None) or c.__doc__) for n, c in sorted(TOOLS.items())}
     if kind == "policies":
-        from providers.sim import POLICIES
+        from providers import POLICIES
 
         return {n: _first_line(f.__doc__) for n, f in sorted(POLICIES.items())}
-    from providers.registry import providers
+    from providers import providers
 
     return {n: k.description for n, k in sorted(providers().items())}
 
@@ -67,18 +67,16 @@ def cmd_config_schema(a: argparse.Namespace) -> int:
 
 
 def cmd_config_check(a: argparse.Namespace) -> int:
+    from fasteval.cli.common import print_config_error
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
 
     try:
         cfg = load_config(a.config)
-        placement = _serve_placement(cfg)
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as e:  # a served model that cannot run here (no vllm, too few GPUs or cores)
-        print(f"error: {a.config}: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        placement = _serve_placement(cfg)  # a served model that cannot run here: a ServeConfigError
+    except ConfigError as e:  # ours only: a bug is an internal error (cli/main.py), never "fix your config"
+        print_config_error(e)
+        return exit_code_for(e)
     print(f"{a.config}: ok")
     for line in placement:
         print(f"  {line}")
@@ -86,7 +84,8 @@ def cmd_config_check(a: argparse.Namespace) -> int:
 
 
 def _serve_placement(cfg: Any) -> list[str]:
-    """What the served models will run where; raises ValueError when they cannot run on this node."""
+    """What the served models will run where; a ConfigError (ServeConfigError, GpuConfigError) when
+    they cannot run on this node."""
     from pathlib import Path
 
     from fasteval.engine.run.serving import Serving

@@ -26,6 +26,21 @@ def print_config_error(e: ConfigError) -> None:
         print(clean(f"error: {line.strip()}" if not line.startswith("  ") else line), file=sys.stderr)
 
 
+def json_object(text: str, flag: str) -> dict[str, Any]:
+    """A command-line option that holds a JSON object, parsed; BadInput (exit 2) says what is wrong."""
+    import orjson
+
+    from fasteval.core.errors import BadInput
+
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise BadInput(f"{flag} is not valid JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise BadInput(f"{flag} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
 def console() -> Console:
     """Wide enough for the report table even when stdout is a pipe or a CI log."""
     return Console() if sys.stdout.isatty() else Console(width=160)

@@ -40,11 +40,14 @@ def request_of(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def parse_values(pairs: list[str]) -> dict[str, str]:
+    """``set``'s KEY=VALUE pairs; BadInput (exit 2) for one that is not."""
+    from fasteval.core.errors import BadInput
+
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise ValueError(f"{pair!r}: expected KEY=VALUE (e.g. rpm=30, concurrency=8, max_attempts=3)")
+            raise BadInput(f"{pair!r}: expected KEY=VALUE (e.g. rpm=30, concurrency=8, max_attempts=3)")
         out[key.strip()] = value.strip()
     return out
 
@@ -52,11 +55,7 @@ def parse_values(pairs: list[str]) -> dict[str, str]:
 def cmd_ctl(a: argparse.Namespace) -> int:
     from fasteval.cli.common import print_json
 
-    try:
-        request = request_of(a)
-    except ValueError as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+    request = request_of(a)  # a malformed KEY=VALUE is a UsageError: one line, exit 2 (cli/main.py)
     try:
         answer = ask(Path(a.run_dir), request)
     except NoSweepRunning as e:
@@ -83,6 +82,8 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     for key in ("requeued", "cancelled"):
         if key in answer:
             lines.append(f"{key} {answer[key]} jobs")
+    if lines and answer.get("lasts"):  # ``set``: how long the change holds
+        lines.append(clean(f"({answer['lasts']})"))
     return lines or ["no change"]
 
 
@@ -90,18 +91,40 @@ def status_lines(answer: dict[str, Any]) -> list[str]:
     st = answer["status"]
     j = st["jobs"]
     g = st["global"]
-    out = [clean(f"sweep pid {answer.get('pid')} in {answer.get('run_dir')}"),
-           f"jobs: {j['ok']} ok, {j['error']} error, {j['in_flight']} in flight, {j['waiting']} waiting, "
-           f"{j['held']} held, {j['resumed']} resumed, {j['not_run']} not run, of {j['total']}",
-           f"global concurrency: {g['in_flight']}/{g['concurrency']}"]
+    out = [clean(f"sweep pid {answer.get('pid')} in {answer.get('run_dir')}")]
+    starting = st.get("starting")
+    if starting:  # the runtime is not open yet: no endpoint, no slot to show
+        out += [clean(f"starting: {starting}"), f"jobs: {j['total']} planned, none started yet"]
+    else:
+        why = ", ".join(f"{n} {k}" for k, n in sorted((st.get("not_run") or {}).items()) if n)
+        out += [f"jobs: {j['ok']} ok, {j['error']} error, {j['in_flight']} in flight, {j['waiting']} waiting, "
+                f"{j['held']} held, {j['resumed']} resumed, {j['not_run']} not run{f' ({why})' if why else ''}, "
+                f"of {j['total']}",
+                f"global concurrency: {g['in_flight']}/{g['concurrency']}"]
     if st["paused"]:
         out.append(clean("paused: " + ", ".join(
             ("everything" if p["scope"] == "all" else f"{p['scope']} {p['name']}") + (" (now)" if p["now"] else "")
             for p in st["paused"])))
     if st["draining"] or st["cancelled"]:
         out.append(clean(f"draining: {', '.join(st['draining'])}  cancelled: {', '.join(st['cancelled'])}"))
-    out.append(f"{'model':<24} {'to run':>6} {'ok':>6} {'error':>6} {'flight':>6} {'waiting':>7} {'held':>6} "
-               f"{'requeued':>8} {'not run':>7}")
+    if st.get("limits_set"):
+        out.append(clean("limits set (for this sweep; a resume starts from the config's): "
+                         + ", ".join(f"{k}={'off' if v is None else v}" for k, v in st["limits_set"].items())))
+    if not starting:
+        out += _tables(st)
+    trace = answer.get("trace") or []
+    if trace:
+        from fasteval.runfolder.control import trace_summary
+
+        out.append("changes (control.jsonl):")
+        out += [clean("  " + line) for line in trace_summary(trace).splitlines()]
+    return out
+
+
+def _tables(st: dict[str, Any]) -> list[str]:
+    """Per model (what the ledger counts) and per endpoint (its limits and load)."""
+    out = [f"{'model':<24} {'to run':>6} {'ok':>6} {'error':>6} {'flight':>6} {'waiting':>7} {'held':>6} "
+           f"{'requeued':>8} {'not run':>7}"]
     for name, m in st["models"].items():
         out.append(clean(f"{name:<24} {m['to_run']:>6} {m['ok']:>6} {m['error']:>6} {m['in_flight']:>6} "
                          f"{m['waiting']:>7} {m['held']:>6} {m['requeued']:>8} {m['not_run']:>7}"))
@@ -111,12 +134,6 @@ def status_lines(answer: dict[str, Any]) -> list[str]:
         out.append(clean(f"{name:<24} {e['in_flight']:>6} {e['concurrency']:>6} {e['waiting']:>7} "
                          f"{_num(e['rpm']):>8} {_num(e['tpm']):>8} {e['max_attempts']:>8} {e['requests']:>8}  "
                          f"{e['state']}"))
-    trace = answer.get("trace") or []
-    if trace:
-        from fasteval.runfolder.control import trace_summary
-
-        out.append("changes (control.jsonl):")
-        out += [clean("  " + line) for line in trace_summary(trace).splitlines()]
     return out
 
 

@@ -74,11 +74,18 @@ def _ask(question: str, yes: bool) -> bool | None:
 
 
 def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: bool) -> Path | int:
-    """Run the pilot after saying what it may cost; its run folder, or an exit code."""
+    """Run the pilot after saying what it may cost; its run folder, or an exit code.
+
+    The pilot is a sweep like any other: through the one run path (``api.run_planned``), which
+    runs preflight, locks the pilot's folder (a ``run`` into it meanwhile is refused, and the
+    reverse) and undoes a start that failed.
+    """
     import uvloop
 
+    from fasteval.api import run_planned
+    from fasteval.core.errors import PreflightFailed
     from fasteval.engine.forecast.estimate import estimate
-    from fasteval.engine.run.sweep import SweepIncomplete, run_sweep
+    from fasteval.engine.run.sweep import SweepIncomplete
 
     popts = _pilot_options(cfg, opts, n)
     bound = estimate(cfg, popts).totals()
@@ -93,19 +100,15 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
     if not answer:
         print("pilot not run: nothing was spent", file=sys.stderr)
         return EXIT_OK
-    if preflight:
-        from fasteval.engine.run.preflight import preflight as check
-
-        problems = uvloop.run(check(cfg))
-        if problems:
-            print(f"error: preflight found {len(problems)} endpoint(s) not ready (the pilot did not run):",
-                  file=sys.stderr)
-            for line in problems:
-                print(f"  {clean(redact_text(line))}", file=sys.stderr)
-            return EXIT_USAGE
     try:
-        result = uvloop.run(run_sweep(cfg, popts))
+        result = uvloop.run(run_planned(cfg, popts, preflight=preflight, command="run"))
         print(f"pilot: {result.ok} ok, {result.errors} error in {result.wall_s:.1f} s", file=sys.stderr)
+    except PreflightFailed as e:
+        print(f"error: preflight found {len(e.problems)} endpoint(s) not ready (the pilot did not run):",
+              file=sys.stderr)
+        for line in e.problems:
+            print(f"  {clean(redact_text(line))}", file=sys.stderr)
+        return exit_code_for(e)
     except SweepIncomplete as e:  # what finished is still evidence
         print(f"pilot incomplete ({clean(redact_text(str(e)))}): estimating from what finished", file=sys.stderr)
     except KeyboardInterrupt as e:
@@ -129,11 +132,7 @@ def print_estimate(cfg: SweepConfig, opts: RunOptions, a: argparse.Namespace) ->
         if not isinstance(got, Path):
             return got
         evidence.append(got)
-    try:
-        est = estimate(cfg, opts, evidence)
-    except (ValueError, KeyError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+    est = estimate(cfg, opts, evidence)  # our errors are UsageErrors (exit 2 in cli/main.py); anything else is a bug
     if a.estimate_json:
         print_json(est.to_dict())
     else:

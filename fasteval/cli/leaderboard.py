@@ -8,8 +8,8 @@ from pathlib import Path
 from rich.table import Table
 
 from fasteval.cli.common import console, print_json
-from fasteval.core.errors import ConfigError
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.errors import BadInput, UsageError
+from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 from fasteval.core.terminal import clean, plain
 from fasteval.runfolder.records import read_manifest
 from fasteval.suites.published import PublishedScore, all_scores, published_score
@@ -26,12 +26,12 @@ def published_file(path: Path) -> list[PublishedScore]:
 
     data, _ = read_yaml(path)
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a list of published numbers (suite, setting, model, match, value, "
-                         "paper, table)")
+        raise BadInput(f"{path}: expected a list of published numbers (suite, setting, model, match, value, "
+                       "paper, table)")
     out = []
     for entry in data:
         if not isinstance(entry, dict):
-            raise ValueError(f"{path}: expected a mapping per published number, got {entry!r}")
+            raise BadInput(f"{path}: expected a mapping per published number, got {entry!r}")
         out.append(published_score(entry, "file"))
     return out
 
@@ -42,9 +42,9 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     try:
         published = [*(published_file(extra) if extra else []), *all_scores(config)]
         board = leaderboard(report(run_dir), config, sort=sort, published=published)
-    except (ValueError, ConfigError) as e:
+    except UsageError as e:  # ours (a bad --sort, a published file); a bug is an internal error (cli/main.py)
         print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
-        return EXIT_USAGE
+        return exit_code_for(e)
     if fmt == "json":
         print_json(board)
     elif fmt == "csv":

@@ -15,9 +15,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.core.errors import ConfigError
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import clean
+from fasteval.core.exitcodes import EXIT_OK
 
 
 def add_parser(sub: Any) -> None:
@@ -34,30 +32,30 @@ def add_parser(sub: Any) -> None:
 
 
 def suite_texts(name: str, options: dict[str, Any], setting_name: str | None) -> list[dict[str, Any]]:
-    """The listing for one suite and setting; ValueError/KeyError/ConfigError say what is wrong."""
+    """The listing for one suite and setting; a UsageError (exit 2) says what the user got wrong."""
+    from fasteval.core.errors import BadInput
     from fasteval.runfolder.blobs import BlobStore
-    from fasteval.suites.base import make_suite
+    from fasteval.suites.base import SUITES, make_suite
 
+    if name not in SUITES:
+        raise BadInput(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES.names()))}")
     with tempfile.TemporaryDirectory(prefix="fasteval-prompts-") as tmp:
-        suite = make_suite(name, {"path": "unused", **options}, BlobStore(Path(tmp)))
+        suite = make_suite(name, {"path": "unused", **options}, BlobStore(Path(tmp)))  # ConfigError: its options
         settings = suite.default_settings()
         chosen = settings[0] if setting_name is None else next((s for s in settings if s.name == setting_name), None)
         if chosen is None:
-            raise ValueError(f"suite {name!r} has no setting {setting_name!r}; known: {[s.name for s in settings]}")
+            raise BadInput(f"suite {name!r} has no setting {setting_name!r}; known: {[s.name for s in settings]}")
         return suite.text_listing(chosen)
 
 
 def cmd_suite_prompts(a: argparse.Namespace) -> int:
-    try:
-        options = orjson.loads(a.options)
-        if not isinstance(options, dict):
-            raise ValueError("--options must be a JSON object")
-        if a.fidelity:
-            options["fidelity"] = a.fidelity
-        texts = suite_texts(a.name, options, a.setting)
-    except (ConfigError, ValueError, KeyError, orjson.JSONDecodeError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+    """Our errors are UsageErrors (cli/main.py: one line, exit 2); anything else is a bug (exit 70)."""
+    from fasteval.cli.common import json_object
+
+    options = json_object(a.options, "--options")
+    if a.fidelity:
+        options["fidelity"] = a.fidelity
+    texts = suite_texts(a.name, options, a.setting)
     if a.format == "json":
         sys.stdout.write(orjson.dumps({"texts": texts}, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:

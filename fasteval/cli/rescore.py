@@ -8,18 +8,31 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import uvloop
 
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
+from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean
 
 if TYPE_CHECKING:
     from fasteval.config.endpoint import EndpointSpec
 
 
-def cmd_rescore(a: argparse.Namespace) -> int:
+def judge_spec(text: str) -> EndpointSpec:
+    """``--judge``: a judge role as a JSON object, typed as a config entry would be (exit 2 when not)."""
+    from fasteval.cli.common import json_object
     from fasteval.config.endpoint import EndpointSpec
+    from fasteval.core.errors import ModelConfigError
+
+    entry = json_object(text, "--judge")
+    try:
+        return EndpointSpec.of("judge", entry)
+    except (KeyError, ValueError) as e:  # the entry's own shape: what a config load would refuse
+        what = e.args[0] if e.args else e
+        raise ModelConfigError(f"--judge: {'a provider is required' if what == 'provider' else what}") from None
+
+
+def cmd_rescore(a: argparse.Namespace) -> int:
+    from fasteval.cli.common import print_config_error
     from fasteval.config.load import config_from_manifest, load_config
     from fasteval.core.errors import ConfigError
     from fasteval.engine.offline.rescore import rescore
@@ -36,10 +49,10 @@ def cmd_rescore(a: argparse.Namespace) -> int:
         else:
             cfg = config_from_manifest(manifest, run_dir)
         if a.judge:
-            cfg.roles["judge"] = EndpointSpec.of("judge", dict(orjson.loads(a.judge)))
-    except (ConfigError, orjson.JSONDecodeError, KeyError, ValueError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+            cfg.roles["judge"] = judge_spec(a.judge)
+    except ConfigError as e:  # ours (a bad --judge, a config); a bug is an internal error (cli/main.py)
+        print_config_error(e)
+        return exit_code_for(e)
     untrusted = [] if a.config or a.trust_manifest else manifest_endpoints(cfg.roles, given={"judge"} if a.judge else set())
     if untrusted:
         print(clean(f"error: {run_dir}/manifest.json names endpoints that would get your keys or run a command:\n  "

@@ -32,6 +32,7 @@ from fasteval.runfolder.names import RUN_LOG
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
+    from fasteval.engine.offline.watch import RunSweep
     from fasteval.engine.plan import RunOptions, Selectors
     from fasteval.engine.run.sweep import SweepResult
 
@@ -289,8 +290,9 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
 
 
 def _print_finished(result: SweepResult, run_dir: Path) -> int:
-    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done "
-          f"(of {result.total + result.skipped}) in {result.wall_s:.1f} s", file=sys.stderr)
+    not_run = f", {result.not_run} not run" if result.not_run else ""
+    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done{not_run} "
+          f"(of {result.planned}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         if result.batches:
@@ -303,15 +305,16 @@ def _print_finished(result: SweepResult, run_dir: Path) -> int:
 
 
 async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, log: _RunLog) -> int:
-    """``--watch`` on ``run_planned``'s path: the same preflight, claimed folder and run.log."""
+    """``--watch`` on ``run_planned``'s path: the same preflight, claimed folder and run.log; each
+    round is one sweep through the claimed folder."""
     from fasteval.api import claimed_run_folder
 
-    async with claimed_run_folder(cfg, opts.run_dir, preflight=not a.no_preflight, command="run"):
+    async with claimed_run_folder(cfg, opts, preflight=not a.no_preflight, command="run") as claimed:
         with log.held(opts.run_dir):
-            return await _watch(a, opts)
+            return await _watch(a, opts, claimed.sweep)
 
 
-async def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
+async def _watch(a: argparse.Namespace, opts: RunOptions, sweep: RunSweep) -> int:
     """``--watch``: sweeps into one run folder as checkpoints complete (fasteval/engine/offline/watch.py)."""
     from fasteval.core.errors import ConfigError
     from fasteval.engine.offline.watch import WatchOptions, watch_sweep
@@ -321,7 +324,7 @@ async def _watch(a: argparse.Namespace, opts: RunOptions) -> int:
         return EXIT_USAGE
     wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout)
     try:
-        w = await watch_sweep(Path(a.config), opts, wopts)
+        w = await watch_sweep(Path(a.config), sweep, wopts)
     except ConfigError as e:  # the config was edited into an invalid one under the watch
         print_config_error(e)
         return exit_code_for(e)

@@ -3,33 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rich.table import Table
 
 from fasteval.cli.common import console, fmt, print_json
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import clean, plain
+from fasteval.core.exitcodes import EXIT_OK
+from fasteval.core.terminal import plain
 
 
 def cmd_score_file(a: argparse.Namespace) -> int:
-    from fasteval.suites.base import SUITES
+    """Our errors (an unknown suite, a missing or malformed file, bad ``--options``) are UsageErrors:
+    one line and exit 2 in cli/main.py; anything else is a bug of ours (exit 70 with its trace)."""
+    from fasteval.cli.common import json_object
+    from fasteval.suites.base import score_output
 
-    cls = SUITES.get(a.suite)
-    if cls is None:
-        print(f"error: unknown suite {a.suite!r}; known: {sorted(SUITES)}", file=sys.stderr)
-        return EXIT_USAGE
-    options = dict(orjson.loads(a.options)) if a.options else {}
-    try:
-        files = [Path(f) for f in a.file]
-        # several files pool (VisualToolBench single- and multi-turn); suites that take one say so
-        result = cls.score_file(files[0] if len(files) == 1 else files, a.fidelity, options)  # type: ignore[arg-type]
-    except (ValueError, OSError, KeyError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+    options = json_object(a.options, "--options") if a.options else {}
+    result = score_output(a.suite, [Path(f) for f in a.file], a.fidelity, options)
     if a.format == "json":
         print_json(result)
     else:

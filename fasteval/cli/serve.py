@@ -23,7 +23,7 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 from fasteval.engine.run.serving import Serving, serve_specs
-from providers.local import (
+from providers import (
     GpuConfigError,
     GpuPool,
     Replica,

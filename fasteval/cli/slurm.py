@@ -14,7 +14,7 @@ import orjson
 
 from fasteval.cli.common import private_run_files
 from fasteval.config.load import load_config
-from fasteval.core.errors import ConfigError
+from fasteval.core.errors import BadInput, ConfigError, DamagedRunFolder
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 from fasteval.engine.plan import default_run_dir
@@ -74,7 +74,7 @@ def cmd_submit(a: argparse.Namespace) -> int:
 def _cmd_submit(a: argparse.Namespace) -> int:
     try:
         cfg = load_config(a.config)
-    except (ConfigError, OSError, ValueError) as e:
+    except ConfigError as e:  # ours only: a bug is an internal error (cli/main.py), never "fix your config"
         return _err(str(e))
     if a.shards < 1:
         return _err("--shards must be at least 1")
@@ -86,7 +86,7 @@ def _cmd_submit(a: argparse.Namespace) -> int:
                       shared_run_dir=a.shared_run_dir)
     try:
         validate(o)
-    except ValueError as e:
+    except BadInput as e:
         return _err(str(e))
     if o.shard_by == "model" and o.shards > len(cfg.models):
         return _err(f"--shard-by model with {o.shards} shards but the config has {len(cfg.models)} models")
@@ -181,8 +181,8 @@ def cmd_resume(a: argparse.Namespace) -> int:
     run_dir = Path(a.run_dir)
     try:
         jobs = read_jobs(run_dir)
-    except ValueError as e:
-        return _err(f"not resuming: {jobs_file(run_dir)} is not valid JSON ({e})")
+    except DamagedRunFolder as e:
+        return _err(f"not resuming: {e}")
     if jobs is None:
         return _err(f"{run_dir} has no Slurm submission; start with `fasteval slurm submit CONFIG --run-dir {run_dir}`")
     try:
@@ -190,7 +190,7 @@ def cmd_resume(a: argparse.Namespace) -> int:
         if a.time:
             o.time = a.time
             validate(o)
-    except (UntrustedJobs, ValueError) as e:
+    except (UntrustedJobs, BadInput) as e:
         return _err(f"not resuming: {e}")
     jobs["options"] = o.to_json()
     with private_run_files(o.shared_run_dir):

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from fasteval.cli.ctl import add_ctl_commands, answer_lines, request_of
-from fasteval.core.errors import NoSweepRunning
+from fasteval.core.errors import BadInput, NoSweepRunning
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 from fasteval.runfolder.control import ask
@@ -85,9 +85,9 @@ def _running_jobs(run_dir: Path, jobs: dict[str, Any], shards: int) -> dict[int,
 
 def gather(run_dir: Path, request: dict[str, Any]) -> list[dict[str, Any]]:
     """Every shard's answer (or why it gave none), in shard order."""
-    jobs = read_jobs(run_dir)
+    jobs = read_jobs(run_dir)  # DamagedRunFolder for one fasteval did not write
     if jobs is None:
-        raise FileNotFoundError(f"{run_dir} has no Slurm submission ({slurm_dir(run_dir) / 'jobs.json'})")
+        raise BadInput(f"{run_dir} has no Slurm submission ({slurm_dir(run_dir) / 'jobs.json'})")
     shards = SubmitOptions.from_json(jobs["options"]).shards
     running = _running_jobs(run_dir, jobs, shards)
     rows: list[dict[str, Any]] = []
@@ -108,12 +108,9 @@ def gather(run_dir: Path, request: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def cmd_slurm_ctl(a: argparse.Namespace) -> int:
-    try:
-        request = request_of(a)
-        rows = gather(Path(a.run_dir), request)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
+    """A malformed KEY=VALUE or a folder with no submission is a UsageError (one line, exit 2, in
+    cli/main.py); anything else is a bug of ours (exit 70 with its trace)."""
+    rows = gather(Path(a.run_dir), request_of(a))
     if a.json:
         sys.stdout.write(orjson.dumps({"shards": rows}, option=orjson.OPT_INDENT_2, default=str).decode() + "\n")
     else:

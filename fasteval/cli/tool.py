@@ -3,37 +3,25 @@
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-import orjson
 import uvloop
 
 from fasteval.cli.common import print_json
-from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import clean
+from fasteval.core.exitcodes import EXIT_OK
 
 
 def cmd_tool_run(a: argparse.Namespace) -> int:
+    """An unknown tool, a missing image or bad ``--args`` is a UsageError (one line, exit 2, in
+    cli/main.py); anything else is a bug of ours (exit 70 with its trace)."""
+    from fasteval.cli.common import json_object
     from fasteval.engine.run.toolrun import run_tool_once
 
-    try:
-        args = orjson.loads(a.args)
-    except orjson.JSONDecodeError as e:
-        print(f"error: --args is not valid JSON: {e}", file=sys.stderr)
-        return EXIT_USAGE
-    if not isinstance(args, dict):
-        print("error: --args must be a JSON object", file=sys.stderr)
-        return EXIT_USAGE
+    args = json_object(a.args, "--args")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="fasteval-tool-"))
-    try:
-        result = uvloop.run(run_tool_once(a.name, args, [Path(p) for p in a.image], a.fidelity, out))
-    except (KeyError, FileNotFoundError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
-        return EXIT_USAGE
-    print_json(result)
+    print_json(uvloop.run(run_tool_once(a.name, args, [Path(p) for p in a.image], a.fidelity, out)))
     return EXIT_OK
 
 

@@ -17,10 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from providers.batch.base import BatchSettings
-from providers.http_json import Timeouts
-from providers.registry import ProviderKind, provider_kind
-from providers.retry import RetryPolicy
+from providers import BatchSettings, ProviderKind, RetryPolicy, Timeouts, provider_kind
 
 DEFAULT_CONCURRENCY = 256
 """Requests in flight per endpoint when ``limits.concurrency`` is not given."""

@@ -33,7 +33,7 @@ from fasteval.config.schema import (
 from fasteval.config.secrets import secret_problems
 from fasteval.config.series import Checkpoint, SeriesError, SeriesSpec, expand_series, series_entry
 from fasteval.config.yaml_read import read_yaml
-from fasteval.core.errors import ConfigError
+from fasteval.core.errors import ConfigError, DamagedRunFolder
 from fasteval.runfolder.names import MANIFEST
 
 OPERATIONAL_RUN_KEYS = frozenset({"max_concurrency", "fsync", "progress", "keep_errors", "sandbox", "cache", "http",
@@ -238,15 +238,19 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
 def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
     """The config a run folder was started with, its relative paths read from the original
     config file's folder (recorded in the manifest) as they were at run time."""
-    raw = manifest["config"]
-    base = Path(str(manifest.get("config_path") or run_dir / MANIFEST)).parent
-    problems = Problems(check_paths=False)
-    suites = [check_suite(e, ("suites", i), Source(run_dir / MANIFEST), problems, base)
-              for i, e in enumerate(raw.get("suites") or [])]
-    return SweepConfig(raw=raw, path=run_dir / MANIFEST,
-                       models=[EndpointSpec.of(str(m["name"]), m) for m in raw["models"]],
-                       roles={str(r): EndpointSpec.of(str(r), spec) for r, spec in (raw.get("roles") or {}).items()},
-                       suites=suites, seeds=[], run=RunSettings.of(raw.get("run")))
+    try:
+        raw = manifest["config"]
+        base = Path(str(manifest.get("config_path") or run_dir / MANIFEST)).parent
+        problems = Problems(check_paths=False)
+        suites = [check_suite(e, ("suites", i), Source(run_dir / MANIFEST), problems, base)
+                  for i, e in enumerate(raw.get("suites") or [])]
+        return SweepConfig(raw=raw, path=run_dir / MANIFEST,
+                           models=[EndpointSpec.of(str(m["name"]), m) for m in raw["models"]],
+                           roles={str(r): EndpointSpec.of(str(r), spec) for r, spec in (raw.get("roles") or {}).items()},
+                           suites=suites, seeds=[], run=RunSettings.of(raw.get("run")))
+    except (KeyError, ValueError, TypeError, AttributeError) as e:  # what fasteval never writes: a damaged manifest
+        raise DamagedRunFolder(f"{run_dir / MANIFEST}: its config cannot be read ({type(e).__name__}: {e}); "
+                               "pass --config CONFIG instead") from None
 
 
 # How a served model is kept up, not what it computes: may change between attempts of one run.

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from providers.breaker import BreakerPolicy
+from providers import BreakerPolicy
 
 if TYPE_CHECKING:
     from fasteval.runfolder.records import FsyncPolicy

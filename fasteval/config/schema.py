@@ -22,7 +22,7 @@ import yaml
 from fasteval.config.notify import NOTIFY_OPTIONS
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
 from fasteval.core.yaml_bounds import node_lines
-from providers.registry import providers
+from providers import providers
 from sandbox import SandboxLimits
 
 
@@ -337,7 +337,7 @@ def check_endpoint(spec: Any, path: KeyPath, src: Source, problems: Problems, *,
 
 def _check_api_servers(serve: dict[str, Any], name: str, path: KeyPath, src: Source, problems: Problems) -> None:
     """``serve.api_server_count``: a count >= 1, not passed again in ``serve.args`` (its line, not a failed start)."""
-    from providers.local.spec import ServeConfigError, check_api_servers
+    from providers import ServeConfigError, check_api_servers
 
     args = serve.get("args")
     try:
@@ -365,8 +365,7 @@ def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Pro
     """``batch:`` only where the endpoint has a batch API we speak (not vLLM, gateways or served models)."""
     if spec.get("batch") in (None, False):
         return
-    from providers.batch.base import BatchSettings
-    from providers.batch.wires import BATCH_PROVIDERS, BATCH_WIRES
+    from providers import BatchSettings, batch_providers, batch_wires
 
     where: KeyPath = (*path, "batch")
     try:
@@ -376,13 +375,10 @@ def _check_batch(spec: dict[str, Any], path: KeyPath, src: Source, problems: Pro
         return
     provider = str(spec.get("provider"))
     kind = providers().get(provider)
-    wire = kind.wire_of(spec) if kind is not None else provider
-    if provider not in BATCH_PROVIDERS or spec.get("serve") is not None:
-        problems.add(src, where, f"provider {provider} has no batch API (batch mode: openai, openai-responses, anthropic, "
-                     "gemini, sim)")
-    elif wire not in BATCH_WIRES:
-        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet (openai, openai-responses, "
-                     "anthropic and gemini are)")
+    if kind is None or kind.batch_factor is None or spec.get("serve") is not None:
+        problems.add(src, where, f"provider {provider} has no batch API (batch mode: {', '.join(batch_providers())})")
+    elif kind.batch_wire(wire := kind.wire_of(spec)) is None:
+        problems.add(src, where, f"batch mode for the {wire} wire is not supported yet ({', '.join(batch_wires())} are)")
 
 
 def check_suite(entry: Any, path: KeyPath, src: Source, problems: Problems, base: Path) -> Any:
@@ -449,7 +445,7 @@ def check_serve_command(serve: dict[str, Any], name: str, path: KeyPath, src: So
     argument like ``'{"temperature": 0}'`` reads as one) is a config error here, not a server that
     never starts with its reason only in run.log.
     """
-    from providers.local.spec import ServeConfigError, ServeSpec
+    from providers import ServeConfigError, ServeSpec
 
     command = serve.get("command")
     binary_only = isinstance(command, list) and len(command) == 1  # names the vllm binary: options still apply

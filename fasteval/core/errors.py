@@ -23,6 +23,12 @@ class ConfigError(ValueError, UsageError):
         self.problems = problems or [message]
 
 
+class BadInput(ValueError, UsageError):
+    """A value or file the user handed a command that it cannot use: malformed JSON in an option,
+    an unknown name, a file in the wrong format or missing. Raised where the input is parsed; one
+    line, exit 2."""
+
+
 class ModelConfigError(ConfigError):
     """A model or role entry that cannot become a client (its provider, ``serve``, limits, images): exit 2."""
 

@@ -8,8 +8,9 @@ top-level ``prices: {<model name or id>: {...}}``. A model with no price is repo
 tokens and no cost, never with a guessed one.
 
 A request a provider's batch API served pays its provider's batch factor of every price, cache
-reads and writes included: 0.5 for OpenAI, Anthropic and Gemini as published; ``price: {batch: f}``
-or ``prices: {batch_factor: {<provider>: f}}`` overrides it. The discount follows the request, not
+reads and writes included: 0.5 for OpenAI, Anthropic and Gemini as published (the provider
+registry's ``ProviderKind.batch_factor``, handed in as ``PriceTerms``: this leaf names no provider);
+``price: {batch: f}`` or ``prices: {batch_factor: {<provider>: f}}`` overrides it. The discount follows the request, not
 the model: a batched model's request retried interactively after a batch failure pays the full
 price, so a record carries which part of its tokens rode in batches (``usage.batch_*``).
 """
@@ -31,7 +32,7 @@ class Price:
     """Defaults to the input price (no surcharge)."""
     batch: float | None = None
     """The share of these prices a batched request pays: an entry's own override of its provider's
-    (``BATCH_FACTORS``); ``model_prices`` fills it in for every batched entry."""
+    (``PriceTerms.batch_factor``); ``model_prices`` fills it in for every batched entry."""
 
     @classmethod
     def from_config(cls, spec: dict[str, Any], where: str) -> Price:
@@ -42,9 +43,16 @@ class Price:
         return cls(**{k: float(v) for k, v in spec.items()})
 
 
+@dataclass(slots=True, frozen=True)
+class PriceTerms:
+    """What an entry's provider says of its bill: ``providers.registry.price_terms`` answers for each entry."""
 
-BATCH_FACTORS: dict[str, float] = {"openai": 0.5, "openai-responses": 0.5, "anthropic": 0.5, "gemini": 0.5}
-"""What a provider's batch API charges of the interactive price (work done within 24 h)."""
+    free: bool = False
+    """Served by the sweep itself (the embedded sim): no cost, whatever its model id."""
+    batch_factor: float | None = None
+    """The share of the interactive price its batch API charges; None: ``DEFAULT_BATCH_FACTOR``."""
+
+
 DEFAULT_BATCH_FACTOR = 0.5
 
 
@@ -82,11 +90,10 @@ def lookup(model_id: str, table: dict[str, Price] | None = None) -> Price | None
 
 
 def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None = None,
-              free: Callable[[dict[str, Any]], bool] | None = None) -> Price | None:
+              free: bool = False) -> Price | None:
     """A model entry's price: its own ``price:``, then the config's ``prices:`` by name or id, then the table.
 
-    ``free`` says which entries cost nothing whatever their model id (the embedded sim: the
-    provider registry knows, and this leaf imports nothing of ours to ask it).
+    ``free``: the entry costs nothing whatever its model id (``PriceTerms.free``: the embedded sim).
     """
     if spec.get("price"):
         return Price.from_config(dict(spec["price"]), f"model {name}: price")
@@ -94,7 +101,7 @@ def price_for(name: str, spec: dict[str, Any], overrides: dict[str, Any] | None 
     for key in (name, model_id):
         if overrides and key in overrides:
             return Price.from_config(dict(overrides[key]), f"prices.{key}")
-    if free is not None and free(spec):
+    if free:
         return None
     return lookup(model_id)
 
@@ -129,17 +136,24 @@ def _cost(usage: dict[str, Any], price: Price) -> float:
     return (uncached * price.input + read * cr + write * cw + out * price.output) / 1e6
 
 
-def batch_factor(spec: Mapping[str, Any], price: Price, overrides: dict[str, Any] | None = None) -> float:
-    """The share of the interactive price a batched entry pays: its own, the config's, the provider's."""
+def batch_factor(spec: Mapping[str, Any], price: Price, overrides: dict[str, Any] | None = None,
+                 terms: PriceTerms | None = None) -> float:
+    """The share of the interactive price a batched entry pays: its own, the config's for its
+    provider (``prices: {batch_factor: {<provider>: f}}``, as the user keyed it), its provider's."""
     if price.batch is not None:
         return price.batch
-    table = {**BATCH_FACTORS, **((overrides or {}).get("batch_factor") or {})}
-    return float(table.get(str(spec.get("provider")), DEFAULT_BATCH_FACTOR))
+    by_provider = (overrides or {}).get("batch_factor") or {}
+    provider = str(spec.get("provider"))
+    if provider in by_provider:
+        return float(by_provider[provider])
+    factor = terms.batch_factor if terms is not None else None
+    return DEFAULT_BATCH_FACTOR if factor is None else factor
 
 
-def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] | None = None
+def model_prices(config: dict[str, Any], terms: Callable[[Mapping[str, Any]], PriceTerms] | None = None
                  ) -> dict[str, Price | None]:
-    """Name -> price for every model and role of a config (raw, as in a manifest).
+    """Name -> price for every model and role of a config (raw, as in a manifest); ``terms`` says what
+    each entry's provider charges (``providers.registry.price_terms``; None: nothing free, default factors).
 
     A batched entry's price carries its batch factor (``Price.batch``): ``cost_usd`` applies it to
     the tokens that rode in batches only.
@@ -149,8 +163,9 @@ def model_prices(config: dict[str, Any], free: Callable[[dict[str, Any]], bool] 
     entries += [(r, s) for r, s in (config.get("roles") or {}).items() if isinstance(s, dict)]
     out: dict[str, Price | None] = {}
     for name, spec in entries:
-        price = price_for(name, spec, overrides, free)
+        own = terms(spec) if terms is not None else PriceTerms()
+        price = price_for(name, spec, overrides, own.free)
         if price is not None and spec.get("batch"):
-            price = replace(price, batch=batch_factor(spec, price, overrides))
+            price = replace(price, batch=batch_factor(spec, price, overrides, own))
         out[name] = price
     return out

@@ -8,6 +8,7 @@
 - the floor: ``plan.py`` (what a run holds) and ``ledger.py`` (how a run's jobs are counted).
 
 The names below load their module on first use, so importing one part never imports the rest.
+A sweep is not started from here: ``fasteval.api`` is the one run path (``run``, ``run_planned``).
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ if TYPE_CHECKING:
     from fasteval.engine.plan import RunOptions, Selectors
     from fasteval.engine.run.clients import build_client
     from fasteval.engine.run.preflight import preflight
-    from fasteval.engine.run.sweep import Sweep, SweepResult, run_sweep
+    from fasteval.engine.run.sweep import SweepResult
 
 __getattr__, __all__ = lazy_face("fasteval.engine", {
     "fasteval.engine.run.clients": ("build_client",),
     "fasteval.engine.run.preflight": ("preflight",),
     "plan": ("RunOptions", "Selectors"),
     "fasteval.engine.offline.rescore": ("rescore",),
-    "fasteval.engine.run.sweep": ("Sweep", "SweepResult", "run_sweep"),
+    "fasteval.engine.run.sweep": ("SweepResult",),
     "fasteval.engine.offline.watch": ("WatchOptions", "WatchResult", "watch_sweep"),
 })

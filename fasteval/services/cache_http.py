@@ -16,8 +16,7 @@ from cache import Cache, CacheMiss, CacheValue, chat_key, parse_modes
 from fasteval.core.errors import ConfigError
 from fasteval.core.types import Usage
 from fasteval.services.registry import Closer, register_service
-from providers.base import ChatRequest, ChatResponse, ProviderError, ToolCallRequest
-from providers.client import ModelClient, ResponseCache
+from providers import ChatRequest, ChatResponse, ModelClient, ProviderError, ResponseCache, ToolCallRequest
 
 
 def cache_from_config(run_cfg: dict[str, Any]) -> Cache:

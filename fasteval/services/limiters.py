@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fasteval.services.registry import Closer, register_service
-from providers.limits import AdaptiveLimit
+from providers import AdaptiveLimit
 
 _current: contextvars.ContextVar[AdaptiveLimit | None] = contextvars.ContextVar("tool_limit", default=None)
 

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.errors import BadInput
+
 
 @dataclass(slots=True)
 class SubmitOptions:
@@ -54,7 +56,7 @@ def _refuse_controls(what: str, value: str) -> str:
     """A newline in a ``#SBATCH`` value would end the directive and start a script line of its own
     (and hide the directives after it): every value is refused on any control character."""
     if any(ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in value):
-        raise ValueError(f"{what} {value!r} holds a control character (a newline ends an #SBATCH line)")
+        raise BadInput(f"{what} {value!r} holds a control character (a newline ends an #SBATCH line)")
     return value
 
 
@@ -100,7 +102,7 @@ def validate(o: SubmitOptions) -> None:
     for arg in o.sbatch_args:
         _refuse_controls("--sbatch-arg", arg)
         if not arg.startswith("-"):
-            raise ValueError(f"--sbatch-arg {arg!r} is not an option (it becomes `#SBATCH {arg}`)")
+            raise BadInput(f"--sbatch-arg {arg!r} is not an option (it becomes `#SBATCH {arg}`)")
     _common(o)
 
 

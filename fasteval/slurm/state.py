@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.errors import DamagedRunFolder
 from fasteval.runfolder.merge import merge_runs
 from fasteval.runfolder.records import MANIFEST, read_manifest
 from fasteval.view.report import status
@@ -31,10 +32,16 @@ def jobs_file(run_dir: Path) -> Path:
 
 
 def read_jobs(run_dir: Path) -> dict[str, Any] | None:
+    """What was submitted, or None; DamagedRunFolder (exit 2) for a file fasteval did not write."""
     p = jobs_file(run_dir)
     if not p.exists():
         return None
-    data: dict[str, Any] = orjson.loads(p.read_bytes())
+    try:
+        data = orjson.loads(p.read_bytes())
+    except orjson.JSONDecodeError as e:
+        raise DamagedRunFolder(f"{p} is not valid JSON ({e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("options"), dict):
+        raise DamagedRunFolder(f"{p} is not a Slurm submission fasteval wrote (no options)")
     return data
 
 

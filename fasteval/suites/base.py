@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeGuard
 
-from fasteval.core.errors import ConfigError
+from fasteval.core.errors import BadInput, ConfigError
 from fasteval.core.options import OptionSchema
 from fasteval.core.registry import LazyRegistry
 from fasteval.core.types import Message, Task, ToolCall, Trajectory
@@ -233,3 +233,24 @@ def make_suite(name: str, options: dict[str, Any], blobs: BlobStore) -> Suite:
         raise
     except ValueError as e:
         raise ConfigError(f"suite {name}: {e}") from e
+
+
+def score_output(name: str, files: list[Path], fidelity: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``Suite.score_file`` of the suite ``name`` on a reference harness's own output files.
+
+    As with ``make_suite``, suites say that a file is not what their reference writes (or that an
+    option does not apply) with a plain ValueError while parsing it; here, at the registry's edge,
+    that becomes a BadInput (exit 2), as do an unknown suite and a missing file.
+    """
+    if name not in SUITES:
+        raise BadInput(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES.names()))}")
+    for f in files:
+        if not f.is_file():
+            raise BadInput(f"{f}: no such file")
+    cls = SUITES[name]
+    try:  # several files pool (VisualToolBench single- and multi-turn); suites that take one say so
+        return cls.score_file(files[0] if len(files) == 1 else files, fidelity, options)  # type: ignore[arg-type]
+    except ConfigError:
+        raise
+    except ValueError as e:  # a JSON or table parser's error too (orjson's, UnicodeDecodeError): the file
+        raise BadInput(f"suite {name}: {e}") from e

@@ -46,9 +46,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.errors import BadInput, UsageError
 
-class FetchError(RuntimeError):
-    """The files could not be fetched; the message says how to get them by hand."""
+
+class FetchError(RuntimeError, UsageError):
+    """The files could not be fetched here; the message says how to get them by hand (one line, exit 2)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,7 +212,7 @@ def source(name: str) -> DatasetSource:
     """The dataset entry for a suite name (or alias); ValueError naming the known ones otherwise."""
     key = ALIASES.get(name.lower(), name.lower())
     if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known: {sorted(DATASETS) + sorted(REFERENCE_REPOS)}")
+        raise BadInput(f"unknown dataset {name!r}; known: {sorted(DATASETS) + sorted(REFERENCE_REPOS)}")
     return DATASETS[key]
 
 

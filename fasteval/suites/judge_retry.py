@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from providers.base import ChatRequest, ChatResponse
+from providers import ChatRequest, ChatResponse
 
 T = TypeVar("T")
 

@@ -76,22 +76,22 @@ class PublishedScore:
 
 
 def published_score(entry: Mapping[str, Any], origin: str) -> PublishedScore:
-    """One entry typed (ValueError naming the missing or mistyped field)."""
+    """One entry typed (a ConfigError, exit 2, naming the missing or mistyped field)."""
     missing = [k for k, opt in PUBLISHED_FIELDS.items() if opt.required and k not in entry]
     unknown = sorted(set(entry) - set(PUBLISHED_FIELDS))
     if missing or unknown:
-        raise ValueError(f"published entry {dict(entry)!r}: "
+        raise ConfigError(f"published entry {dict(entry)!r}: "
                          + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
                                      + ([f"unknown {', '.join(unknown)}"] if unknown else [])))
     value = entry["value"]
     match = entry["match"]
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 100:
-        raise ValueError(f"published entry for {entry['model']!r}: value must be a percentage, got {value!r}")
+        raise ConfigError(f"published entry for {entry['model']!r}: value must be a percentage, got {value!r}")
     if not isinstance(match, list) or not all(isinstance(m, str) for m in match):
-        raise ValueError(f"published entry for {entry['model']!r}: match must be a list of names")
+        raise ConfigError(f"published entry for {entry['model']!r}: match must be a list of names")
     options = entry.get("options") or {}
     if not isinstance(options, Mapping) or not all(isinstance(v, str | int | float) for v in options.values()):
-        raise ValueError(f"published entry for {entry['model']!r}: options must map option names to values")
+        raise ConfigError(f"published entry for {entry['model']!r}: options must map option names to values")
     return PublishedScore(suite=str(entry["suite"]), setting=str(entry["setting"]), model=str(entry["model"]),
                           match=tuple(match), value=float(value), paper=str(entry["paper"]),
                           table=str(entry["table"]), metric=str(entry.get("metric") or ""),

@@ -28,7 +28,7 @@ import orjson
 from fasteval.core.tagged import Tagged
 from fasteval.core.types import ImageRef, Message, ToolCall
 from fasteval.tools.base import Tool, ToolResult
-from providers.base import TOOL_IMAGES_PREFIX, ChatResponse, Provider, ToolCallRequest
+from providers import TOOL_IMAGES_PREFIX, ChatResponse, Provider, ToolCallRequest
 
 _TEXT_CALL = Tagged("<tool_call>", "</tool_call>")
 

@@ -20,7 +20,7 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.options import Opt
 from fasteval.services.registry import Closer, register_service
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
-from providers.breaker import EndpointDown
+from providers import EndpointDown
 from sandbox import RunResult, SandboxLimits, SandboxPool, SandboxStartError
 
 MAX_CODE_CHARS = 5000

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from fasteval.core.errors import BadInput
 from fasteval.core.terminal import clean
 
 if TYPE_CHECKING:  # the suites package loads only when a leaderboard is built (status and report stay light)
@@ -93,7 +94,7 @@ def _sort_key(sort: str, columns: list[dict[str, Any]]) -> Any:
         return lambda r: r["model"]
     key = next((c["key"] for c in columns if sort in (c["key"], c["label"])), None)
     if sort != "average" and key is None:
-        raise ValueError(f"--sort {sort!r}: not one of {', '.join([*SORTS, *(c['label'] for c in columns)])}")
+        raise BadInput(f"--sort {sort!r}: not one of {', '.join([*SORTS, *(c['label'] for c in columns)])}")
 
     def value(r: dict[str, Any]) -> tuple[bool, float, str]:
         v = r["average"] if key is None else (r["cells"].get(key) or {}).get("mean")

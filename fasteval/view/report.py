@@ -19,7 +19,7 @@ from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 from fasteval.runfolder.records import read_manifest
 from fasteval.view.curves import learning_curves
-from providers.registry import is_embedded
+from providers import price_terms
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
     pass
@@ -195,7 +195,7 @@ def _suite_tables(index: RunIndex, model: str, suite: str, setting: str,
 def report(run_dir: Path) -> dict[str, Any]:
     """One row per model × suite × setting from the index; suites' tables stream their records."""
     manifest = read_manifest(run_dir) or {}
-    prices = model_prices(manifest.get("config") or {}, is_embedded)
+    prices = model_prices(manifest.get("config") or {}, price_terms)
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index, index.snapshot():

@@ -259,6 +259,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VLLM_VENV = ".venv-vllm"
 
 
+def cache_root() -> Path:
+    """fasteval's folder for what served models reuse across runs (vLLM's and torch's compile caches)."""
+    return Path(os.environ.get("FASTEVAL_CACHE") or Path.home() / ".cache" / "fasteval")
+
+
 def find_vllm() -> str | None:
     """``vllm`` on PATH, else the project's ``.venv-vllm/bin/vllm`` (``make vllm``), else None."""
     found = shutil.which("vllm")

@@ -37,8 +37,7 @@ from providers.breaker import EndpointDown
 from providers.local.gpus import cpu_bind
 from providers.local.launcher import group_members
 from providers.local.metrics import PreprocessWatch, read_metrics
-from providers.local.spec import ServeSpec, hints_for
-from providers.local.tiny_checkpoint import cache_root
+from providers.local.spec import ServeSpec, cache_root, hints_for
 
 log = logging.getLogger("fasteval.engine.run.serving")
 LOG_TAIL_LINES = 40

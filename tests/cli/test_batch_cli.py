@@ -49,6 +49,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*FASTEVAL, *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_no_wait_exits_3_saying_when_to_rerun_and_the_rerun_collects(tmp_path: Path, slow_sim: int) -> None:
     run_dir = tmp_path / "run"
     first = cli("run", str(config(tmp_path, slow_sim)), "--run-dir", str(run_dir), "--no-progress", "--no-wait")
@@ -80,6 +81,7 @@ def test_ctrl_c_leaves_batches_running_and_says_so(tmp_path: Path, slow_sim: int
     assert list(sim_batches(slow_sim)["batches"].values()) == ["in_progress"]
 
 
+@pytest.mark.slow
 def test_batches_cancel_cancels_and_collects(tmp_path: Path, slow_sim: int) -> None:
     run_dir = tmp_path / "run"
     first = cli("run", str(config(tmp_path, slow_sim)), "--run-dir", str(run_dir), "--no-progress", "--no-wait")

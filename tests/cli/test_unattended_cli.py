@@ -151,6 +151,7 @@ def test_selectors_narrow_the_plan_and_a_full_rerun_resumes_without_a_config_cha
     assert code == 2 and "--model c" in err
 
 
+@pytest.mark.slow
 def test_python_api_runs_the_demo_and_streams_its_records(tmp_path: Path) -> None:
     summary = fasteval.run(ROOT / "configs" / "demo.yaml", run_dir=tmp_path / "demo", limit=1, seeds=[0])
     assert summary.exit_code == 0 and summary.ok == 4 and summary.errors == 0  # 2 models x 2 settings
@@ -160,6 +161,7 @@ def test_python_api_runs_the_demo_and_streams_its_records(tmp_path: Path) -> Non
     assert (again.ok, again.skipped) == (0, 4)
 
 
+@pytest.mark.slow
 def test_third_party_warnings_go_to_run_log_not_the_terminal(tmp_path: Path) -> None:
     # tir-synth scoring calls math_verify, which logs a WARNING per parse; a real process, so the
     # terminal is the real stderr handler that `fasteval` sets up.

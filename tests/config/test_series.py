@@ -1,7 +1,7 @@
 """A series entry expands at load time into one served model per checkpoint, named ``<entry>@<step>``.
 
 Real folders in the layouts trainers write (HF Trainer, verl, Megatron, plain steps), real YAML
-files read by ``load_config``; nothing is served here (tests/providers/local/test_series_serving.py
+files read by ``load_config``; nothing is served here (tests/engine/test_series_serving.py
 serves them with the sim).
 """
 

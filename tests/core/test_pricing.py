@@ -12,7 +12,7 @@ from fasteval.core.pricing import PRICES, Price, cost_usd, lookup, price_for
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.run.sweep import run_sweep
 from fasteval.view.report import report
-from providers.registry import is_embedded
+from providers.registry import price_terms
 
 
 def test_longest_prefix_wins_and_unknown_models_have_no_price() -> None:
@@ -33,8 +33,9 @@ def test_cost_bills_cached_tokens_at_their_own_prices() -> None:
 def test_config_prices_override_the_table_and_bad_ones_are_refused() -> None:
     assert price_for("m", {"model": "gpt-4o", "price": {"input": 1, "output": 2}}) == Price(1.0, 2.0)
     assert price_for("m", {"model": "gpt-4o"}, {"m": {"input": 5, "output": 6}}) == Price(5.0, 6.0)
-    assert price_for("m", {"provider": "sim", "model": "gpt-4o"}, free=is_embedded) is None  # the embedded sim costs nothing
-    assert price_for("m", {"provider": "openai", "model": "gpt-4o"}, free=is_embedded) is not None
+    sim, openai = {"provider": "sim", "model": "gpt-4o"}, {"provider": "openai", "model": "gpt-4o"}
+    assert price_for("m", sim, free=price_terms(sim).free) is None  # the embedded sim costs nothing
+    assert price_for("m", openai, free=price_terms(openai).free) is not None
     with pytest.raises(ValueError, match="input and output"):
         price_for("m", {"price": {"inputs": 1}})
 

@@ -16,7 +16,7 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.job import job_context
 from fasteval.core.pricing import Price, model_prices
 from fasteval.engine.batch.batching import BatchLane
-from fasteval.engine.ledger import Counters
+from fasteval.engine.ledger import Ledger
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.engine.run.sweep import Sweep
@@ -27,7 +27,7 @@ from providers.batch.base import BatchSettings
 from providers.batch.openai import OpenAIBatchWire
 from providers.client import ModelClient
 from providers.openai_compat import OpenAICompatProvider
-from providers.registry import is_embedded
+from providers.registry import price_terms
 from providers.retry import RetryPolicy
 from providers.sim import SimModel, SimServer
 
@@ -90,7 +90,7 @@ async def test_an_expired_batch_falls_back_to_full_price_requests_and_the_rest_s
     for f in (tmp_path / "run").glob("index.sqlite*"):
         f.unlink()
     assert report(tmp_path / "run")["cost_usd"] == rep["cost_usd"]  # an index rebuilt from the records agrees
-    panel = ProgressDisplay(Counters(), s.clients, prices=model_prices(cfg.raw, is_embedded), live=False)
+    panel = ProgressDisplay(Ledger(), s.clients, prices=model_prices(cfg.raw, price_terms), live=False)
     assert panel.total_cost() == pytest.approx(expected, abs=1e-6)  # the live panel prices it alike
     assert s.clients["m"].stats.batch_fallbacks == len(fell_back)
 

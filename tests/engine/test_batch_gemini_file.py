@@ -335,6 +335,7 @@ def _get(port: int, path: str) -> Any:
         return orjson.loads(resp.read())
 
 
+@pytest.mark.slow
 def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(tmp_path: Path) -> None:
     sim = subprocess.Popen([sys.executable, "-m", "providers.sim", "--model", "bm:tools", "--batch-turnaround-s",
                             "0.1"], stdout=subprocess.PIPE, text=True)

@@ -199,6 +199,7 @@ def test_max_resubmissions_takes_a_whole_number(value: Any) -> None:
     assert BatchSettings.from_config(True) == BatchSettings(max_resubmissions=3)
 
 
+@pytest.mark.slow
 def test_a_run_through_a_polling_outage_exits_0_pays_once_and_says_so_in_run_log(tmp_path: Path) -> None:
     """The issue's run: `GET /v1/batches/{id}` answers 500 past the retry budget, end to end."""
     sim = subprocess.Popen([sys.executable, "-m", "providers.sim", "--model", "bm:direct", "--batch-turnaround-s",

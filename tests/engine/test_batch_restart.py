@@ -199,6 +199,7 @@ def _config(tmp: Path, port: int, dialect: str, *, batch: bool, name: str) -> Pa
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dialect", ["openai", "anthropic"])
 def test_kill_9_at_random_points_then_rerun_records_each_job_once_and_pays_once(tmp_path: Path,
                                                                                dialect: str) -> None:

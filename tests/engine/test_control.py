@@ -50,6 +50,7 @@ async def _trajectory_requests(tmp: Path, *, pause: bool) -> tuple[int, dict[str
     return server.requests, rec[0]
 
 
+@pytest.mark.slow
 async def test_pause_now_holds_a_trajectory_and_resume_continues_it_with_the_same_requests(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
@@ -64,6 +65,7 @@ async def test_pause_now_holds_a_trajectory_and_resume_continues_it_with_the_sam
     assert not (tmp_path / "b" / "run" / CONTROL_SOCKET).exists()  # removed when the sweep ended
 
 
+@pytest.mark.slow
 async def test_a_lowered_rpm_is_what_the_sim_then_sees(tmp_path: Path) -> None:
     server = SimServer([SimModel("fast", policy="direct", latency_ms=20)], record_arrivals=True)
     await server.start()
@@ -161,6 +163,7 @@ async def test_requeue_turns_errors_of_an_endpoint_that_came_back_into_ok_record
                                                           "cancel --model slow"]  # a requeue of nothing: no line
 
 
+@pytest.mark.slow
 async def test_drain_finishes_in_flight_starts_nothing_and_a_rerun_completes_exactly(tmp_path: Path) -> None:
     server = SimServer([SimModel("m", policy="tools", tool_uses=1, latency_ms=200)])
     await server.start()
@@ -185,6 +188,7 @@ async def test_drain_finishes_in_flight_starts_nothing_and_a_rerun_completes_exa
     assert all(r["status"] == "ok" and r["termination"] == "answered" for r in final)
 
 
+@pytest.mark.slow
 async def test_pause_of_one_model_holds_its_jobs_while_the_others_run(tmp_path: Path) -> None:
     server = SimServer([SimModel("a", policy="direct", latency_ms=200), SimModel("b", policy="direct", latency_ms=200)])
     await server.start()
@@ -217,6 +221,7 @@ async def _ok_of(run_dir: Path, model: str, n: int) -> bool:
     return bool((await status(run_dir))["models"].get(model, {}).get("ok") == n)
 
 
+@pytest.mark.slow
 async def test_an_attempt_timeout_set_mid_run_turns_a_hang_into_a_retried_timeout(tmp_path: Path) -> None:
     server = SimServer([SimModel("m", policy="tools", tool_uses=1, latency_ms=500,
                                  faults=Faults(schedule=["ok", "hang"], hang_s=3600))])
@@ -236,25 +241,23 @@ async def test_an_attempt_timeout_set_mid_run_turns_a_hang_into_a_retried_timeou
 
 
 def test_to_run_per_model_is_the_plan_less_what_the_index_holds_within_the_selectors() -> None:
-    from dataclasses import dataclass, field
+    from fasteval.engine.ledger import Ledger, already_done
 
-    from fasteval.engine.ledger import Counters
-    from fasteval.engine.steer.control import Controller
+    class Index:  # what the seed reads of the run index: its counts per model, suite, setting, seed
+        def counts(self, by: object = (), **_: object) -> dict[tuple[object, ...], dict[str, int]]:
+            assert by == ("model", "suite", "setting", "seed")
+            return {("a", "demo", "tools", 0): {"ok": 3, "error": 1}, ("a", "demo", "tools", 1): {"ok": 2},
+                    ("b", "other", "tools", 0): {"ok": 5}, ("gone", "demo", "tools", 0): {"ok": 9}}
 
-    @dataclass
-    class View:
-        clients: dict[str, object] = field(default_factory=dict)
-        roles: dict[str, object] = field(default_factory=dict)
-        counters: Counters = field(default_factory=Counters)
-        serving: object = None
-
-    c = Controller(View())  # type: ignore[arg-type]
-    indexed = {("a", "demo", "tools", 0): {"ok": 3, "error": 1}, ("a", "demo", "tools", 1): {"ok": 2},
-               ("b", "other", "tools", 0): {"ok": 5}}
-    c.set_plan({"a": 10, "b": 4}, indexed, ([], [], ["0"]), keep_errors=False)
-    assert c.planned == {"a": 7, "b": 0}  # seed 1 is not selected; b's records exceed its plan: never negative
-    c.set_plan({"a": 10}, indexed, (["demo"], [], []), keep_errors=True)
-    assert c.planned == {"a": 4}
+    ledger = Ledger()
+    done = already_done(Index(), {"a", "b"}, ([], [], ["0"]), keep_errors=False)
+    ledger.seed(14, {"model": {"a": 10, "b": 4}, "suite": {"demo": 10, "other": 4}}, done)
+    # seed 1 is not selected; b's records exceed its plan: never negative; a model not planned counts nowhere
+    assert {m: t.to_run for m, t in ledger.models.items()} == {"a": 7, "b": 0}
+    assert {s: t.to_run for s, t in ledger.suites.items()} == {"demo": 7, "other": 0}
+    kept = Ledger()
+    kept.seed(10, {"model": {"a": 10}}, already_done(Index(), {"a"}, (["demo"], [], []), keep_errors=True))
+    assert kept.models["a"].to_run == 4
 
 
 async def test_one_bad_value_applies_none_of_a_set(tmp_path: Path) -> None:

@@ -68,6 +68,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     return config, pilot, full
 
 
+@pytest.mark.slow
 def test_estimate_from_a_pilot_is_close_to_what_the_sweep_used(
         sweep: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     config, pilot, full = sweep

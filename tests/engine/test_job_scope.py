@@ -67,13 +67,13 @@ async def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, faults: list[str
 async def test_an_answered_job_releases_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep, released, recs = await _run(tmp_path, monkeypatch)
     assert [r["status"] for r in recs] == ["ok"] and len(released) == 1
-    assert sweep.counters.in_flight == 0
+    assert sweep.ledger.in_flight == 0
 
 
 async def test_a_provider_error_releases_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep, released, recs = await _run(tmp_path, monkeypatch, faults=["ok", "400"])
     assert [r["error_kind"] for r in recs] == ["fatal"] and len(released) == 1
-    assert sweep.counters.in_flight == 0
+    assert sweep.ledger.in_flight == 0
 
 
 async def test_an_internal_error_releases_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,7 +82,7 @@ async def test_an_internal_error_releases_its_session(tmp_path: Path, monkeypatc
 
     sweep, released, recs = await _run(tmp_path, monkeypatch, score=broken)
     assert [r["error_kind"] for r in recs] == ["internal"] and len(released) == 1
-    assert sweep.counters.in_flight == 0
+    assert sweep.ledger.in_flight == 0
 
 
 async def test_a_cancelled_job_releases_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -101,7 +101,7 @@ async def test_a_cancelled_job_releases_its_session(tmp_path: Path, monkeypatch:
 
     sweep, released, recs = await _run(tmp_path, monkeypatch, score=interrupted)
     assert recs == [] and len(released) == 1  # not recorded (a rerun runs it), session gone
-    assert sweep.counters.in_flight == 0
+    assert sweep.ledger.in_flight == 0
 
 
 async def test_an_endpoint_down_releases_its_session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,4 +110,4 @@ async def test_an_endpoint_down_releases_its_session(tmp_path: Path, monkeypatch
 
     sweep, released, recs = await _run(tmp_path, monkeypatch, score=down)
     assert recs == [] and len(released) == 1
-    assert sweep.counters.in_flight == 0
+    assert sweep.ledger.in_flight == 0

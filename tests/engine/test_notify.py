@@ -203,3 +203,46 @@ def test_notify_is_typed_at_load_and_not_part_of_the_run_identity(tmp_path: Path
     with pytest.raises(ConfigError) as e:
         load_config(bad)
     assert "notify.url" in str(e.value) and "notify.error_rate" in str(e.value)
+
+
+def _interrupted_run(tmp: Path, config: Path, after_records: int) -> tuple[int, str]:
+    """``fasteval run`` as a real process, sent SIGINT (Ctrl-C) once ``after_records`` more records are in."""
+    import signal
+    import subprocess
+    import time
+
+    records = tmp / "run" / "records.jsonl"
+    before = len(records.read_bytes().splitlines()) if records.exists() else 0
+    proc = subprocess.Popen([sys.executable, "-m", "fasteval.cli.main", "run", str(config), "--run-dir",
+                             str(tmp / "run"), "--no-progress"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not records.exists() or len(records.read_bytes().splitlines()) < before + after_records:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.returncode, err
+
+
+def test_a_ctrl_c_sweep_says_how_many_jobs_did_not_run(tmp_path: Path, receiver: Receiver) -> None:
+    config = write_config(tmp_path, {"url": receiver.url})
+    raw = yaml.safe_load(config.read_text())
+    raw["models"][0]["latency_ms"] = 150
+    raw["suites"][0]["options"]["n_tasks"] = 30  # 60 jobs, two at a time: Ctrl-C comes early
+    config.write_text(yaml.safe_dump(raw))
+    for attempt in (1, 2):  # the second resumes the first: what it skips is not "not run"
+        code, err = _interrupted_run(tmp_path, config, after_records=4)
+        assert code == 130, err
+        finished = receiver.events[-1]
+        assert finished["event"] == "sweep_finished" and len(receiver.events) == attempt
+        s = finished["summary"]
+        assert s["interrupted"] is True and s["ok"] >= 4 and s["errors"] == 0
+        assert s["not_run"] > 0 and s["ok"] + s["already_done"] + s["not_run"] == 60, s
+        assert f"{s['not_run']} not run (of 60)" in err  # the terminal's summary line says the same
+    records = (tmp_path / "run" / "records.jsonl").read_bytes().splitlines()
+    assert receiver.events[-1]["summary"]["already_done"] + receiver.events[-1]["summary"]["ok"] == len(records)

@@ -51,6 +51,7 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     return subprocess.run([*FASTEVAL, *args], capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_runs_every_job_exactly_once(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, n_tasks=8, seeds=3, latency_ms=40)
     run_dir = tmp_path / "run"
@@ -74,6 +75,7 @@ def test_resume_after_sigkill_runs_every_job_exactly_once(tmp_path: Path) -> Non
     assert (st["total"], st["done"], st["error"], st["remaining"]) == (48, 48, 0, 0)
 
 
+@pytest.mark.slow
 def test_sigint_stops_cleanly_and_resume_finishes(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, n_tasks=8, seeds=3, latency_ms=150)
     run_dir = tmp_path / "run"

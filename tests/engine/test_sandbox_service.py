@@ -14,6 +14,7 @@ from fasteval.engine.plan import RunOptions
 from fasteval.engine.run.sweep import run_sweep
 
 
+@pytest.mark.slow
 async def test_python_tool_runs_in_the_pool_started_by_the_sweep(tmp_path: Path) -> None:
     data = tmp_path / "tasks.jsonl"
     data.write_bytes(orjson.dumps({"id": "p1", "prompt": "say hello", "answer": "x",
@@ -42,6 +43,7 @@ def _python_sweep(tmp_path: Path, sandbox: dict[str, object]) -> Path:
     return cfg
 
 
+@pytest.mark.slow
 async def test_run_sandbox_limits_reach_the_pool(tmp_path: Path) -> None:
     """``run.sandbox.limits`` sets the kernel-enforced limits of model code (here: its stdout cap)."""
     cfg = _python_sweep(tmp_path, {"workers": 1, "limits": {"output_chars": 3, "timeout_s": 20.0}})

@@ -1,7 +1,7 @@
 """When watch mode takes a checkpoint folder: complete weights, unchanged over two looks, or a marker file.
 
 Real folders written the way trainers write them; the serving end to end is in
-tests/providers/local/test_series_serving.py.
+tests/engine/test_series_serving.py.
 """
 
 from __future__ import annotations

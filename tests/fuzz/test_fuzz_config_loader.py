@@ -6,6 +6,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -35,6 +36,7 @@ def _load(text: str) -> None:
             assert e.problems and all(isinstance(p, str) and p for p in e.problems)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(docs)
 def test_any_values_under_the_top_level_keys_are_a_config_or_a_config_error(doc: dict[str, object]) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -64,6 +65,7 @@ def _check_rows(run_dir: Path) -> list[tuple[Any, ...]]:
         return rows
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(records, min_size=1, max_size=6))
 # found by this test: a task_type list holding an int past 64 bits (written as its digits, a string)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import pyvips
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -43,6 +44,7 @@ lines = st.lists(rows.map(lambda r: orjson.dumps(r)) | json_values.map(lambda v:
                  | st.binary(max_size=40), min_size=1, max_size=6)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(lines)
 def test_jsonl_loader_turns_any_line_into_a_task_or_one_bounded_load_error(content: list[bytes]) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
@@ -23,7 +24,7 @@ from rich.table import Table
 
 from fasteval.cli.slurm import status_lines
 from fasteval.core.terminal import clean, json_text, plain
-from fasteval.engine.ledger import Counters
+from fasteval.engine.ledger import Ledger
 from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.view.data import RunSet
 from fasteval.view.show import ImageSaver, render_job
@@ -65,6 +66,7 @@ def test_clean_leaves_no_control_character_and_is_stable(text: str) -> None:
     assert block.count("\n") == text.count("\n")
 
 
+@pytest.mark.slow
 @FUZZ
 @given(hostile, hostile, hostile)
 def test_tables_and_text_print_hostile_cells_literally(a: str, b: str, c: str) -> None:
@@ -93,11 +95,12 @@ def test_json_text_round_trips_and_prints_no_control(value: Any) -> None:
     assert not CONTROL.search(text.replace("\n", ""))
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.dictionaries(hostile, st.dictionaries(st.sampled_from(["in_flight", "limit", "waiting", "requests"]),
                                                 hostile | st.integers(0, 99)), max_size=4))
 def test_the_live_panel_renders_hostile_names_and_states(rows: dict[str, dict[str, Any]]) -> None:
-    display = ProgressDisplay(Counters(total=3), {}, live=False, extra_rows=lambda: rows)
+    display = ProgressDisplay(Ledger(planned=3), {}, live=False, extra_rows=lambda: rows)
     for console, buf in _consoles():
         console.print(display.table())
         _inert(buf.getvalue())
@@ -124,6 +127,7 @@ RUN = Path(tempfile.mkdtemp(prefix="fasteval-fuzz-show-"))
 (RUN / "blobs").mkdir(exist_ok=True)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(st.lists(hostile, min_size=1, max_size=4), st.none() | st.integers(-10**6, 10**6) | st.floats() | hostile)
 def test_show_renders_hostile_records_literally(texts: list[str], number: Any) -> None:

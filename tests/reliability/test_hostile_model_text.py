@@ -18,6 +18,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 _LAYERS = ("fasteval.engine", "fasteval.suites", "fasteval.tools")
 
 
@@ -84,6 +86,7 @@ def _cap_cpu() -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (120, 120))
 
 
+@pytest.mark.slow
 def test_every_parser_reads_adversarial_200kb_replies_within_a_cpu_cap() -> None:
     """Linear parsing needs a few CPU seconds here; the patterns we replaced needed minutes to hours."""
     done = subprocess.run([sys.executable, "-c", _PARSE_ALL], capture_output=True, text=True,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import yaml
 from aiohttp import web
 
@@ -64,6 +65,7 @@ async def _cli(*args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_a_server_reporting_2_to_the_63_tokens_loses_no_record_and_every_reader_works(tmp_path: Path) -> None:
     upstream = HugeUsageUpstream()
     await upstream.start()

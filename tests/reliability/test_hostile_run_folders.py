@@ -68,6 +68,7 @@ def _secret(tmp_path: Path) -> tuple[Path, bytes]:
     return path, data
 
 
+@pytest.mark.slow
 def test_an_image_reference_that_is_a_path_is_not_embedded_in_the_html_report(run: Path, tmp_path: Path) -> None:
     _, secret = _secret(tmp_path)
     refs = {p.name for p in _blobs(run)}

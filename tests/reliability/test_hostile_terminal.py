@@ -93,6 +93,7 @@ def test_status_and_report_print_hostile_fields_literally(hostile_run: tuple[Pat
         assert "[/bogus]" in proc.stdout  # the task type, as written
 
 
+@pytest.mark.slow
 def test_show_prints_every_hostile_field_literally(hostile_run: tuple[Path, Path, str], tmp_path: Path) -> None:
     _, run, _ = hostile_run
     rows = RunSet([run]).jobs(JobQuery())["rows"]
@@ -134,6 +135,7 @@ def _under_pty(args: list[str], env: dict[str, str]) -> tuple[int, bytes]:
     return os.waitstatus_to_exitcode(status), out
 
 
+@pytest.mark.slow
 def test_a_401_body_with_markup_leaves_the_live_panel_and_exit_3(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, str(ENDPOINT), "--auth"], stdout=subprocess.PIPE, text=True)
     try:

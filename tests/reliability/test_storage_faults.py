@@ -59,6 +59,7 @@ def assert_one_line(stderr: str) -> None:
     assert "Logging error" not in stderr, stderr
 
 
+@pytest.mark.slow
 def test_full_disk_stops_at_the_first_failed_write_and_a_rerun_finishes(tmp_path: Path) -> None:
     cfg = demo_config(tmp_path, n_tasks=200)
     with tmpfs(tmp_path / "disk", "32m") as disk:
@@ -88,6 +89,7 @@ def test_full_disk_stops_at_the_first_failed_write_and_a_rerun_finishes(tmp_path
         assert len(final_ids) == len(set(final_ids)) == 200
 
 
+@pytest.mark.slow
 async def test_full_disk_sends_no_new_requests_after_the_failed_write(tmp_path: Path) -> None:
     """The model endpoint sees only the requests of jobs already in flight when the disk filled."""
     sim = SimServer([SimModel.from_config("ext", {"policy": "tools", "latency_ms": 20})])
@@ -130,6 +132,7 @@ def test_run_folder_deleted_mid_run_stops_with_exit_3(tmp_path: Path) -> None:
     assert " ok, " not in err  # nothing claimed as done
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("existing", [False, True])
 def test_read_only_run_folder_is_one_line_and_exit_2(tmp_path: Path, existing: bool) -> None:
     cfg = demo_config(tmp_path, n_tasks=2)

@@ -7,11 +7,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from fasteval.core.exitcodes import EXIT_INCOMPLETE
 from tests.reliability.storage_support import fill_disk, tmpfs
 from tests.reliability.test_storage_faults import FASTEVAL, assert_one_line, demo_config
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_batches_is_one_line_naming_the_file(tmp_path: Path) -> None:
     model = {"name": "sim-tools", "provider": "sim", "policy": "tools", "batch": {"gather_s": 0.05, "poll_s": 0.1},
              "batch_api": {"turnaround_s": 1.5}}

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS, latest_by_job, repair_tail
@@ -70,6 +71,7 @@ def _agree(run_dir: Path) -> None:
             assert index.read_record(job_id) == rec
 
 
+@pytest.mark.slow
 def test_kill_9_during_sweeps_then_every_reader_agrees_with_a_full_scan(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, n_tasks=8, seeds=3, latency_ms=30)
     run_dir = tmp_path / "run"
@@ -100,6 +102,7 @@ def test_kill_9_during_sweeps_then_every_reader_agrees_with_a_full_scan(tmp_path
     assert sum(r["n_ok"] for r in report(run_dir)["rows"]) == 48
 
 
+@pytest.mark.slow
 def test_kill_9_while_writing_5_and_30_mb_records_then_resume_keeps_them_byte_identical(tmp_path: Path) -> None:
     run_dir = tmp_path / "big"
     run_dir.mkdir()

@@ -14,6 +14,8 @@ import yaml
 from fasteval.core.errors import RunFolderBusy
 from fasteval.runfolder.lock import LOCK, run_folder_lock
 
+pytestmark = pytest.mark.slow
+
 FASTEVAL = [sys.executable, "-m", "fasteval.cli.main"]
 HOLDER = ("import sys, time\nfrom pathlib import Path\nfrom fasteval.runfolder.lock import run_folder_lock\n"
           "run_dir = Path(sys.argv[1])\nsys.argv[1:] = ['batches', 'cancel', str(run_dir)]  # as the CLI has it\n"

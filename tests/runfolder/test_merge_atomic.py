@@ -54,6 +54,7 @@ def _expected(sources: list[Path]) -> list[bytes]:
     return merged_reference(sources)
 
 
+@pytest.mark.slow
 def test_merge_killed_at_random_moments_leaves_no_target_and_a_rerun_completes_it(tmp_path: Path) -> None:
     sources = _shards(tmp_path, 4, n_tasks=150, size=20_000)
     out = tmp_path / "merged"

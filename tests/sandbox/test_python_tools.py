@@ -17,7 +17,7 @@ from fasteval.tools.base import ToolContext, make_tool
 from fasteval.tools.python_tools import PythonImageProcessing
 from sandbox import SandboxPool
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 CROP = (
     "from PIL import Image as PILImage\n"

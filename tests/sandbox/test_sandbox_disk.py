@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from sandbox import SandboxLimits, SandboxPool
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 MIB = 1 << 20
 LIMITS = SandboxLimits(timeout_s=30, cpu_s=10, file_bytes=64 * MIB, call_disk_bytes=8 * MIB, call_disk_inodes=200,

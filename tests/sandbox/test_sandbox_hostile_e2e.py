@@ -36,6 +36,7 @@ def _tool_run(code: str, out: Path) -> tuple[int, dict[str, object], str]:
     return p.returncode, (orjson.loads(p.stdout) if p.returncode == 0 else {}), p.stdout + p.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(hostile.HOSTILE))
 def test_tool_run_survives_hostile_code(name: str, tmp_path: Path, host_with_key: None) -> None:
     rc, res, raw = _tool_run(hostile.HOSTILE[name], tmp_path / "out")
@@ -53,6 +54,7 @@ def _call(code: str) -> str:
     return "<tool_call>" + orjson.dumps({"name": "python_interpreter", "arguments": {"code": code}}).decode() + "</tool_call>"
 
 
+@pytest.mark.slow
 def test_sweep_with_one_worker_keeps_innocent_jobs_exact(tmp_path: Path, host_with_key: None) -> None:
     innocents = [f"innocent-{k}" for k in range(3, 9)]
     names = [*sorted(hostile.HOSTILE), *innocents]

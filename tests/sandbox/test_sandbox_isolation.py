@@ -19,7 +19,7 @@ from PIL import Image
 from sandbox import SandboxLimits, SandboxPool
 from tests.sandbox import hostile
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 LIMITS = SandboxLimits(timeout_s=20, output_chars=1000, max_output_images=3, max_image_pixels=10_000)
 
 

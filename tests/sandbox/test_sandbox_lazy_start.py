@@ -20,10 +20,11 @@ import yaml
 from fasteval.core.types import Task, Turn
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.tools.base import ToolContext, make_tool
-from providers.breaker import EndpointDown
+from providers import EndpointDown
 from sandbox import SandboxPool, SandboxStartError
 
 FASTEVAL = str(Path(sys.executable).parent / "fasteval")
+pytestmark = pytest.mark.slow  # subprocess sweeps and sandbox pools
 
 
 def _descendants(pid: int) -> list[int]:

@@ -13,7 +13,7 @@ import pytest_asyncio
 
 from sandbox import SandboxLimits, SandboxPool
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 PLANTED_KEY = "FASTEVAL_SANDBOX_TEST_API_KEY"
 THIS_FILE = str(Path(__file__).resolve())

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import io
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -13,7 +14,7 @@ from PIL import Image
 
 from sandbox import SandboxPool
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 
 def _image_bytes(fmt: str, size: tuple[int, int] = (40, 30)) -> bytes:
@@ -194,6 +195,6 @@ async def test_a_jailed_workers_waiting_shim_keeps_no_copy_of_the_imports(pool: 
     await pool.run("x = 1")
     for worker in pool._slots:
         assert worker is not None
-        status = open(f"/proc/{worker.proc.pid}/status").read()
+        status = await asyncio.to_thread(Path(f"/proc/{worker.proc.pid}/status").read_text)
         rss_kb = int(status.split("VmRSS:")[1].split()[0])
         assert rss_kb < 40 * 1024, status

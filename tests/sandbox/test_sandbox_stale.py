@@ -40,6 +40,7 @@ def _exists(p: Path) -> bool:
 def _mkdir(p: Path) -> None:
     p.mkdir()
 
+@pytest.mark.slow
 async def test_folder_of_a_killed_owner_is_removed_at_the_next_pool_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,7 @@ async def _cli(*args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
+@pytest.mark.slow
 async def test_slurm_ctl_reaches_every_running_shard_and_says_which_is_not(tmp_path: Path) -> None:
     server = SimServer([SimModel("m", policy="direct", faults=Faults(schedule=["hang", "hang"], hang_s=3600))])
     await server.start()

@@ -61,6 +61,7 @@ def test_tool_run_zoom_saves_the_crop_and_reports_bad_bbox(tmp_path: Path) -> No
     assert code == 0 and out["status"] == "error" and "bbox" in str(out["error"]).lower()
 
 
+@pytest.mark.slow
 def test_tool_run_python_in_the_sandbox_has_no_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-be-visible")
     code, out = run("python_interpreter", "--args",
@@ -69,6 +70,7 @@ def test_tool_run_python_in_the_sandbox_has_no_secrets(tmp_path: Path, monkeypat
     assert "sk-should-not-be-visible" not in str(out) and "None" in str(out["output"])
 
 
+@pytest.mark.slow
 def test_tool_run_misuse_exits_non_zero() -> None:
     assert run("no_such_tool")[0] == 2
     assert run("calculator", "--args", "{not json")[0] == 2

@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import pytest
 import pytest_asyncio
 
 from fasteval.core.types import Task
@@ -23,6 +24,7 @@ async def pool() -> AsyncIterator[SandboxPool]:
         yield p
 
 
+@pytest.mark.slow
 async def test_pandas_is_bound_or_the_error_names_the_extra(tmp_path: Path, pool: SandboxPool) -> None:
     ctx = ToolContext(blobs=BlobStore(tmp_path), task=Task(id="t", turns=[]), images=[], fidelity="reference",
                       services={"sandbox": pool})

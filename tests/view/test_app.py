@@ -14,6 +14,8 @@ from fasteval.view.app import make_app
 from fasteval.view.data import RunSet
 from fasteval.view.report import report
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 async def base_url(demo_run: Path) -> AsyncIterator[str]:

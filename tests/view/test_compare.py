@@ -15,6 +15,8 @@ from fasteval.view.compare import Side, checkpoint_series, compare
 from fasteval.view.paired_stats import mcnemar_exact, paired_bootstrap_ci
 from tests.view.sweep_fixture import run_cli
 
+pytestmark = pytest.mark.slow
+
 
 def _compare(*args: str, code: int = 0) -> dict[str, Any]:
     proc = run_cli("compare", *args, "--format", "json")

@@ -18,6 +18,8 @@ import yaml
 from fasteval.view.curves import learning_curves
 from tests.view.sweep_fixture import run_cli
 
+pytestmark = pytest.mark.slow
+
 POLICIES = {100: "guess", 200: "oracle", 300: "guess"}
 
 

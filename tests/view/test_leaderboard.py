@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fasteval.suites.published import shipped_scores
 from fasteval.view.html_report import render_report
 from fasteval.view.leaderboard import leaderboard, markdown
@@ -42,6 +44,7 @@ def test_leaderboard_rows_columns_and_the_configs_published_number(series_run: P
     assert rows["ck@300"]["cells"]["demo/no-tools"]["published"] == []
 
 
+@pytest.mark.slow
 def test_leaderboard_sorts_by_model_or_a_column_and_refuses_an_unknown_key(series_run: Path) -> None:
     assert [r["model"] for r in _board(series_run, "--sort", "model")["rows"]] == ["ck@100", "ck@200", "ck@300"]
     by_tool = _board(series_run, "--sort", "demo/tools")["rows"]
@@ -51,6 +54,7 @@ def test_leaderboard_sorts_by_model_or_a_column_and_refuses_an_unknown_key(serie
     assert proc.stderr.count("\n") == 1 and "accuracy" in proc.stderr and "demo/tools" in proc.stderr
 
 
+@pytest.mark.slow
 def test_leaderboard_csv_markdown_and_table(series_run: Path) -> None:
     proc = run_cli("report", str(series_run), "--leaderboard", "--format", "csv")
     assert proc.returncode == 0, proc.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from fasteval.view.data import JobQuery, RunSet
 from tests.view.sweep_fixture import run_cli
 
@@ -21,6 +23,7 @@ def test_show_prints_the_code_and_saves_the_images(demo_run: Path, tmp_path: Pat
     assert "answer:" in proc.stdout
 
 
+@pytest.mark.slow
 def test_show_by_task_picks_the_one_job_or_lists_the_choices(demo_run: Path, tmp_path: Path) -> None:
     task = "tir-synth-0-maze-000"
     one = run_cli("show", str(demo_run), "--task", task, "--model", "sim-guess", "--setting", "no-tool",

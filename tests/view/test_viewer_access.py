@@ -125,6 +125,7 @@ def _append_odd(run: Path) -> list[str]:
     return ids
 
 
+@pytest.mark.slow
 async def test_records_with_odd_field_types_render(fresh_run: Path, tmp_path: Path) -> None:
     ids = _append_odd(fresh_run)
     async with _viewer(fresh_run) as base:

@@ -3,7 +3,7 @@
 They run under ``make test-vllm`` (``FASTEVAL_REQUIRE_VLLM=1``: a missing vllm is then a failure),
 or with ``FASTEVAL_VLLM_TESTS=1``; a plain ``make test`` skips them (minutes of CPU vLLM each), and
 without a vllm binary (PATH, then ``.venv-vllm``) they skip saying why. The checkpoint is
-built and trained by providers/local/tiny_checkpoint.py once and cached between runs.
+built and trained by tests/tiny_models/calculator.py once and cached between runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from providers.local.spec import find_vllm
-from providers.local.tiny_checkpoint import ensure_checkpoint
+from tests.tiny_models.calculator import ensure_checkpoint
 
 VLLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "2048",
              "--max-num-seqs", "16", "--dtype", "float32"]
@@ -118,7 +118,7 @@ def wait_for(predicate: Any, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
-# -- the tiny vision-language checkpoint (providers/local/tiny_vlm.py) -----------------------------
+# -- the tiny vision-language checkpoint (tests/tiny_models/zoom.py) ------------------------------
 VLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-model-len", "2048",
             "--max-num-seqs", "8", "--dtype", "float32"]
 
@@ -127,7 +127,7 @@ VLM_ARGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--max-
 def vlm_checkpoint(vllm: str) -> Path:
     """The tiny zooming Idefics3 checkpoint, built with the vLLM venv's Python (it has torch);
     ``FASTEVAL_TINY_VLM`` names another folder to use instead (an intermediate ``checkpoint-N``)."""
-    from providers.local.tiny_vlm import ensure_checkpoint as ensure_vlm
+    from tests.tiny_models.zoom import ensure_checkpoint as ensure_vlm
 
     chosen = os.environ.get("FASTEVAL_TINY_VLM")
     return Path(chosen) if chosen else ensure_vlm(str(Path(vllm).with_name("python")))
@@ -140,10 +140,10 @@ def vlm_serve_block(checkpoint: Path, vllm: str, *, images: int, **fields: Any) 
 
 
 def mark_png(marks: list[Any]) -> bytes:
-    """The task image of tiny_vlm's recipe (flat grey, coloured squares), as a PNG made with pyvips."""
+    """The task image of the zoom recipe's (flat grey, coloured squares), as a PNG made with pyvips."""
     import pyvips
 
-    from providers.local.tiny_vlm import COLOURS, IMAGE_SIDE
+    from tests.tiny_models.zoom import COLOURS, IMAGE_SIDE
 
     img = pyvips.Image.black(IMAGE_SIDE, IMAGE_SIDE, bands=3).new_from_image([marks[0].grey] * 3)
     for m in marks:
@@ -155,7 +155,7 @@ def mark_tasks(folder: Path, n: int, *, two_turn: int = 0, seed: int = 7) -> lis
     """``n`` one-question tasks, then ``two_turn`` tasks asking about a second mark (another cell) in the same image."""
     import random
 
-    from providers.local.tiny_vlm import mark, second_mark
+    from tests.tiny_models.zoom import mark, second_mark
 
     rng = random.Random(seed)
     out: list[dict[str, Any]] = []

@@ -1,7 +1,7 @@
 """A training run evaluated as it lands: ``fasteval run --watch`` on real vLLM (the CPU build).
 
 The test plays the trainer. The tiny calculator checkpoint saves intermediate steps
-(providers/local/tiny_checkpoint.py, ``SAVE_STEPS``); they are copied into a watched folder one
+(tests/tiny_models/calculator.py, ``SAVE_STEPS``); they are copied into a watched folder one
 by one as ``checkpoint-N``, the last one written slowly in pieces. The watch serves each on real
 vLLM and scores it; it is killed with ``kill -9`` once the first checkpoint's first records are
 written (one job at a time, so the step is half done) and the same command resumes. Three vLLM
@@ -25,7 +25,7 @@ import orjson
 import yaml
 
 from providers.local.launcher import group_members
-from providers.local.tiny_checkpoint import step_checkpoints
+from tests.tiny_models.calculator import step_checkpoints
 from tests.vllm.conftest import calculator_tasks, env, fasteval, records, serve_block, wait_for
 
 N_TASKS = 8

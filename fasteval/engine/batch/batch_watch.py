@@ -16,10 +16,16 @@ import logging
 import time
 from typing import Any
 
-from providers.base import ProviderError
-from providers.batch.base import BatchInfo, BatchSettings, BatchWire, ResultLine
-from providers.client import RetryPolicy
-from providers.retry import MODEL_RETRYABLE, retry_call
+from providers import (
+    MODEL_RETRYABLE,
+    BatchInfo,
+    BatchSettings,
+    BatchWire,
+    ProviderError,
+    ResultLine,
+    RetryPolicy,
+    retry_call,
+)
 
 log = logging.getLogger("fasteval.engine.batch.batching")
 

@@ -34,11 +34,20 @@ from fasteval.core.pricing import BATCH_TOKENS
 from fasteval.engine.batch.batch_watch import COLLECT_TRIES, BatchUnknown, BatchWatch
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch, Outcome, RequestState
 from fasteval.runfolder.diskfaults import is_fatal
-from providers.base import ChatRequest, ChatResponse, ProviderError
-from providers.batch.base import BatchInfo, BatchSettings, BatchWire, custom_id_ok
-from providers.breaker import EndpointDown
-from providers.client import EndpointStats, ModelClient, RetryPolicy
-from providers.retry import MODEL_RETRYABLE
+from providers import (
+    MODEL_RETRYABLE,
+    BatchInfo,
+    BatchSettings,
+    BatchWire,
+    ChatRequest,
+    ChatResponse,
+    EndpointDown,
+    EndpointStats,
+    ModelClient,
+    ProviderError,
+    RetryPolicy,
+    custom_id_ok,
+)
 
 log = logging.getLogger(__name__)
 
@@ -522,13 +531,14 @@ def pending_line(lanes: dict[str, BatchLane], not_run: int) -> str:
             f"batches end within an hour, all by {when}: rerun the same command then to collect them")
 
 
-def batch_lane(settings: BatchSettings, journal: BatchJournal, *,
+def batch_lane(settings: BatchSettings, journal: BatchJournal, wire: str, *,
                no_wait: bool = False) -> Callable[[ModelClient], BatchLane]:
     """What puts a model client in batch mode as it is built (``build_client(batch=...)``): its lane,
-    given the client whose provider, retry policy, stats and interactive path the lane uses."""
+    given the client whose provider, retry policy, stats and interactive path the lane uses, and the
+    batch API of its ``wire``."""
     def lane(client: ModelClient) -> BatchLane:
-        from providers.batch.wires import wire_for
+        from providers import batch_wire
 
-        return BatchLane(client.name, wire_for(client.provider), journal, settings, retry=client.retry,
+        return BatchLane(client.name, batch_wire(wire, client.provider), journal, settings, retry=client.retry,
                          stats=client.stats, no_wait=no_wait, interactive=client.chat_interactive)
     return lane

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig
+from fasteval.core.errors import ConfigError
 from fasteval.core.pricing import Price, batch_factor, cost_usd, model_prices
 from fasteval.core.types import Task
 from fasteval.engine.forecast.estimate_prompt import (
@@ -36,8 +37,7 @@ from fasteval.engine.plan import RunOptions, SuiteRun, check_setting_selectors, 
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS
-from providers.batch.wires import BATCH_PROVIDERS
-from providers.registry import is_embedded
+from providers import price_terms
 
 DEFAULT_COMPLETION_BOUND = 4096
 """A request's completion bound when neither the model nor the suite sets ``max_tokens``."""
@@ -159,7 +159,7 @@ def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan]) -> dict[Key, Ev
     cols = ("model", "suite", "setting", "task_id", "rounds", "prompt_tokens", "completion_tokens", "latency_s")
     for run_dir in run_dirs:
         if not (run_dir / RECORDS).exists():
-            raise ValueError(f"--estimate-from {run_dir}: no {RECORDS} there (not a run folder)")
+            raise ConfigError(f"--estimate-from {run_dir}: no {RECORDS} there (not a run folder)")
         with open_index(run_dir) as index:
             for model, suite, setting, task_id, rounds, prompt, completion, latency in index.select(cols, scan=True):
                 key = (model, suite, setting)
@@ -266,8 +266,9 @@ def _price(cfg: SweepConfig, g: GroupEstimate, prices: dict[str, Price | None]) 
     ep = cfg.endpoint(g.model)
     g.cost_usd = cost_usd({"prompt_tokens": g.prompt_tokens, "completion_tokens": g.completion_tokens},
                           Price(price.input, price.output, price.cache_read, price.cache_write))
-    if ep.provider in BATCH_PROVIDERS and ep.serve is None:
-        g.batch_cost_usd = g.cost_usd * batch_factor(ep.options, price, cfg.raw.get("prices") or {})
+    if ep.kind.batch_factor is not None and ep.serve is None:
+        g.batch_cost_usd = g.cost_usd * batch_factor(ep.options, price, cfg.raw.get("prices") or {},
+                                                     price_terms(ep.options))
 
 
 def _wall(cfg: SweepConfig, model: str, groups: list[GroupEstimate], cap: int) -> ModelWall:
@@ -294,7 +295,7 @@ def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | Non
     """The estimate of the jobs ``fasteval run`` would run now with these options."""
     plans, unloaded = collect_plan(cfg, opts)
     evidence = read_evidence(list(evidence_from or []), plans)
-    prices = model_prices(cfg.raw, free=is_embedded)
+    prices = model_prices(cfg.raw, price_terms)
     groups = [_group(key, planned, evidence.get(key)) for key, planned in plans.items()]
     for g in groups:
         _price(cfg, g, prices)

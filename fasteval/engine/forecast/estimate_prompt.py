@@ -26,7 +26,7 @@ from fasteval.images.processor import PROCESSOR_PRESETS, ProcessorResize, proces
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import Setting, Suite
 from fasteval.tools.base import make_tool
-from providers.token_rules import TokenRule, token_rule
+from providers import TokenRule, token_rule
 
 # Served checkpoints whose processor we know, by a piece of their model id.
 _PROCESSOR_BY_ID = (("qwen3-vl", "qwen3_vl"), ("qwen2.5-vl", "qwen2_5_vl"), ("qwen2_5", "qwen2_5_vl"),

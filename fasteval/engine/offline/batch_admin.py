@@ -16,13 +16,13 @@ from typing import Any
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
+from fasteval.core.errors import DamagedRunFolder
 from fasteval.engine.batch.batching import BatchLane
 from fasteval.engine.run.clients import build_client
 from fasteval.runfolder.batch_journal import BatchJournal, JournalBatch
+from fasteval.runfolder.names import MANIFEST
 from fasteval.runfolder.records import read_manifest
-from providers.base import ProviderError
-from providers.batch.base import BatchSettings
-from providers.batch.wires import wire_for
+from providers import BatchSettings, ProviderError, batch_wire
 
 
 def batched_specs(cfg: SweepConfig) -> list[EndpointSpec]:
@@ -32,12 +32,15 @@ def batched_specs(cfg: SweepConfig) -> list[EndpointSpec]:
 
 def manifest_specs(run_dir: Path) -> list[EndpointSpec]:
     """``batched_specs`` of the run's manifest: input anyone who can write the folder wrote
-    (KeyError or ValueError for an entry that cannot be typed)."""
+    (DamagedRunFolder, exit 2, for an entry that cannot be typed)."""
     config = (read_manifest(run_dir) or {}).get("config") or {}
-    specs = [EndpointSpec.of(str(m["name"]), m) for m in config.get("models") or []
-             if isinstance(m, dict) and m.get("batch")]
-    return specs + [EndpointSpec.of(str(r), s) for r, s in (config.get("roles") or {}).items()
-                    if isinstance(s, dict) and s.get("batch")]
+    try:
+        specs = [EndpointSpec.of(str(m["name"]), m) for m in config.get("models") or []
+                 if isinstance(m, dict) and m.get("batch")]
+        return specs + [EndpointSpec.of(str(r), s) for r, s in (config.get("roles") or {}).items()
+                        if isinstance(s, dict) and s.get("batch")]
+    except (KeyError, ValueError, AttributeError) as e:  # EndpointSpec.of's word for an entry it cannot type
+        raise DamagedRunFolder(f"{run_dir / MANIFEST}: {e.args[0] if e.args else e}") from None
 
 
 async def cancel_batches(run_dir: Path, specs: list[EndpointSpec], *, poll_s: float = 5.0,
@@ -61,7 +64,7 @@ async def cancel_batches(run_dir: Path, specs: list[EndpointSpec], *, poll_s: fl
             client = build_client(spec.name, spec, sim_base_url=None, resolver=None)
             stack.push_async_callback(client.close)
             settings = spec.batch or BatchSettings()
-            lane = BatchLane(spec.name, wire_for(client.provider), journal,
+            lane = BatchLane(spec.name, batch_wire(spec.wire, client.provider), journal,
                              BatchSettings(gather_s=settings.gather_s, poll_s=poll_s))
             stack.push_async_callback(lane.close)
             lanes.append(lane)

@@ -26,7 +26,7 @@ from fasteval.runfolder.index import open_index
 from fasteval.runfolder.names import BLOBS
 from fasteval.runfolder.records import RECORDS, RecordWriter
 from fasteval.suites.base import ScoreContext
-from providers.base import ProviderError
+from providers import ProviderError
 
 
 @dataclass(slots=True)

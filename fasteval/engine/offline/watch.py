@@ -3,7 +3,7 @@
 The watcher is a loop around ordinary sweeps, not a second scheduler: it looks at the series'
 folders every ``interval_s``, and whenever a checkpoint has become complete it loads the config
 again (the new checkpoint is one more model of the series) and runs the sweep into the same run
-folder. Resume skips every job already recorded, so each round runs only the new checkpoint's
+folder, through the run path that claimed it (``fasteval.api.ClaimedRun.sweep``). Resume skips every job already recorded, so each round runs only the new checkpoint's
 jobs, and a ``kill -9`` at any moment is undone by running the same command again: nothing lives
 in the watcher that the run folder does not hold.
 
@@ -19,14 +19,16 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fasteval.config.load import SweepConfig, load_config
 from fasteval.config.series import SeriesSpec, not_loadable, step_of
-from fasteval.engine.plan import RunOptions
-from fasteval.engine.run.sweep import SweepIncomplete, SweepResult, run_sweep
+from fasteval.engine.run.sweep import SweepIncomplete, SweepResult
+
+RunSweep = Callable[[SweepConfig], Awaitable[SweepResult]]
+"""One sweep into the watched run folder (the run path's ``ClaimedRun.sweep``)."""
 
 log = logging.getLogger("fasteval.engine.offline.watch")
 
@@ -144,9 +146,10 @@ def _reached(cfg: SweepConfig, until_step: int | None) -> bool:
     return True
 
 
-async def watch_sweep(config: Path, opts: RunOptions, wopts: WatchOptions,
+async def watch_sweep(config: Path, sweep: RunSweep, wopts: WatchOptions,
                       say: Callable[[str], None] | None = None) -> WatchResult:
-    """Run sweeps into one run folder as checkpoints complete, until a stop condition.
+    """Run sweeps (``sweep``: into the run folder the caller claimed) as checkpoints complete, until
+    a stop condition.
 
     Config errors in a later look (the file edited under a running watch) end the watch with
     the error, as they would end ``fasteval run``. Ctrl-C ends it with ``interrupted``.
@@ -166,7 +169,7 @@ async def watch_sweep(config: Path, opts: RunOptions, wopts: WatchOptions,
             last_new = time.monotonic()
             result.rounds += 1
             try:
-                result.last, result.incomplete = await run_sweep(cfg, opts), False
+                result.last, result.incomplete = await sweep(cfg), False
             except SweepIncomplete as e:  # a checkpoint that did not start: the others still get evaluated
                 result.last, result.incomplete = e.result, True
                 tell(f"watch: {e}")

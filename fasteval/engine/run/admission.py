@@ -17,11 +17,11 @@ from fasteval.core.types import Job, Task
 from fasteval.suites.base import LoadError, Setting
 
 if TYPE_CHECKING:
+    from fasteval.engine.ledger import Ledger
     from fasteval.engine.plan import SuiteRun
     from fasteval.engine.run.serving import Serving
-    from fasteval.engine.steer.control import Controller
-    from providers.client import ModelClient
-    from providers.limits import AdaptiveLimit
+    from fasteval.engine.steer.steering import Steering
+    from providers import AdaptiveLimit, ModelClient
 
 Planned = tuple[Job, "SuiteRun", Setting, Task | LoadError]
 """One job of the plan with what running it needs: its suite run, setting and task (or load error)."""
@@ -32,17 +32,18 @@ RunJob = Callable[[Job, "SuiteRun", Setting, Task | LoadError], Coroutine[Any, A
 class Admission:
     """Starts planned jobs as slots free up; knows which are running, and when none is."""
 
-    def __init__(self, slots: AdaptiveLimit, clients: Mapping[str, ModelClient], control: Controller,
-                 serving: Serving | None, run_job: RunJob, unrun: Callable[[str, str], None]) -> None:
+    def __init__(self, slots: AdaptiveLimit, clients: Mapping[str, ModelClient], steering: Steering,
+                 serving: Serving | None, run_job: RunJob, ledger: Ledger) -> None:
         self.slots = slots
         """The global cap; ``ctl set global concurrency=N`` moves it while jobs run."""
         self.clients = clients
-        self.control = control
+        self.steering = steering
         self.serving = serving
         self.run_job = run_job
-        self.unrun = unrun
-        """Called with (endpoint, reason) for a job left unrun because its endpoint gave up."""
-        self.running: set[asyncio.Task[None]] = set()
+        self.ledger = ledger
+        """Told of a job left unrun because its endpoint gave up."""
+        self.running: dict[asyncio.Task[None], Job] = {}
+        """The jobs running, by their task (``ctl cancel`` picks a model's)."""
         self.idle = asyncio.Event()
         """Set while no job runs."""
         self.idle.set()
@@ -68,7 +69,7 @@ class Admission:
             await self.start(entry)
         while serving is not None and self.waiting_gpus:  # served models waiting for GPUs, in turn
             for model in list(self.waiting_gpus):
-                if serving.admission(model) != "defer" or self.control.dropped(model):  # drained: let go
+                if serving.admission(model) != "defer" or self.steering.dropped(model):  # drained: let go
                     for entry in self.waiting_gpus.pop(model):
                         await self.start(entry)
             if self.waiting_gpus:
@@ -79,17 +80,17 @@ class Admission:
         job = entry[0]
         breaker = self.clients[job.model].breaker
         if breaker is not None and breaker.gave_up:  # its endpoint is gone: leave the job unrun
-            self.unrun(breaker.endpoint, breaker.reason)
+            self.ledger.unrun(job.model, "endpoint down", endpoint=breaker.endpoint, reason=breaker.reason,
+                              suite=job.suite)
             return
-        if not await self.control.admit(entry):  # paused, drained or cancelled
+        if not await self.steering.admit(entry):  # paused, drained or cancelled
             return
         await self.slots.acquire()
         coro = self.run_job(*entry)
         if self.serving is not None and self.serving.served(job.model):
             coro = self.serving.track(job.model, coro)
         task = asyncio.create_task(coro)
-        self.control.track(job, task)
-        self.running.add(task)
+        self.running[task] = job
         self.idle.clear()
         task.add_done_callback(self._finished)
 
@@ -103,7 +104,7 @@ class Admission:
         return True
 
     def _finished(self, task: asyncio.Task[None]) -> None:
-        self.running.discard(task)
+        del self.running[task]
         self.slots.release()
         if not self.running:
             self.idle.set()

@@ -36,8 +36,7 @@ from fasteval.tools.call_protocol import (
     ToolCallText,
     parse_text_tool_call,
 )
-from providers.base import ChatRequest, ChatResponse, ProviderError, ToolCallRequest
-from providers.client import ModelClient
+from providers import ChatRequest, ChatResponse, ModelClient, ProviderError, ToolCallRequest
 
 __all__ = ["AgentEnv", "execute_tool", "parse_text_tool_call", "run_agent"]
 

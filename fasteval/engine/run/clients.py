@@ -16,13 +16,22 @@ from typing import Any
 from fasteval.config.endpoint import DEFAULT_CONCURRENCY, EndpointSpec
 from fasteval.core.errors import ModelConfigError
 from fasteval.images.processor import ProcessorResize, processor_resize
-from providers.base import Capabilities, Provider, ProviderError
-from providers.body import ByteBudget
-from providers.breaker import BreakerPolicy, CircuitBreaker
-from providers.client import BatchRoute, ModelClient, ResponseCache
-from providers.openai_compat import ImageUrlResolver
-from providers.registry import WireArgs, make_provider
-from providers.sim.spec import SimModel
+from providers import (
+    BatchRoute,
+    BreakerPolicy,
+    ByteBudget,
+    Capabilities,
+    CircuitBreaker,
+    ImageUrlResolver,
+    ModelClient,
+    Provider,
+    ProviderError,
+    RequestGate,
+    ResponseCache,
+    SimModel,
+    WireArgs,
+    make_provider,
+)
 
 CacheHook = Callable[[ModelClient], ResponseCache]
 """Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""
@@ -37,10 +46,12 @@ def sim_models(endpoints: Iterable[EndpointSpec]) -> list[SimModel]:
 
 def build_client(name: str, spec: Mapping[str, Any] | EndpointSpec, *, sim_base_url: str | None,
                  resolver: ImageUrlResolver | None, breaker: BreakerPolicy | None = None,
-                 serving: Any = None, cache: CacheHook | None = None, batch: BatchHook | None = None) -> ModelClient:
+                 serving: Any = None, cache: CacheHook | None = None, batch: BatchHook | None = None,
+                 gate: RequestGate | None = None) -> ModelClient:
     """A ModelClient for one config entry (model or role), whole: its provider with the entry's
-    capabilities, limits, retries, breaker, and the ``cache`` and ``batch`` lane wrapping it.
-    ``serving`` provides served models.
+    capabilities, limits, retries, breaker, the ``cache`` and ``batch`` lane wrapping it, and the
+    sweep's pause ``gate`` (fasteval.engine.steer.steering) before each request. ``serving``
+    provides served models.
 
     A served model gets no circuit breaker: its supervisor restarts dead servers and raises
     EndpointDown itself when they are exhausted.
@@ -53,7 +64,7 @@ def build_client(name: str, spec: Mapping[str, Any] | EndpointSpec, *, sim_base_
     limits = ep.limits
     sized: dict[str, Any] = {"concurrency": DEFAULT_CONCURRENCY if limits.concurrency is None else limits.concurrency,
                              "rpm": limits.rpm, "tpm": limits.tpm, "retry": ep.retry, "params": ep.params,
-                             "cache": cache, "batch": batch}
+                             "cache": cache, "batch": batch, "gate": gate}
     if ep.serve is not None:
         return ModelClient(name, _served_provider(name, ep, resolver, serving), **sized)
     provider, label = _provider(name, ep, sim_base_url, resolver)
@@ -75,7 +86,7 @@ def _served_provider(name: str, ep: EndpointSpec, resolver: ImageUrlResolver | N
     endpoint = serving.endpoint_name(name)
 
     def make(base_url: str) -> Provider:  # each replica's provider decides what it sends (seed)
-        return make_provider("openai", WireArgs(
+        return make_provider(ep.kind.wire, WireArgs(
             model_id=name, base_url=base_url, key_env=None, timeouts=ep.timeouts, extra_body=ep.extra_body,
             endpoint_name=endpoint, image_resolver=resolver, tool_message_images=ep.tool_message_images,
             capabilities=ep.capabilities))

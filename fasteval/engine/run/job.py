@@ -35,8 +35,7 @@ from fasteval.engine.run.agent import AgentEnv, run_agent
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, ScoreContext, Setting
 from fasteval.tools.base import Tool, make_tool
-from providers.base import ProviderError
-from providers.client import ModelClient
+from providers import ModelClient, ProviderError
 
 log = logging.getLogger("fasteval")
 

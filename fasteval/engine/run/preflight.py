@@ -16,7 +16,7 @@ from typing import Any
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
 from fasteval.engine.run.clients import build_client
-from providers.base import ProviderError
+from providers import ProviderError
 
 PREFLIGHT_TIMEOUT_S = 15.0
 
@@ -75,9 +75,9 @@ async def check_endpoint(ep: Endpoint, timeout_s: float = PREFLIGHT_TIMEOUT_S) -
 
 async def _check_batch_api(ep: Endpoint, provider: Any, where: str, timeout_s: float) -> str | None:
     """A gateway behind ``provider: openai`` may have no batch API: refuse ``batch:`` before the run."""
-    from providers.batch.wires import wire_for
+    from providers import batch_wire
 
-    wire = wire_for(provider)
+    wire = batch_wire(ep.spec.wire, provider)
     try:
         await asyncio.wait_for(wire.probe(), timeout_s)
     except ProviderError as e:

@@ -1,7 +1,8 @@
 """Live progress: jobs done/error/total, in-flight per endpoint, retries, backoff, tokens, ETA.
 
 On a terminal it is a rich Live panel refreshed a few times a second; elsewhere (CI, logs) it
-prints one plain line every ``interval_s``. Either way it reads counters, never blocks jobs.
+prints one plain line every ``interval_s``. Either way it reads the run's ledger and the
+endpoints' counters, and never blocks jobs.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from rich.text import Text
 
 from fasteval.core.pricing import BATCH_TOKENS, TOKEN_KINDS, Price, cost_usd
 from fasteval.core.terminal import clean, plain
-from fasteval.engine.ledger import Counters
-from providers.client import ModelClient
+from fasteval.engine.ledger import Ledger
+from providers import AdaptiveLimit, ModelClient
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +38,15 @@ def _fmt_eta(eta: float | None) -> str:
 
 
 class ProgressDisplay:
-    """Renders the counters and the endpoint limiters; extra limiters come as callables."""
+    """Renders the ledger and the endpoint limiters; extra limiters come as callables."""
 
-    def __init__(self, counters: Counters, clients: dict[str, ModelClient],
+    def __init__(self, ledger: Ledger, clients: dict[str, ModelClient],
                  extra: dict[str, Callable[[], dict[str, Any]]] | None = None, *,
                  live: bool | None = None, interval_s: float = 10.0,
                  extra_rows: Callable[[], dict[str, dict[str, Any]]] | None = None,
-                 prices: dict[str, Price | None] | None = None, global_cap: int | None = None,
+                 prices: dict[str, Price | None] | None = None, global_cap: AdaptiveLimit | None = None,
                  notes: Callable[[], str] | None = None) -> None:
-        self.counters = counters
+        self.ledger = ledger
         self.prices = prices or {}
         self.clients = clients
         self.extra = extra or {}
@@ -53,14 +54,15 @@ class ProgressDisplay:
         self.live = sys.stderr.isatty() if live is None else live
         self.interval_s = interval_s
         self.global_cap = global_cap
-        """The sweep's in-flight cap: an endpoint's effective limit is the smaller of the two."""
+        """The sweep's in-flight slots (``ctl set global`` moves them): an endpoint's effective limit is
+        the smaller of its own and theirs."""
         self.notes = notes
         """A line about steering (``fasteval ctl``: paused parts, drains, requeues), empty when none."""
         self._task: asyncio.Task[None] | None = None
         self.console = Console(stderr=True)
 
     def _limit(self, cl: ModelClient) -> int:
-        return min(cl.limit.limit, self.global_cap) if self.global_cap else cl.limit.limit
+        return min(cl.limit.limit, self.global_cap.limit) if self.global_cap is not None else cl.limit.limit
 
     @staticmethod
     def _state(cl: ModelClient) -> str:
@@ -78,12 +80,12 @@ class ProgressDisplay:
         return sum(costs) if costs else None
 
     def table(self) -> Table:
-        c = self.counters
+        c = self.ledger
         total = self.total_cost()
         spent = f" cost ${total:.2f}" if total is not None else ""
         note = self.notes() if self.notes is not None else ""
-        title = Text(f"jobs {c.done + c.errors}/{c.total} (ok {c.done}, error {c.errors}, "
-                     f"resumed {c.skipped}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}")
+        title = Text(f"jobs {c.finished}/{c.total} (ok {c.ok}, error {c.error}, "
+                     f"resumed {c.resumed}, in flight {c.in_flight}) ETA {_fmt_eta(c.eta_s())}{spent}")
         if note:  # names from the config: literal text, never markup
             title.append("\n" + clean(note), style="yellow")
         t = Table(title=title, title_justify="left")
@@ -104,9 +106,9 @@ class ProgressDisplay:
         return t
 
     def line(self) -> str:
-        c = self.counters
+        c = self.ledger
         total = self.total_cost()
-        parts = [f"jobs {c.done + c.errors}/{c.total} ok={c.done} error={c.errors} in_flight={c.in_flight} "
+        parts = [f"jobs {c.finished}/{c.total} ok={c.ok} error={c.error} in_flight={c.in_flight} "
                  f"eta={_fmt_eta(c.eta_s())}" + (f" cost=${total:.2f}" if total is not None else "")]
         note = self.notes() if self.notes is not None else ""
         if note:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -25,9 +26,7 @@ from fasteval.runfolder.batch_journal import BatchJournal
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.services.cache_http import response_cache
 from fasteval.services.registry import start_services
-from providers.breaker import BreakerPolicy
-from providers.client import ModelClient
-from providers.sim import SimServer
+from providers import BreakerPolicy, ModelClient, RequestGate, SimServer
 
 log = logging.getLogger(__name__)
 
@@ -49,47 +48,59 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
                        models: list[EndpointSpec], roles: dict[str, EndpointSpec], needed: set[str],
                        serving: Any = None, breaker: BreakerPolicy | None = None,
                        local_media_root: Path | None = None, used_keys: Path | None = None,
-                       run_dir: Path | None = None, no_wait: bool = False) -> Runtime:
+                       run_dir: Path | None = None, no_wait: bool = False, gate: RequestGate | None = None,
+                       say: Callable[[str], None] | None = None) -> Runtime:
     """Start the sim, the encoder, the cache, every client and the other ``needed`` services on ``stack``.
 
     Each client is built whole (``build_client``): roles answer through the ``judge`` cache
     namespace (a summarizer caches whole summaries itself), evaluated models through ``model``
-    when that namespace is on, and a batched entry gets its lane. ``used_keys``: where the cache
-    writes the keys this run touched, before it closes. ``run_dir``: where batched models journal
-    their batches (``no_wait``: submit them and stop, fasteval.engine.batch.batching).
+    when that namespace is on, a batched entry gets its lane, and every client the sweep's pause
+    ``gate``. ``used_keys``: where the cache writes the keys this run touched, before it closes.
+    ``run_dir``: where batched models journal their batches (``no_wait``: submit them and stop,
+    fasteval.engine.batch.batching). ``say`` is told what starts, as it starts (``ctl status``).
     """
+    tell = say or (lambda _: None)
     sims = sim_models([*models, *roles.values()])
     sim: SimServer | None = None
     if sims:
+        tell("starting the embedded sim")
         sim = SimServer(sims, allowed_local_media_path=local_media_root)  # models with local_media: true
         await sim.start()
         stack.push_async_callback(sim.stop)
     encoder = ImageEncoder(blobs)
     stack.callback(encoder.close)
     rt = Runtime(encoder=encoder, sim=sim)
+    if "cache" in needed:
+        tell("opening the cache")
     cache = (await _start(stack, {"cache"} & needed, cfg, rt)).get("cache")
     if cache is not None and used_keys is not None:
         stack.push_async_callback(_write_used_keys, cache, used_keys)
     journal = BatchJournal(run_dir) if run_dir is not None and any(ep.batch for ep in [*models, *roles.values()]) \
         else None
     sim_url = sim.base_url if sim else None
+    tell("building the model clients")
     for table, entries, namespace in ((rt.clients, {m.name: m for m in models}, "model"), (rt.roles, roles, "judge")):
         for name, ep in entries.items():
             table[name] = client = build_client(
                 name, ep, sim_base_url=sim_url, serving=serving, resolver=image_resolver(encoder, spec=ep),
                 breaker=breaker, cache=_cache_hook(cache, namespace, name),
-                batch=batch_lane(ep.batch, journal, no_wait=no_wait) if ep.batch and journal else None)
+                batch=batch_lane(ep.batch, journal, ep.wire, no_wait=no_wait) if ep.batch and journal else None,
+                gate=gate)
             stack.push_async_callback(client.close)
             if isinstance(client.lane, BatchLane):
                 rt.lanes[name] = client.lane
                 stack.push_async_callback(client.lane.close)
     for lane in rt.lanes.values():
+        tell(f"reattaching {lane.name}'s batches")
         n = await lane.reattach()
         if n:
             log.info("model %s: reattached to %d batch(es) from an earlier run", lane.name, n)
     if serving is not None:
+        tell(f"starting served models ({', '.join(serving.order + sorted(serving.roles)) or 'none'})")
         await serving.start()
         stack.push_async_callback(serving.close)
+    if needed - {"cache"}:
+        tell(f"starting services ({', '.join(sorted(needed - {'cache'}))})")
     await _start(stack, needed - {"cache"}, cfg, rt)
     rt.services = {**rt.services, **rt.roles}
     return rt

@@ -27,9 +27,9 @@ from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.runfolder.names import BLOBS
-from providers.base import Provider
-from providers.local import (
+from providers import (
     GpuPool,
+    Provider,
     RoutedProvider,
     Router,
     ServeConfigError,
@@ -37,10 +37,11 @@ from providers.local import (
     ServerStartError,
     ServeSpec,
     checkpoint_identity,
+    detect_cpus,
     detect_gpus,
+    missing_vllm_message,
+    usable_cpus,
 )
-from providers.local.gpus import detect_cpus, usable_cpus
-from providers.local.spec import missing_vllm_message
 
 log = logging.getLogger("fasteval.engine.run.serving")
 

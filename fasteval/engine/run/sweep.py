@@ -2,9 +2,13 @@
 
 Jobs start lazily from the plan iterator under a global in-flight cap (never thousands of idle
 coroutines); per-endpoint limits live in each ModelClient. A job's own life (open, agent, score,
-close) and its record are fasteval.engine.run.job's; the sweep counts it and appends its record:
-every finished job, ok or error, is one JSONL line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running
-ones; what was written stays, and the same command resumes.
+close) and its record are fasteval.engine.run.job's; the sweep counts it in the run's ledger
+(fasteval.engine.ledger) and appends its record: every finished job, ok or error, is one JSONL
+line. SIGINT/SIGTERM stop the launch of new jobs and cancel the running ones; what was written
+stays, and the same command resumes.
+
+A sweep starts only through the run path (``fasteval.api.claimed_run_folder``: the folder locked,
+preflight run, a failed start undone there); ``tests/architecture/test_run_path.py`` keeps it so.
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ import contextlib
 import inspect
 import logging
 import platform
-import shutil
 import signal
 import sqlite3
 import time
@@ -29,9 +32,9 @@ from fasteval.core.errors import ConfigChanged
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
-from fasteval.core.types import Job, Task
-from fasteval.engine.batch.batching import BatchLane, concurrency_caps, pending_line
-from fasteval.engine.ledger import Counters
+from fasteval.core.types import Job, Record, Task
+from fasteval.engine.batch.batching import BatchesPending, BatchLane, concurrency_caps, pending_line
+from fasteval.engine.ledger import Ledger, already_done
 from fasteval.engine.plan import (
     RunOptions,
     SuiteRun,
@@ -50,6 +53,7 @@ from fasteval.engine.run.serving import Serving, checkpoint_identities
 from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
+from fasteval.engine.steer.steering import Steering
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
@@ -57,34 +61,58 @@ from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
 from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
-from providers.breaker import EndpointDown
-from providers.client import ModelClient
-from providers.registry import is_embedded
+from providers import AdaptiveLimit, EndpointDown, ModelClient, price_terms
 
 log = logging.getLogger("fasteval")
 
-
 @dataclass(slots=True)
 class SweepResult:
-    total: int = 0
-    skipped: int = 0
-    ok: int = 0
-    errors: int = 0
+    """What one sweep invocation did: its ledger's counts (nothing here counts), and how it ended."""
+
+    ledger: Ledger = field(default_factory=Ledger)
     interrupted: bool = False
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
-    not_run: int = 0
-    """Jobs left unrun because their endpoint was down (no record; a rerun runs them)."""
-    down: dict[str, str] = field(default_factory=dict)
-    """Endpoints given up on: name -> reason."""
-    errors_by: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
-    """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
     batches: dict[str, int] = field(default_factory=dict)
     """Batched models with batches still at the provider when the run stopped: name -> how many."""
 
-    def add_error(self, model: str, kind: str, message: str) -> None:
-        entry = self.errors_by.setdefault(model, {}).setdefault(kind, [0, message])
-        entry[0] += 1
+    @property
+    def ok(self) -> int:
+        return self.ledger.ok
+
+    @property
+    def errors(self) -> int:
+        return self.ledger.error
+
+    @property
+    def skipped(self) -> int:
+        """Jobs the run folder already held (resumed)."""
+        return self.ledger.resumed
+
+    @property
+    def planned(self) -> int:
+        """The plan's jobs within the selectors, already done ones included."""
+        return self.ledger.planned
+
+    @property
+    def total(self) -> int:
+        """Jobs this invocation took to a record or was to (resumed and not-run ones excluded)."""
+        return self.ledger.total
+
+    @property
+    def not_run(self) -> int:
+        """Jobs of this invocation left without a record (an endpoint down, a drain, Ctrl-C): a rerun runs them."""
+        return self.ledger.not_run_total
+
+    @property
+    def down(self) -> dict[str, str]:
+        """Endpoints given up on: name -> reason."""
+        return self.ledger.down
+
+    @property
+    def errors_by(self) -> dict[str, dict[str, list[Any]]]:
+        """model -> error_kind -> [count, one example message]: the end-of-run summary table."""
+        return self.ledger.errors_by
 
     def exit_code(self, incomplete: bool = False) -> int:
         """What ``fasteval run`` returns for this result (the API reports the same number)."""
@@ -149,24 +177,25 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
         manifest.update({k: old[k] for k in ("plan", "texts", "image_resize") if k in old})
     write_manifest(opts.run_dir, manifest)
 
-
 class Sweep:
-    """Runs one config into one run folder."""
+    """Runs one config into one run folder (started only through ``fasteval.api``'s run path)."""
 
     def __init__(self, cfg: SweepConfig, opts: RunOptions) -> None:
         self.cfg = cfg
         self.opts = opts
-        self.counters = Counters()
+        self.ledger = Ledger()
+        """Every count of this invocation: the panel, the result, ``ctl status`` and notify read it."""
+        self.serving = Serving.from_config(cfg, opts.run_dir)
+        self.steering = Steering([m.name for m in cfg.models], list(cfg.roles), self.ledger, self.serving)
+        """Pauses, drains and cancels from the first moment; every client's request gate."""
         self.clients: dict[str, ModelClient] = {}
         self.lanes: dict[str, BatchLane] = {}
         self.roles: dict[str, ModelClient] = {}
         self.services: dict[str, Any] = {}
-        self.serving: Serving | None = None
         self._stop = asyncio.Event()
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
-        self.control = Controller(self)
         self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
 
@@ -190,30 +219,26 @@ class Sweep:
         self._fault(write_failure(exc, path, self.opts.run_dir))
 
     async def run(self) -> SweepResult:
-        """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line)."""
+        """Run the sweep; a storage fault ends it with RunIncomplete or RunDirUnwritable (one line).
+
+        A start that fails leaves the folder to the run path that claimed it (``fasteval.api``),
+        which undoes what the start wrote.
+        """
         t0 = time.monotonic()
         self._loop = asyncio.get_running_loop()
-        self.serving = Serving.from_config(self.cfg, self.opts.run_dir)
         if self.serving is not None:
-            self.serving.preflight()  # before the run folder is claimed: exit 2, nothing written
+            self.serving.preflight()  # before the run folder is written: exit 2, nothing written
         add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
-        existed = self.opts.run_dir.exists()
-        claimed = read_manifest(self.opts.run_dir) is not None if existed else False
         try:
-            try:
-                prepare_run_dir(self.cfg, self.opts)
-                blobs = BlobStore(self.opts.run_dir / BLOBS)
-            except OSError as e:
-                raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
-            blobs.on_failure = self._blob_fault
-            await asyncio.to_thread(blobs.clean_temp)
-            runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
-            check_setting_selectors(runs, self.opts.selectors)
-            check_roles(self.cfg, runs, self.opts.selectors)
-        except BaseException:
-            # A start that fails before any job ran leaves the folder as it found it: unclaimed.
-            unclaim_run_dir(self.opts.run_dir, existed=existed, claimed=claimed)
-            raise
+            prepare_run_dir(self.cfg, self.opts)
+            blobs = BlobStore(self.opts.run_dir / BLOBS)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+        blobs.on_failure = self._blob_fault
+        await asyncio.to_thread(blobs.clean_temp)
+        runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
+        check_setting_selectors(runs, self.opts.selectors)
+        check_roles(self.cfg, runs, self.opts.selectors)
         try:
             return await self._run(blobs, runs, t0)
         finally:
@@ -232,20 +257,20 @@ class Sweep:
             raise self._fatal
         if self.opts.selectors:
             jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
-        self.counters.total = jobs_total
         sel = self.opts.selectors
-        self.control.set_plan(by["model"], index.counts(by=("model", "suite", "setting", "seed")),
-                              (sel.suites, sel.settings, [str(s) for s in sel.seeds]), self.opts.keep_errors)
+        self.ledger.seed(jobs_total, by, already_done(index, by["model"], (sel.suites, sel.settings,
+                                                                            [str(s) for s in sel.seeds]),
+                                                      self.opts.keep_errors))
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
                                      done=finished):
                 self.serving.expect(job.model)
-        result = SweepResult(total=jobs_total)
+        result = SweepResult(self.ledger)
         needed = self._services_needed(runs)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
-            await stack.enter_async_context(control_channel(self.control, self.opts.run_dir))
+            await stack.enter_async_context(control_channel(self.steering, self.opts.run_dir))
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
@@ -253,7 +278,8 @@ class Sweep:
                                     needed=needed, serving=self.serving,
                                     breaker=self.cfg.run.breaker,
                                     local_media_root=blobs.root, used_keys=self.opts.run_dir / CACHE_KEYS,
-                                    run_dir=self.opts.run_dir, no_wait=self.opts.no_wait)
+                                    run_dir=self.opts.run_dir, no_wait=self.opts.no_wait,
+                                    gate=self.steering, say=self.steering.starting)
             self.clients, self.roles, self.services = rt.clients, rt.roles, rt.services
             self.lanes = rt.lanes
             for lane in self.lanes.values():  # a full disk under batches/ stops the sweep like one under blobs/
@@ -262,7 +288,9 @@ class Sweep:
                 log.warning("%s", line)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
-            display = self.control.display = self._display()
+            admission, control = self._admission(writer, blobs)
+            self.steering.open(control)  # the runtime is open: ctl's commands reach it from now on
+            display = self._display(admission.slots, control)
             display.start()
             stack.push_async_callback(display.stop)
             if self.cfg.notify is not None:  # endpoint down, error rate, disk: told while it runs
@@ -270,21 +298,24 @@ class Sweep:
                     self.cfg.notify, str(self.cfg.raw.get("name") or self.cfg.path.stem), self.opts.run_dir,
                     frozenset(secret_env_names(self.cfg.raw) | secret_like_env_names())), self._health))
             self._install_signals()
-            await self._launch(runs, finished, writer, blobs, result)
+            await self._launch(runs, finished, admission, control, result)
+        return self._outcome(result, control, t0)
+
+    def _outcome(self, result: SweepResult, control: Controller, t0: float) -> SweepResult:
+        """The result, or why the sweep ends incomplete (a fault, an endpoint down, a drain)."""
         if self._fatal is not None:
             raise self._fatal
         result.wall_s = time.monotonic() - t0
-        result.skipped = self.counters.skipped
-        result.total = self.counters.total  # jobs this invocation had to run (resumed ones excluded)
         result.stats = {n: asdict(c.stats) for n, c in (self.clients | self.roles).items()}
         result.batches = {n: k for n, lane in self.lanes.items() if (k := lane.in_flight())}
-        if result.batches and result.not_run and not result.interrupted:
+        if result.interrupted:
+            return result
+        if self.ledger.not_run.get("batch pending"):  # --no-wait: the rest is at the provider
             raise SweepIncomplete(pending_line(self.lanes, result.not_run), result)
-        if result.down and not result.interrupted:
+        if result.down:
             names = "; ".join(f"endpoint {n} down ({r})" for n, r in result.down.items())
             raise SweepIncomplete(f"incomplete: {names}; {result.not_run} jobs not run; rerun to continue", result)
-        if (steered := self.control.incomplete_line()) and not result.interrupted:
-            result.not_run += self.control.not_run
+        if steered := control.incomplete_line():
             raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
@@ -316,13 +347,9 @@ class Sweep:
         now = time.monotonic()
         down = {name: now - c.breaker.down_since for name, c in (self.clients | self.roles).items()
                 if c.breaker is not None and c.breaker.down_since is not None}
-        return Health(done=self.counters.done, errors=self.counters.errors, down_s=down)
+        return Health(done=self.ledger.ok, errors=self.ledger.error, down_s=down)
 
-    def _notes(self) -> str:
-        """The panel's line: steering (``fasteval ctl``), then servers that look preprocessing-bound."""
-        return "; ".join(n for n in (self.control.notes(), self.serving.notes() if self.serving else "") if n)
-
-    def _display(self) -> ProgressDisplay:
+    def _display(self, slots: AdaptiveLimit, control: Controller) -> ProgressDisplay:
         # services with synchronous stats() (the sandbox pool); the cache's stats are async I/O
         extra = {n: s.stats for n, s in self.services.items() if callable(getattr(s, "stats", None))
                  and not inspect.iscoroutinefunction(s.stats) and not isinstance(s, ModelClient)}
@@ -330,10 +357,14 @@ class Sweep:
         rows = [f for f in (limiters.rows if limiters is not None else None,
                             self.serving.rows if self.serving is not None else None) if f is not None]
         rows += [lane.rows for lane in self.lanes.values()]  # batches in flight per batched model
-        return ProgressDisplay(self.counters, self.clients | self.roles, live=self.opts.progress, extra=extra,
+        serving = self.serving
+
+        def notes() -> str:  # steering (``fasteval ctl``), then servers that look preprocessing-bound
+            return "; ".join(n for n in (control.notes(), serving.notes() if serving else "") if n)
+
+        return ProgressDisplay(self.ledger, self.clients | self.roles, live=self.opts.progress, extra=extra,
                                extra_rows=(lambda: {k: v for f in rows for k, v in f().items()}) if rows else None,
-                               prices=model_prices(self.cfg.raw, is_embedded), notes=self._notes,
-                               global_cap=self.cap)
+                               prices=model_prices(self.cfg.raw, price_terms), notes=notes, global_cap=slots)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -351,71 +382,78 @@ class Sweep:
         except (NotImplementedError, RuntimeError):
             pass
 
-    async def _launch(self, runs: list[SuiteRun], finished: set[str], writer: RecordWriter, blobs: BlobStore,
-                      result: SweepResult) -> None:
+    def _admission(self, writer: RecordWriter, blobs: BlobStore) -> tuple[Admission, Controller]:
+        """Admission under the global cap, and the Controller built from what it steers: the ledger,
+        the clients, the slots, admission's launch and its jobs in flight (the runtime is open)."""
         jobs = JobRunner(self.clients, self.services, blobs, halted=lambda: self._fatal is not None)
 
         def run_job(job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> Coroutine[Any, Any, None]:
-            return self._one(jobs, (job, run, setting, item), writer, result)
+            return self._one(jobs, (job, run, setting, item), writer, control)  # control: built below, before any job
 
-        def resumed() -> None:
-            self.counters.skipped += 1
-            self.counters.total -= 1
+        # `fasteval ctl set --global concurrency=N` moves the cap through these slots
+        admission = Admission(AdaptiveLimit(self.cap), self.clients, self.steering, self.serving, run_job, self.ledger)
+        control = Controller(self.steering, self.ledger, self.clients | self.roles, admission.slots, admission.start,
+                             admission.running)
+        return admission, control
 
-        # `fasteval ctl set --global concurrency=N` moves the cap through the controller's window
-        admission = Admission(self.control.global_limit(self.cap), self.clients, self.control, self.serving,
-                              run_job, lambda endpoint, reason: self._unrun(result, endpoint, reason))
-        self.control.launch = admission.start  # resumed and requeued jobs
-        self.control.result = result
+    async def _launch(self, runs: list[SuiteRun], finished: set[str], admission: Admission, control: Controller,
+                      result: SweepResult) -> None:
+        planned = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
+                       on_done=self.ledger.skip)
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())
-        launch = asyncio.create_task(admission.feed(plan(self.cfg, runs, self.opts.shard, self.opts.shard_by,
-                                                         self.opts.selectors, done=finished, on_done=resumed)))
+        launch = asyncio.create_task(admission.feed(planned))
         idle_wait: asyncio.Task[Any] | None = None
         try:
             await asyncio.wait({launch, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
             if launch.done():
                 launch.result()  # a failing plan or loader surfaces here
-                idle_wait = asyncio.create_task(self.control.settled(admission.idle))
+                idle_wait = asyncio.create_task(control.settled(admission.idle))
                 await asyncio.wait({idle_wait, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            await self.control.close()  # no resumed or requeued job starts after this
+            await control.close()  # no resumed or requeued job starts after this
             for t in (launch, stop_wait, idle_wait):
                 if t is not None:
                     t.cancel()
             if await admission.cancel_running() or self._stop.is_set():
                 result.interrupted = True
+        if result.interrupted and self._fatal is None:
+            for _ in planned:  # the plan's rest: what it skips is counted, so what did not run is exact
+                pass
+            self.ledger.settle("interrupted")  # never started: the plan's rest, held and deferred jobs
 
-    def _unrun(self, result: SweepResult, endpoint: str, reason: str) -> None:
-        """A job left unrun because its endpoint is down: no record, a rerun runs it."""
-        self.counters.total -= 1
-        result.not_run += 1
-        result.down[endpoint] = reason
+    def _why_unrecorded(self, job: Job) -> str:
+        """Why a started job ended without a record (no EndpointDown): the ledger's ``not_run`` key."""
+        if self._fatal is not None:
+            return "stopped"
+        return "cancelled" if job.model in self.steering.cancelled else "interrupted"
 
     async def _one(self, jobs: JobRunner, entry: tuple[Job, SuiteRun, Setting, Task | LoadError],
-                   writer: RecordWriter, result: SweepResult) -> None:
-        """Run one job (fasteval.engine.run.job) counted in flight, then count and write its record."""
+                   writer: RecordWriter, control: Controller) -> None:
+        """Run one job (fasteval.engine.run.job), in the ledger from its start to its one end, and
+        write its record."""
         job = entry[0]
-        self.counters.in_flight += 1
+        rec: Record | None = None
+        why, endpoint, reason = "", "", ""
+        self.ledger.start(job)
         try:
             rec = await jobs.run(*entry)
+        except BatchesPending:  # submitted with --no-wait: a rerun collects it
+            why = "batch pending"
         except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
-            self._unrun(result, e.endpoint, e.reason)
-            return
+            why, endpoint, reason = "endpoint down", e.endpoint, e.reason
         finally:
-            self.counters.in_flight -= 1
-        if rec is None:  # a storage fault stopped the sweep under it: not recorded
+            if rec is None:
+                self.ledger.end(job, None, why or self._why_unrecorded(job), endpoint=endpoint, reason=reason)
+            else:
+                self.ledger.end(job, rec)
+        if rec is None:  # not run, or a storage fault stopped the sweep under it: not recorded
             return
-        if rec.status == "ok":
-            self.counters.done += 1
-            result.ok += 1
-        else:
-            self.counters.errors += 1
-            result.errors += 1
-            result.add_error(job.model, rec.error_kind or "error", rec.error or "")
-        self.control.finished(entry, rec)
+        if rec.status != "ok":
+            control.errored(entry, rec.error_kind or "error")
         writer.write(rec)
+
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
     try:
@@ -424,13 +462,6 @@ def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
         return False
 
 
-def unclaim_run_dir(run_dir: Path, *, existed: bool, claimed: bool) -> None:
-    """Undo what a failed start wrote: the folder it created, or the manifest it added."""
-    if not existed:
-        shutil.rmtree(run_dir, ignore_errors=True)
-    elif not claimed and not (run_dir / RECORDS).exists():
-        (run_dir / MANIFEST).unlink(missing_ok=True)
-
-
 async def run_sweep(cfg: SweepConfig, opts: RunOptions) -> SweepResult:
+    """One sweep into ``opts.run_dir``: for the run path (``fasteval.api``), which holds the folder."""
     return await Sweep(cfg, opts).run()

@@ -8,20 +8,20 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.errors import BadInput
 from fasteval.core.types import Task, Turn
 from fasteval.engine.run.agent import AgentEnv, execute_tool
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.names import BLOBS
 from fasteval.services.registry import start_services
 from fasteval.tools.base import TOOLS, ToolContext, ToolResult, make_tool
-from providers.base import ToolCallRequest
-from providers.breaker import EndpointDown
+from providers import EndpointDown, ToolCallRequest
 
 
 def _store_inputs(images: list[Path], out: Path) -> tuple[BlobStore, list[str]]:
     for p in images:
         if not p.is_file():
-            raise FileNotFoundError(f"image {p} does not exist")
+            raise BadInput(f"image {p} does not exist")
     out.mkdir(parents=True, exist_ok=True)
     blobs = BlobStore(out / BLOBS)
     return blobs, [blobs.put(p.read_bytes()) for p in images]
@@ -30,7 +30,7 @@ def _store_inputs(images: list[Path], out: Path) -> tuple[BlobStore, list[str]]:
 async def run_tool_once(name: str, args: dict[str, Any], images: list[Path], fidelity: str, out: Path) -> dict[str, Any]:
     """Run ``name`` once; returns {status, output|error, images: [paths under out]}."""
     if name not in TOOLS:
-        raise KeyError(f"unknown tool {name!r}; known tools: {sorted(TOOLS)}")
+        raise BadInput(f"unknown tool {name!r}; known tools: {sorted(TOOLS.names())}")
     blobs, refs = await asyncio.to_thread(_store_inputs, images, out)
     task = Task(id="tool-run", turns=[Turn(text="", images=refs)])
     tool = make_tool(name, fidelity=fidelity)

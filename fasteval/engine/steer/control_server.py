@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from fasteval.engine.steer.control import SCOPES, ControlError, Controller
+from fasteval.engine.steer.control import FOR_THIS_SWEEP
+from fasteval.engine.steer.steering import SCOPES, ControlError, Steering
 from fasteval.runfolder.control import (
     CONTROL_SOCKET,
     MAX_MESSAGE,
@@ -51,7 +52,7 @@ def _user(uid: int) -> str:
 
 
 @contextlib.asynccontextmanager
-async def control_channel(controller: Controller, run_dir: Path) -> AsyncIterator[None]:
+async def control_channel(controller: Steering, run_dir: Path) -> AsyncIterator[None]:
     """Serve ``fasteval ctl`` on ``run_dir/control.sock`` for as long as the block runs.
 
     A filesystem that cannot hold a socket (some FUSE and network mounts) costs the steering, not
@@ -80,7 +81,7 @@ async def control_channel(controller: Controller, run_dir: Path) -> AsyncIterato
 
 
 class _Handler:
-    def __init__(self, controller: Controller, run_dir: Path) -> None:
+    def __init__(self, controller: Steering, run_dir: Path) -> None:
         self.controller = controller
         self.run_dir = run_dir
         self._trace_lock = asyncio.Lock()  # trace lines in the order the changes were made
@@ -140,7 +141,7 @@ class _Handler:
             target = "global" if request.get("global") else scope
             if target == "all":
                 raise ControlError("set needs --model, --endpoint or --global")
-            return {"changes": c.set_limits(target, name, values)}
+            return {"changes": c.set_limits(target, name, values), "lasts": FOR_THIS_SWEEP}
         if command == "requeue":
             if not request.get("errors"):
                 raise ControlError("requeue needs --errors (only jobs that ended in error are run again)")

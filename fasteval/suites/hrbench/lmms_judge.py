@@ -35,7 +35,7 @@ from fasteval.suites.reference_texts import (
     load_text_book,
     text_options,
 )
-from providers.base import ChatRequest
+from providers import ChatRequest
 
 TASK_DIR = "lmms_eval/tasks/hrbench/"
 PROMPT_FILE = TASK_DIR + "utils.py"

@@ -38,7 +38,7 @@ from fasteval.suites.reference_texts import (
     load_text_book,
     text_options,
 )
-from providers.base import ChatRequest
+from providers import ChatRequest
 
 FORK = "hrbench/"
 JUDGE_FILE = FORK + "vlmeval/dataset/utils/hrbench.py"

@@ -19,7 +19,7 @@ from typing import Any
 from fasteval.suites.judge_retry import JudgeModel, ask_until_read
 from fasteval.suites.mcq.matching import MatcherVersion, can_infer
 from fasteval.suites.reference_texts import TextBook, TextSpec, load_text_book, text_options
-from providers.base import ChatRequest
+from providers import ChatRequest
 
 JUDGE_FILE = "vlmeval/dataset/utils/multiple_choice.py"
 REFERENCE_REPO = "open-compass/VLMEvalKit"

@@ -20,7 +20,7 @@ from typing import Literal, Protocol
 from fasteval.suites.reference_texts import TextBook
 from fasteval.suites.tirbench.demos import DEMO_BLOCKS
 from fasteval.suites.tirbench.texts import OWN_FULL_PROMPT, OWN_TEST_PROMPT
-from providers.base import ChatRequest, ChatResponse, ProviderError
+from providers import ChatRequest, ChatResponse, ProviderError
 
 EXTRACTOR_SYSTEM_PROMPT = "Assistant is a large language model trained by OpenAI."
 """The reference's system message (no temperature is set either)."""

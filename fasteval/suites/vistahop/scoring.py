@@ -23,7 +23,7 @@ from fasteval.images.render import PNG_SMART_FACTOR, PNG_SMART_MAX_PIXELS, PNG_S
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.reference_texts import TextBook
 from fasteval.suites.vistahop.prompts import JUDGE_SYSTEM_PROMPT, JUDGE_USER_PROMPT
-from providers.base import ChatRequest, ChatResponse
+from providers import ChatRequest, ChatResponse
 
 JUDGE_PARAMS: dict[str, Any] = {"temperature": 0.0, "max_tokens": 8192}
 """Reference judge sampling: greedy, long enough for the <reason> block."""

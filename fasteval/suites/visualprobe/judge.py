@@ -21,7 +21,7 @@ from typing import Any
 from fasteval.core.tagged import Tagged
 from fasteval.suites.judge_retry import JudgeModel, ask_until_read
 from fasteval.suites.reference_texts import Template, TextBook, TextSpec, load_text_book, text_options
-from providers.base import ChatRequest
+from providers import ChatRequest
 
 JUDGE_FILE = "verl/utils/reward_score/general_qa_tool.py"
 DEFAULT_REFERENCE_REPO = "data/reference/Mini-o3"

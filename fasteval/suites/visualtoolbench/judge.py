@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from fasteval.core.tagged import Tagged
 from fasteval.suites.reference_texts import Template
-from providers.base import ChatRequest, ChatResponse
+from providers import ChatRequest, ChatResponse
 
 from .prompts import judge_prompt
 

@@ -20,7 +20,7 @@ from typing import Any
 from fasteval.core.tagged import Tagged
 from fasteval.suites.judge_retry import JudgeModel
 from fasteval.suites.reference_texts import Template, TextBook, TextSpec, load_text_book, text_options
-from providers.base import ChatRequest
+from providers import ChatRequest
 
 JUDGE_FILE = "eval/judge_result.py"
 DEFAULT_REFERENCE_REPO = "data/reference/DeepEyes"

@@ -22,8 +22,7 @@ from fasteval.tools.retrieval.browse import read_page
 from fasteval.tools.retrieval.page import Extractor, FetchLimits, PageSkipped
 from fasteval.tools.retrieval.search import SearchSettings, normalise_query, search
 from fasteval.tools.retrieval.transport import MissingKey, RetrySettings, UpstreamError, cached
-from providers.base import ChatRequest, ProviderError
-from providers.client import ModelClient
+from providers import ChatRequest, ModelClient, ProviderError
 
 CONTENT_LIMIT = 30_000
 DEFAULT_TOP_K = 3

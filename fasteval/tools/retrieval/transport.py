@@ -20,8 +20,8 @@ import orjson
 from cache import Cache, CacheValue
 from fasteval.services.limiters import current_limit
 from fasteval.tools.base import ToolContext
-from providers.retry import UPSTREAM_RETRYABLE, RetryPolicy, retry_call
-from providers.retry import classify_status as http_kind
+from providers import UPSTREAM_RETRYABLE, RetryPolicy, retry_call
+from providers import classify_status as http_kind
 
 if TYPE_CHECKING:  # imported where used: the suites import this module, and a report needs no HTTP
     import aiohttp

@@ -20,7 +20,7 @@ import orjson
 from fasteval.core.types import Message, ToolCall
 from fasteval.tools.base import Tool, ToolResult
 from fasteval.tools.call_protocol import CallProtocol, ParsedTurn
-from providers.base import ChatResponse, ToolCallRequest
+from providers import ChatResponse, ToolCallRequest
 
 __all__ = ["MAX_CALL_TEXT", "MAX_ERROR_TEXT", "ParsedTurn", "TextProtocol", "bounded", "call_request",
            "read_call_object"]

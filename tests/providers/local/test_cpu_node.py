@@ -127,6 +127,7 @@ def test_default_command_asks_for_cached_tokens_and_a_one_element_command_names_
     assert "--enable-prompt-tokens-details" not in off.command_line(port=1, host="h", replica=0)
 
 
+@pytest.mark.slow
 def test_config_check_says_what_runs_where_on_a_cpu_node_and_refuses_a_missing_vllm(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     config = jsonl_config(tmp_path, serve_block(ckpt, replicas=2), ["1 + 1"])
@@ -196,6 +197,7 @@ async def test_stop_reaps_the_group_of_a_launcher_that_died(tmp_path: Path) -> N
 
 
 # -- friction 3: a request that kills the server fails alone, with the server's own words -------------
+@pytest.mark.slow
 def test_a_request_that_kills_the_server_every_time_fails_its_job_alone(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     serve = serve_block(ckpt, "--die-on", "POISON", max_restarts=1)
@@ -221,6 +223,7 @@ def test_a_dead_endpoint_says_why_in_the_servers_words(tmp_path: Path) -> None:
 
 
 # -- friction 4: latency_s is the job's, not the server start-up's ----------------------------------
+@pytest.mark.slow
 def test_latency_excludes_the_wait_for_servers_to_start(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     serve = serve_block(ckpt, "--startup-delay-s", "4")
@@ -251,6 +254,7 @@ def test_seed_false_is_honoured_by_every_replica_of_a_served_model(tmp_path: Pat
 
 
 # -- friction 6: `fasteval serve` prints the new address after a restart ------------------------------
+@pytest.mark.slow
 def test_fasteval_serve_prints_a_replicas_new_url_after_a_restart(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     config = jsonl_config(tmp_path, serve_block(ckpt, "--die-after", "0", max_restarts=2), ["x"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from fasteval.runfolder.names import RUN_LOG
 from tests.providers.local.conftest import (
     env,
@@ -33,6 +35,7 @@ def sweep(tmp_path: Path, *sim_args: str) -> tuple[subprocess.CompletedProcess[s
     return proc, run_dir
 
 
+@pytest.mark.slow
 def test_a_replica_queueing_in_its_front_end_is_warned_once_in_run_log_and_the_panel(tmp_path: Path) -> None:
     proc, run_dir = sweep(tmp_path, "--preprocess-ms", "40")
     assert proc.returncode == 0, proc.stderr
@@ -43,6 +46,7 @@ def test_a_replica_queueing_in_its_front_end_is_warned_once_in_run_log_and_the_p
     assert "preprocessing-bound: ck-0" in proc.stderr  # the panel's line (without a terminal: its last print)
 
 
+@pytest.mark.slow
 def test_a_replica_whose_engine_holds_the_requests_is_not_warned(tmp_path: Path) -> None:
     proc, run_dir = sweep(tmp_path, "--latency-ms", "150")
     assert proc.returncode == 0, proc.stderr

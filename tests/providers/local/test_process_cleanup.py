@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.providers.local.conftest import (
     env,
@@ -44,6 +45,7 @@ def slow_sweep(tmp_path: Path) -> tuple[list[str], Path]:
     return fasteval_argv("run", str(config), "--run-dir", str(run_dir), "--no-progress"), run_dir
 
 
+@pytest.mark.slow
 def test_kill_9_of_a_sweep_leaves_no_server_behind(tmp_path: Path) -> None:
     argv, run_dir = slow_sweep(tmp_path)
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env())
@@ -78,6 +80,7 @@ def test_ctrl_c_of_a_sweep_stops_its_servers(tmp_path: Path) -> None:
             proc.kill()
 
 
+@pytest.mark.slow
 def test_fasteval_serve_prints_base_urls_and_stops_on_ctrl_c_or_kill_9(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     config = write_config(tmp_path, [{"name": "ck", "provider": "vllm", "serve": serve_block(ckpt, replicas=2)},

@@ -40,6 +40,7 @@ async def test_start_ready_stop_leaves_state_files_and_no_process(tmp_path: Path
     assert all(d["stopped_at"] >= d["started_at"] for d in docs)
 
 
+@pytest.mark.slow
 async def test_slow_start_is_waited_for(tmp_path: Path) -> None:
     group = ServerGroup(spec("--startup-delay-s", "2"), ["0"], tmp_path)
     await group.start()
@@ -47,6 +48,7 @@ async def test_slow_start_is_waited_for(tmp_path: Path) -> None:
     await group.stop()
 
 
+@pytest.mark.slow
 async def test_never_ready_times_out_with_command_and_log_tail(tmp_path: Path) -> None:
     group = ServerGroup(spec("--never-ready", startup_timeout_s=3), ["0"], tmp_path)
     with pytest.raises(ServerStartError) as exc:

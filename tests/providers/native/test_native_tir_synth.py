@@ -11,6 +11,7 @@ import pytest
 from tests.providers.native.native_support import sweep
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wire", ["anthropic", "gemini"])
 async def test_tir_synth_oracle_scores_full_marks_with_tools(wire: str, tmp_path: Path) -> None:
     res, records = await sweep(tmp_path, {

@@ -149,6 +149,7 @@ def test_round_sweep_and_prompt_levels_cover_the_papers_values(tmp_path: Path) -
     assert sorted(s.options["prompt_level"] for s in settings) == ["high", "low", "mid"]
 
 
+@pytest.mark.slow
 def test_smoke_config_runs_all_three_suites_on_official_format_fixtures(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tir = load_fixture_module("tirbench/conftest.py")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 import pyvips
 import yaml
 from aiohttp import web
@@ -35,6 +36,7 @@ def _call(name: str, args: dict[str, Any], n: int) -> dict[str, Any]:
         {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
 
 
+@pytest.mark.slow
 async def test_tool_and_rotation_settings_run_through_the_agent_loop_and_sandbox(tmp_path: Path) -> None:
     seen_images: list[tuple[int, int]] = []
 

@@ -27,6 +27,7 @@ CODE = ("import os\nnames = [f for f in os.listdir('.') if f.startswith('input_'
 """Lists the inputs the tool sees and their top-left RGB (only the reference's restricted builtins)."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fidelity", ["reference", "fixed"])
 async def test_multi_turn_tools_see_this_turns_image_under_reference(tmp_path: Path, fidelity: str) -> None:
     bodies: list[dict[str, Any]] = []

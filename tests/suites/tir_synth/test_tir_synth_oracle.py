@@ -23,7 +23,7 @@ from providers.sim import POLICIES, SimModel
 from providers.sim.oracle import answer_from_tool_output, plan_for
 from sandbox import SandboxPool
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+pytestmark = [pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 
 CHOICE_TYPES = {"proportion", "color", "rotation_game"}
 

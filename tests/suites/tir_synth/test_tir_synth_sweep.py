@@ -6,6 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import orjson
+import pytest
 import yaml
 
 from fasteval.config.load import load_config
@@ -15,6 +16,7 @@ from fasteval.engine.run.sweep import run_sweep
 CONFIG = Path(__file__).resolve().parents[3] / "configs" / "tir-synth.yaml"
 
 
+@pytest.mark.slow
 async def test_config_sweep_gives_oracle_full_marks_with_the_tool_only(tmp_path: Path) -> None:
     cfg = yaml.safe_load(CONFIG.read_text())
     cfg["seeds"] = 2

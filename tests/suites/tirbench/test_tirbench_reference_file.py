@@ -93,6 +93,7 @@ def test_aggregate_single_seed_has_zero_std_and_rejects_empty() -> None:
         aggregate([])
 
 
+@pytest.mark.slow
 def test_score_file_cli_prints_the_public_json(tmp_path: Path) -> None:
     import subprocess
     import sys

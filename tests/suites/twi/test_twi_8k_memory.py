@@ -47,6 +47,7 @@ def _sweep_peak_mb(work: Path, n_images: int) -> float:
     return float(result["peak_rss_mb"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM from /proc")
 def test_8k_sweep_peak_rss_is_flat_in_the_number_of_images(tmp_path: Path) -> None:
     one = _sweep_peak_mb(tmp_path / "one", 1)

@@ -127,6 +127,7 @@ def test_reference_judges_read_their_texts_from_the_checkout(tmp_path: Path,
     support.resume_and_rescore(capsys, config, run_dir, list(support.latest(run_dir)))
 
 
+@pytest.mark.slow
 def test_code_setting_runs_python_on_the_image_in_the_sandbox(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     """The ``code`` setting (Thyme writes image-processing code): one sandbox call, then an answer."""

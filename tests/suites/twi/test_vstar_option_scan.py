@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ _PATTERN = re.compile(r"\(([A-D])\)\s*([^()]+?)(?=\s*\([A-D]\)|$)")
 _PIECES = st.sampled_from(["(A)", "(B)", "(D)", "(E)", "(", ")", " ", "  ", "\n", "\t", "\u2003", "x", "red", "A"])
 
 
+@pytest.mark.slow
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(_PIECES, max_size=16).map("".join))
 def test_the_scanner_finds_what_the_pattern_finds(text: str) -> None:

@@ -10,6 +10,8 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.providers.local.conftest import (
     env,
     fasteval_argv,
@@ -30,6 +32,7 @@ def trajectories(log: Path) -> list[str]:
     return re.findall(r"sim-request traj=([0-9a-f]+)", log.read_text())
 
 
+@pytest.mark.slow
 def test_three_served_models_share_one_gpu_in_turn_while_an_api_model_runs(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": f"ck-{c}", "provider": "vllm", "serve": serve_block(ckpt)} for c in "abc"]
@@ -51,6 +54,7 @@ def test_three_served_models_share_one_gpu_in_turn_while_an_api_model_runs(tmp_p
                                                                    if m == f"ck-{last_model}")
 
 
+@pytest.mark.slow
 def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_a_changed_checkpoint_is_refused(
         tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
@@ -70,6 +74,7 @@ def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_a_changed_check
     assert "served checkpoint changed" in proc.stderr and str(ckpt) in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_server_that_dies_is_restarted_and_every_job_runs_exactly_once(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": "ck", "provider": "vllm", "serve": serve_block(ckpt, "--die-after", "5", max_restarts=20)}]
@@ -85,6 +90,7 @@ def test_a_server_that_dies_is_restarted_and_every_job_runs_exactly_once(tmp_pat
     assert (run_dir / "servers" / "ck-0.log").read_text().count("dying after 5 requests") >= st["restarts"]
 
 
+@pytest.mark.slow
 def test_a_dead_replica_moves_its_trajectories_to_the_other(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     # replica 0 dies at its 6th request and may not restart; replica 1 would only die after 105
@@ -126,6 +132,7 @@ def test_served_models_that_do_not_fit_are_refused_before_anything_runs(tmp_path
     assert not (run_dir / "manifest.json").exists()
 
 
+@pytest.mark.slow
 def test_a_served_role_stays_up_while_checkpoints_take_turns_on_the_other_gpu(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": f"ck-{c}", "provider": "vllm", "serve": serve_block(ckpt)} for c in "ab"]

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import orjson
+import pytest
 
 from fasteval.core.errors import NoSweepRunning
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_OK
@@ -52,6 +53,7 @@ def _models(run_dir: Path) -> dict[str, dict[str, int]]:
     return answer["status"]["models"]  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_a_served_model_paused_now_resumed_then_drained_stops_its_servers_and_a_rerun_completes(
         tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")

@@ -3,9 +3,10 @@
 Idefics3 (SmolVLM's architecture) is one of the vision-language models vLLM's CPU build serves
 without torchvision (transformers falls back to its PIL image processor). Built on the spot,
 nothing downloaded: a byte-level BPE tokenizer trained here (digits split, ``<image>`` and
-Idefics3's tile tokens, the hermes tool tokens), a ChatML template whose content may be a list of
-text and image parts (tool messages included), a SigLIP-style vision tower (hidden 64, 2 layers,
-patch 8 on 64 px tiles, pixel shuffle 2: 16 tokens a tile) and a 2-layer Llama (hidden 128).
+Idefics3's tile tokens, the hermes tool tokens), the ChatML template both tiny checkpoints share
+(``recipe.py``: content may be a list of text and image parts, tool messages included), a
+SigLIP-style vision tower (hidden 64, 2 layers, patch 8 on 64 px tiles, pixel shuffle 2: 16 tokens a
+tile) and a 2-layer Llama (hidden 128).
 Images are resized to 128 px on the longest edge and cut into 64 px tiles plus a global view, so a
 square image costs 4 + 1 tiles (about 95 prompt tokens).
 
@@ -24,29 +25,30 @@ What it learnt, trained on the CPU for a few minutes:
 
 Every conversation is rendered by the checkpoint's own chat template, then the processor
 expands each ``<image>`` into its tiles: exactly what vLLM does with a chat request. The
-checkpoint is cached under ``~/.cache/fasteval/tiny-models/idefics3-zoom-<recipe hash>/``; a few
-intermediate steps are kept beside it as ``checkpoint-N`` folders (whole HF checkpoints).
+checkpoint is cached under ``~/.cache/fasteval/tiny-models/idefics3-zoom-<key>/`` (the key and its
+guard: ``recipe.py``); a few intermediate steps are kept beside it as ``checkpoint-N`` folders (whole
+HF checkpoints).
 
-    .venv-vllm/bin/python providers/local/tiny_vlm.py [--out DIR] [--steps N]
+    .venv-vllm/bin/python tests/tiny_models/zoom.py [--out DIR] [--steps N]
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import os
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RECIPE_VERSION = 1
+try:  # imported by the tests and benchmarks (the repository's root on sys.path)
+    from tests.tiny_models import recipe
+except ImportError:  # run as a script by the vLLM venv's Python: this folder is on sys.path
+    import recipe  # type: ignore[no-redef]
+
+RECIPE = recipe.Recipe("idefics3-zoom", key="d17b5fd6085a8739", source=Path(__file__))
+"""The key is the file hash of the recipe before it moved here (its cached builds stay valid)."""
 DEFAULT_STEPS = 300
 SAVE_AT = (50, 150)
 """Intermediate steps saved as ``checkpoint-N`` (the final one is the checkpoint itself)."""
@@ -57,7 +59,6 @@ COLOURS: dict[str, tuple[int, int, int]] = {"red": (220, 30, 30), "green": (30, 
                                             "yellow": (235, 215, 20)}
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<image>", "<fake_token_around_image>", "<global-img>",
            "<end_of_utterance>"] + [f"<row_{r}_col_{c}>" for r in range(1, 7) for c in range(1, 7)]
-TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 ZOOM_TEXT = "Here is the zoomed image:"
 """fasteval's image_zoom_in_tool output text; the crop follows it."""
 TOOL_IMAGES_TEXT = "Images returned by the tool call above:"
@@ -67,63 +68,9 @@ ZOOM: dict[str, Any] = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"bbox_2d": {"type": "array", "items": {"type": "number"}}},
                    "required": ["bbox_2d"]}}}
 
-CHAT_TEMPLATE = r"""{%- macro body(c) -%}{%- if c is string -%}{{ c }}{%- else -%}{%- for p in c -%}{%- if p.type == 'text' -%}{{ p.text }}{%- elif p.type == 'image' or p.type == 'image_url' -%}<image>{%- endif -%}{%- endfor -%}{%- endif -%}{%- endmacro -%}
-{%- set sys = messages[0].content if messages and messages[0].role == 'system' else '' -%}
-{%- if tools -%}
-<|im_start|>system
-{{ body(sys) }}Tools: {{ tools | map(attribute='function.name') | join(', ') }}<|im_end|>
-{% elif sys -%}
-<|im_start|>system
-{{ body(sys) }}<|im_end|>
-{% endif -%}
-{%- for m in messages -%}
-{%- if m.role == 'system' -%}
-{%- elif m.role == 'assistant' -%}
-<|im_start|>assistant
-{% if m.content %}{{ body(m.content) }}{% endif %}
-{%- for tc in m.tool_calls or [] -%}
-<tool_call>
-{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments if tc.function.arguments is string else tc.function.arguments | tojson }}}
-</tool_call>
-{%- endfor %}<|im_end|>
-{% elif m.role == 'tool' -%}
-<|im_start|>user
-<tool_response>
-{{ body(m.content) }}
-</tool_response><|im_end|>
-{% else -%}
-<|im_start|>{{ m.role }}
-{{ body(m.content) }}<|im_end|>
-{% endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-<|im_start|>assistant
-{% endif -%}"""
-
-
-def recipe_hash() -> str:
-    """Changes whenever this recipe does (the file's bytes and its version)."""
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(str(RECIPE_VERSION).encode())
-    return h.hexdigest()[:16]
-
-
-def cached_path() -> Path:
-    root = Path(os.environ.get("FASTEVAL_CACHE") or Path.home() / ".cache" / "fasteval")
-    return root / "tiny-models" / f"idefics3-zoom-{recipe_hash()}"
-
-
 def ensure_checkpoint(python: str, *, timeout_s: float = 1800.0) -> Path:
     """The cached checkpoint, built first (by ``python``, which must have torch) when missing."""
-    path = cached_path()
-    if (path / "DONE").exists():
-        return path
-    proc = subprocess.run([python, str(Path(__file__).resolve()), "--out", str(path)], capture_output=True,
-                          text=True, timeout=timeout_s)
-    if proc.returncode != 0 or not (path / "DONE").exists():
-        raise RuntimeError(f"building the tiny VLM with {python} failed ({proc.returncode}):\n"
-                           f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return path
+    return recipe.ensure(RECIPE, python, timeout_s=timeout_s)
 
 
 # -- the task --------------------------------------------------------------------------------------
@@ -245,8 +192,7 @@ def dialogue(rng: random.Random) -> tuple[list[dict[str, Any]], list[Any], list[
 
 # -- building -------------------------------------------------------------------------------------
 def build_processor(path: Path, vocab_size: int = 640) -> Any:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import Idefics3Processor, PreTrainedTokenizerFast
+    from transformers import Idefics3Processor
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
     rng = random.Random(0)
@@ -255,22 +201,11 @@ def build_processor(path: Path, vocab_size: int = 640) -> Any:
         m = mark(rng)
         corpus.append(json.dumps([m.question(), ZOOM_TEXT, TOOL_IMAGES_TEXT, "You are a careful assistant.",
                                   "Tools: image_zoom_in_tool", {"bbox_2d": list(m.box)}]) + m.colour)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"\d"), behavior="isolated"),  # one token per digit: copying is easy
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(corpus, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                 additional_special_tokens=SPECIAL[1:2] + SPECIAL[3:])
-    hf.add_tokens(TOOL_TOKENS)  # not special: vLLM's hermes parser looks them up and they stay in the text
-    hf.chat_template = CHAT_TEMPLATE
+    hf = recipe.byte_bpe(corpus, SPECIAL, SPECIAL[1:2] + SPECIAL[3:], vocab_size)
     images = Idefics3ImageProcessorPil(size={"longest_edge": LONGEST_EDGE}, max_image_size={"longest_edge": TILE},
                                        do_image_splitting=True)
     proc = Idefics3Processor(image_processor=images, tokenizer=hf, image_seq_len=IMAGE_SEQ_LEN,
-                             chat_template=CHAT_TEMPLATE)
+                             chat_template=recipe.CHAT_TEMPLATE)
     proc.save_pretrained(path)
     return proc
 
@@ -387,19 +322,15 @@ def check(model: Any, proc: Any, n: int = 24) -> dict[str, Any]:
 def _save(model: Any, proc: Any, path: Path, info: dict[str, Any]) -> None:
     model.save_pretrained(path, safe_serialization=True)
     proc.save_pretrained(path)
-    (path / "recipe.json").write_text(json.dumps({"recipe": recipe_hash(), **info}, indent=2))
+    (path / "recipe.json").write_text(json.dumps({"recipe": RECIPE.key, **info}, indent=2))
 
 
 def build(out: Path, steps: int = DEFAULT_STEPS) -> dict[str, Any]:
-    import torch
-    from transformers import GenerationConfig, Idefics3Config, Idefics3ForConditionalGeneration
+    recipe.seeded_torch()
 
-    torch.manual_seed(0)
-    # one thread: on a shared, busy machine OpenMP threads spin against each other (10x slower steps)
-    torch.set_num_threads(int(os.environ.get("FASTEVAL_TRAIN_THREADS", "1")))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
-    try:
+    def make(work: Path) -> dict[str, Any]:
+        from transformers import GenerationConfig, Idefics3Config, Idefics3ForConditionalGeneration
+
         proc = build_processor(work)
         tok = proc.tokenizer
         text = {"model_type": "llama", "vocab_size": (len(tok) + 63) // 64 * 64, "hidden_size": 128,
@@ -413,31 +344,15 @@ def build(out: Path, steps: int = DEFAULT_STEPS) -> dict[str, Any]:
                                 pad_token_id=tok.pad_token_id)
         config.eos_token_id = tok.eos_token_id
         model = Idefics3ForConditionalGeneration(config)
-        info: dict[str, Any] = {"recipe": recipe_hash(), "params": sum(p.numel() for p in model.parameters())}
+        info: dict[str, Any] = {"recipe": RECIPE.key, "params": sum(p.numel() for p in model.parameters())}
         info |= train(model, proc, steps, work, sys.stderr)
         info["check"] = check(model, proc)
         model.generation_config = GenerationConfig(eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
         _save(model, proc, work, info)
-        (work / "DONE").write_text("")
-        if out.exists():
-            shutil.rmtree(out)
-        work.rename(out)  # whole or not at all: a reader never sees a half-built checkpoint
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return info
+        return info
 
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description="build (and train) the tiny zooming Idefics3 checkpoint")
-    ap.add_argument("--out", help=f"checkpoint folder (default: the cache, {cached_path()})")
-    ap.add_argument("--steps", type=int, default=DEFAULT_STEPS)
-    a = ap.parse_args()
-    out = Path(a.out) if a.out else cached_path()
-    info = build(out, a.steps)
-    print(json.dumps({"path": str(out), **info}))
-    return 0
+    return recipe.build_whole(out, make)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recipe.main(RECIPE, "the tiny zooming Idefics3 checkpoint", build, DEFAULT_STEPS))

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.providers.local.conftest import (
     env,
@@ -73,6 +74,7 @@ def write_slowly(folder: Path, pieces: int = 8, pause_s: float = 0.1) -> datetim
     return datetime.now(UTC)
 
 
+@pytest.mark.slow
 def test_a_series_runs_in_step_order_a_new_checkpoint_adds_only_its_jobs_and_a_rewrite_is_refused(
         tmp_path: Path) -> None:
     for step in (300, 20, 100):
@@ -95,6 +97,7 @@ def test_a_series_runs_in_step_order_a_new_checkpoint_adds_only_its_jobs_and_a_r
     assert len(records(run_dir)) == 4 * N_TASKS
 
 
+@pytest.mark.slow
 def test_watch_serves_each_checkpoint_once_complete_and_never_a_half_written_one(tmp_path: Path) -> None:
     config = series_config(tmp_path)
     (tmp_path / "ckpts").mkdir()
@@ -117,6 +120,7 @@ def test_watch_serves_each_checkpoint_once_complete_and_never_a_half_written_one
     assert set(manifest["checkpoints"]) == {"run7@1", "run7@2", "run7@3"}
 
 
+@pytest.mark.slow
 def test_watch_killed_mid_run_resumes_exactly_with_the_same_command(tmp_path: Path) -> None:
     make_checkpoint(tmp_path / "ckpts" / "checkpoint-1")
     config = series_config(tmp_path)
@@ -153,6 +157,7 @@ def lora_adapter(folder: Path, policy: str, rank: int = 8) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_lora_series_runs_every_adapter_on_one_server_of_its_base(tmp_path: Path) -> None:
     base = make_checkpoint(tmp_path / "base")
     for step, policy in ((10, "direct"), (20, "tools"), (30, "tools")):

@@ -1,9 +1,9 @@
 """A tiny Qwen2 checkpoint that calls the ``calculator`` tool: real vLLM serving without a real model.
 
 Built on the spot, nothing downloaded: a byte-level BPE tokenizer trained here with ``tokenizers``
-(digits split one by one, ``<tool_call>`` and ``<tool_response>`` in the vocabulary), a hermes-style
-chat template, and a 2-layer Qwen2 (hidden 128, ~0.6 M parameters) trained for a couple of minutes
-on the CPU on synthetic dialogues, so that a real ``vllm serve --tool-call-parser hermes`` returns
+(digits split one by one, ``<tool_call>`` and ``<tool_response>`` in the vocabulary), the hermes-style
+chat template both tiny checkpoints share (``recipe.py``), and a 2-layer Qwen2 (hidden 128, ~0.6 M
+parameters) trained for a couple of minutes on the CPU on synthetic dialogues, so that a real ``vllm serve --tool-call-parser hermes`` returns
 real parsed tool calls. What it learnt:
 
 * tools offered and the last message a user's: ``calculator`` with the expression the user wrote
@@ -20,35 +20,34 @@ Training also saves the steps in ``SAVE_STEPS`` as HF Trainer would, ``steps/che
 the checkpoint (the last step is the checkpoint itself): a training run's series whose score rises
 with the step, for the series and watch-mode tests.
 
-The checkpoint is cached under ``~/.cache/fasteval/tiny-models/<recipe hash>/`` (``FASTEVAL_CACHE``
-moves the root): the hash covers this file, so a changed recipe builds anew and an unchanged one
-is reused. Building needs torch, transformers and tokenizers — the vLLM venv has them — so the
-project side (``ensure_checkpoint``) runs this file with that venv's Python:
+The checkpoint is cached under ``~/.cache/fasteval/tiny-models/qwen2-calculator-<key>/``
+(``FASTEVAL_CACHE`` moves the root; the key and its guard: ``recipe.py``). Building needs torch,
+transformers and tokenizers — the vLLM venv has them — so the tests (``ensure_checkpoint``) run this
+file with that venv's Python:
 
-    .venv-vllm/bin/python providers/local/tiny_checkpoint.py [--out DIR] [--steps N]
+    .venv-vllm/bin/python tests/tiny_models/calculator.py [--out DIR] [--steps N]
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
-import os
 import random
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-RECIPE_VERSION = 2
+try:  # imported by the tests and benchmarks (the repository's root on sys.path)
+    from tests.tiny_models import recipe
+except ImportError:  # run as a script by the vLLM venv's Python: this folder is on sys.path
+    import recipe  # type: ignore[no-redef]
+
+RECIPE = recipe.Recipe("qwen2-calculator", key="cc26ae25352f5302", source=Path(__file__))
+"""The key is the file hash of the recipe before it moved here (its cached builds stay valid)."""
 DEFAULT_STEPS = 500
 SAVE_STEPS = (20, 200)
 """Intermediate steps saved under ``steps/checkpoint-N`` (the final step is saved as the checkpoint)."""
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-TOOL_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 SILENT_PROMPT = "Stay silent."
 SILENT_REPLY = "\n \n" * 48
 CALCULATOR: dict[str, Any] = {"type": "function", "function": {
@@ -60,66 +59,9 @@ CALCULATOR: dict[str, Any] = {"type": "function", "function": {
                    "required": ["expression"]}}}
 """The tool as fasteval's calculator describes itself (its spec is what a sweep sends)."""
 
-CHAT_TEMPLATE = r"""{%- macro text(c) -%}{{ c if c is string else c | selectattr('type', 'equalto', 'text') | map(attribute='text') | join('') }}{%- endmacro -%}
-{%- set sys = messages[0].content if messages and messages[0].role == 'system' else '' -%}
-{%- if tools -%}
-<|im_start|>system
-{{ text(sys) }}Tools: {{ tools | map(attribute='function.name') | join(', ') }}<|im_end|>
-{% elif sys -%}
-<|im_start|>system
-{{ text(sys) }}<|im_end|>
-{% endif -%}
-{%- for m in messages -%}
-{%- if m.role == 'system' -%}
-{%- elif m.role == 'assistant' -%}
-<|im_start|>assistant
-{% if m.content %}{{ text(m.content) }}{% endif %}
-{%- for tc in m.tool_calls or [] -%}
-<tool_call>
-{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments if tc.function.arguments is string else tc.function.arguments | tojson }}}
-</tool_call>
-{%- endfor %}<|im_end|>
-{% elif m.role == 'tool' -%}
-<|im_start|>user
-<tool_response>
-{{ text(m.content) }}
-</tool_response><|im_end|>
-{% else -%}
-<|im_start|>{{ m.role }}
-{{ text(m.content) }}<|im_end|>
-{% endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-<|im_start|>assistant
-{% endif -%}"""
-
-
-def recipe_hash() -> str:
-    """Changes whenever this recipe does (the file's bytes and its version)."""
-    h = hashlib.sha256(Path(__file__).read_bytes())
-    h.update(str(RECIPE_VERSION).encode())
-    return h.hexdigest()[:16]
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("FASTEVAL_CACHE") or Path.home() / ".cache" / "fasteval")
-
-
-def cached_path() -> Path:
-    return cache_root() / "tiny-models" / f"qwen2-calculator-{recipe_hash()}"
-
-
 def ensure_checkpoint(python: str, *, timeout_s: float = 1200.0) -> Path:
     """The cached checkpoint, built first (by ``python``, which must have torch) when missing."""
-    path = cached_path()
-    if (path / "DONE").exists():
-        return path
-    proc = subprocess.run([python, str(Path(__file__).resolve()), "--out", str(path)], capture_output=True,
-                          text=True, timeout=timeout_s)
-    if proc.returncode != 0 or not (path / "DONE").exists():
-        raise RuntimeError(f"building the tiny checkpoint with {python} failed ({proc.returncode}):\n"
-                           f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return path
+    return recipe.ensure(RECIPE, python, timeout_s=timeout_s)
 
 
 # -- the synthetic dialogues --------------------------------------------------------------------
@@ -171,26 +113,12 @@ def dialogue(rng: random.Random) -> tuple[list[dict[str, Any]], bool, str]:
 
 # -- building -------------------------------------------------------------------------------------
 def build_tokenizer(path: Path, vocab_size: int = 640) -> Any:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     rng = random.Random(0)
     corpus = []
     for _ in range(3000):
         messages, tools, target = dialogue(rng)
         corpus.append(json.dumps(messages) + json.dumps(CALCULATOR if tools else "") + target)
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(r"\d"), behavior="isolated"),  # one token per digit: copying is easy
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(corpus, trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                 additional_special_tokens=["<|im_start|>"])
-    hf.add_tokens(TOOL_TOKENS)  # not special: vLLM's hermes parser looks them up and they stay in the text
-    hf.chat_template = CHAT_TEMPLATE
+    hf = recipe.byte_bpe(corpus, SPECIAL, ["<|im_start|>"], vocab_size)
     hf.save_pretrained(path)
     return hf
 
@@ -281,15 +209,11 @@ def check(model: Any, hf: Any) -> dict[str, Any]:
 
 
 def build(out: Path, steps: int = DEFAULT_STEPS) -> dict[str, Any]:
-    import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+    recipe.seeded_torch()
 
-    torch.manual_seed(0)
-    # one thread: on a shared, busy machine OpenMP threads spin against each other (10x slower steps)
-    torch.set_num_threads(int(os.environ.get("FASTEVAL_TRAIN_THREADS", "1")))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".building-", dir=out.parent))
-    try:
+    def make(work: Path) -> dict[str, Any]:
+        from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
         hf = build_tokenizer(work)
         config = Qwen2Config(vocab_size=(len(hf) + 63) // 64 * 64, hidden_size=128, intermediate_size=384,
                              num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -297,32 +221,16 @@ def build(out: Path, steps: int = DEFAULT_STEPS) -> dict[str, Any]:
                              bos_token_id=None, eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id,
                              torch_dtype="float32")
         model = Qwen2ForCausalLM(config)
-        info: dict[str, Any] = {"recipe": recipe_hash(), "params": sum(p.numel() for p in model.parameters())}
+        info: dict[str, Any] = {"recipe": RECIPE.key, "params": sum(p.numel() for p in model.parameters())}
         info |= train(model, hf, steps, sys.stderr, save=work / "steps")
         info["check"] = check(model, hf)
         model.generation_config = GenerationConfig(eos_token_id=hf.eos_token_id, pad_token_id=hf.pad_token_id)
         model.save_pretrained(work, safe_serialization=True)
         (work / "recipe.json").write_text(json.dumps(info, indent=2))
-        (work / "DONE").write_text("")
-        if out.exists():
-            shutil.rmtree(out)
-        work.rename(out)  # whole or not at all: a reader never sees a half-built checkpoint
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-    return info
+        return info
 
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description="build (and train) the tiny calculator-calling Qwen2 checkpoint")
-    ap.add_argument("--out", help=f"checkpoint folder (default: the cache, {cached_path()})")
-    ap.add_argument("--steps", type=int, default=DEFAULT_STEPS)
-    a = ap.parse_args()
-    out = Path(a.out) if a.out else cached_path()
-    info = build(out, a.steps)
-    print(json.dumps({"path": str(out), **info}))
-    return 0
+    return recipe.build_whole(out, make)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(recipe.main(RECIPE, "the tiny calculator-calling Qwen2 checkpoint", build, DEFAULT_STEPS))
