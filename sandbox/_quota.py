@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,10 +164,10 @@ class FolderQuota:
         if (self.held.pop(held_as, None) is not None or self._reserved) and self.ledger is not None:
             self._settle(None, 0)
 
-    def empty(self, path: Path, wipe: Callable[[Path], None]) -> bool:
-        """Delete what a stateless call left in its tmpfs; True when it then holds nothing (no
-        byte, one inode: its root). False, and nothing deleted, when it holds too many entries
-        to delete one by one: unmounting it is cheaper."""
+    def empty(self, path: Path) -> bool:
+        """Delete what a stateless call left in its tmpfs (no process of its uid is left); True
+        when it then holds nothing (no byte, one inode: its root). False, and nothing deleted,
+        when it holds too many entries to delete one by one: unmounting it is cheaper."""
         if not self.mounts:
             return False
         used, inodes = usage(path)
@@ -177,14 +178,14 @@ class FolderQuota:
         for entry in list(os.scandir(path)):
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    os.rmdir(entry.path)
+                    shutil.rmtree(entry.path)  # never follows a symlink, even one swapped in
                 else:
                     os.unlink(entry.path)
             except OSError:
-                wipe(Path(entry.path))
+                pass  # what is left fails the check below: the folder is unmounted instead
         return usage(path) == (0, 1)
 
-    def recycle(self, path: Path, uid: int, wipe: Callable[[Path], None]) -> bool:
+    def recycle(self, path: Path, uid: int) -> bool:
         """Make a stateless call's tmpfs ready for the next call of the same ``uid``, whose
         processes are all gone; False when it cannot be made as good as a fresh one (then
         unmount it).
@@ -195,7 +196,7 @@ class FolderQuota:
         made it (mode 0700, owned by ``uid``, no extended attribute or ACL, no inode flag), so
         nothing one call set on it reaches a later one.
         """
-        if not self.empty(path, wipe):
+        if not self.empty(path):
             return False
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         try:

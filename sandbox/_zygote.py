@@ -412,7 +412,7 @@ class Zygote:
         trash it when it cannot be made as good as new."""
         self._used.discard(uid)
         folder = self._stateless(uid)
-        if self.quota.occupied(folder) and not self.quota.recycle(folder, uid, _remove):
+        if self.quota.occupied(folder) and not self.quota.recycle(folder, uid):
             self._to_trash(folder)
         self.quota.forget(_held_as(uid))
 
@@ -424,14 +424,11 @@ class Zygote:
         self.quota.create(path, uid, chown=self.jailed)
 
     def _tidy_folders(self) -> None:
-        """Between calls: empty the folders parked after stateless calls (those whose uid has no
-        process left are ready for its next call), empty the trash, and make the folder of the
+        """Between calls: empty the folders parked after stateless calls whose uid has no process
+        left (a live one could race the deletion), empty the trash, and make the folder of the
         next stateless call ready."""
-        for uid in sorted(self._used):
-            if uid not in self._dirty:
-                self._recycle(uid)
-            elif self.quota.empty(self._stateless(uid), _remove):  # its bytes are free now;
-                self.quota.forget(_held_as(uid))  # its uid still dying: checked again before reuse
+        for uid in sorted(self._used - self._dirty):
+            self._recycle(uid)
         for entry in os.scandir(self.parked):
             if entry.name.startswith(".trash-"):
                 self.quota.remove(Path(entry.path), _remove)
