@@ -169,6 +169,9 @@ def _table(cfg: SweepConfig, opts: RunOptions, est: Estimate) -> None:
         wall = f"at least {wall}"  # some rows had no seconds per request to go on
     console().print(plain(f"wall time: {wall} under run.max_concurrency {est.global_cap}"
                           + ("" if est.wall_s is not None else " (no evidence: --estimate-from RUN or --pilot N)")))
+    for source, n in est.refused.items():
+        console().print(plain(f"--estimate-from {source}: {n} jobs' rows left out: values no run produces (negative "
+                              "or absurd token counts, rounds or seconds: a damaged or edited run folder)"))
     if est.unloaded:
         console().print(plain(f"{est.unloaded} jobs have a task that did not load: they become error records and "
                               "send nothing (`--dry-run` without --estimate lists the plan)"))

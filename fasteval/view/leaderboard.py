@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from fasteval.core.cells import markdown_text, spreadsheet_text
 from fasteval.core.errors import BadInput
 from fasteval.core.terminal import clean
 
@@ -129,10 +130,8 @@ def cell_lines(cell: Mapping[str, Any] | None) -> list[str]:
 
 
 def markdown(board: Mapping[str, Any]) -> str:
-    """A Markdown table (a cell's lines joined with '<br>'; '|' escaped)."""
-    def md(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("|", "\\|")
-
+    """A Markdown table (a cell's lines joined with '<br>'; every text escaped: '|', '<', '>', '&')."""
+    md = markdown_text
     head = ["model", *(c["label"] for c in board["columns"]), "average"]
     lines = ["| " + " | ".join(md(clean(h)) for h in head) + " |", "|" + "---|" * len(head)]
     for r in board["rows"]:
@@ -151,16 +150,17 @@ def csv_text(board: Mapping[str, Any]) -> str:
     w = csv.writer(buf)
     head = ["model", "average", "n_columns"]
     for c in board["columns"]:
-        head += [f"{c['label']} {x}" for x in ("mean", "std", "fixed", "reference", "published", "published source")]
+        head += [spreadsheet_text(f"{c['label']} {x}")
+                 for x in ("mean", "std", "fixed", "reference", "published", "published source")]
     w.writerow(head)
-    for r in board["rows"]:
-        line = [clean(r["model"]), pct(r["average"]), r["n_columns"]]
+    for r in board["rows"]:  # names and sources are text a spreadsheet must not run; pct() is our number
+        line = [spreadsheet_text(clean(r["model"])), pct(r["average"]), r["n_columns"]]
         for c in board["columns"]:
             cell = r["cells"].get(c["key"]) or {}
             pub = (cell.get("published") or [None])[0]
             line += [pct(cell.get("mean")), pct(cell.get("std")), pct(cell.get("fixed")), pct(cell.get("reference")),
                      pct(pub["value"]) if pub else "",
-                     clean(f"{pub['paper']}, {pub['table']}") if pub else ""]
+                     spreadsheet_text(clean(f"{pub['paper']}, {pub['table']}")) if pub else ""]
         w.writerow(line)
     return buf.getvalue()
 

@@ -36,6 +36,7 @@ async def _serve(models: list[SimModel], a: argparse.Namespace) -> None:
                        log_requests=a.log_requests, ready=not a.never_ready, die_on=a.die_on,
                        allowed_local_media_path=a.allowed_local_media_path, hostile=_hostile(a.hostile),
                        frontend=Frontend(a.preprocess_ms, a.api_server_count))
+    server.metrics_extra = a.metrics_extra
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
     await asyncio.Event().wait()
@@ -56,6 +57,8 @@ def main() -> None:
     ap.add_argument("--die-after", type=int, help="exit abruptly when request N+1 arrives")
     ap.add_argument("--die-on", metavar="TEXT", help="exit abruptly on every request whose body contains TEXT")
     ap.add_argument("--log-requests", action="store_true", help="one stdout line per request, naming its trajectory")
+    ap.add_argument("--metrics-file", metavar="PATH", help="/metrics adds this file's lines to its own "
+                    "(a server whose metrics are broken or hostile)")
     ap.add_argument("--prefix-cache", action="store_true", help="model a prefix cache (latency, /metrics)")
     ap.add_argument("--preprocess-ms", type=float, default=0.0,
                     help="milliseconds per image in the front end before the engine (vLLM's API server process)")
@@ -72,6 +75,7 @@ def main() -> None:
                     help="serve these names too, as vLLM serves LoRA adapters: the first model's policy, or the "
                          "one a PATH/policy file names")
     a = ap.parse_args()
+    a.metrics_extra = Path(a.metrics_file).read_text() if a.metrics_file else ""
     models = []
     for spec in (a.model or ["sim"]) + _adapters(a.lora_modules, (a.model or ["sim"])[0]):
         name, _, policy = spec.partition(":")

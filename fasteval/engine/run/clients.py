@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.endpoint import DEFAULT_CONCURRENCY, EndpointSpec
-from fasteval.core.errors import ModelConfigError
+from fasteval.core.errors import ModelConfigError, OutOfDescriptors, descriptor_fault
 from fasteval.images.processor import ProcessorResize, processor_resize
 from providers import (
     BatchRoute,
@@ -32,6 +32,7 @@ from providers import (
     WireArgs,
     make_provider,
 )
+from providers import providers as provider_table
 
 CacheHook = Callable[[ModelClient], ResponseCache]
 """Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""
@@ -81,8 +82,8 @@ def build_client(name: str, spec: Mapping[str, Any] | EndpointSpec, *, sim_base_
 def _served_provider(name: str, ep: EndpointSpec, resolver: ImageUrlResolver | None, serving: Any) -> Provider:
     """A served model's provider: it routes to replicas, each its own OpenAI-wire provider."""
     if serving is None or not ep.kind.servable:
-        raise ModelConfigError(f"model {name}: 'serve' needs an OpenAI-compatible provider (vllm, sglang, "
-                               f"openai_compat) in a sweep")
+        servable = ", ".join(sorted(n for n, k in provider_table().items() if k.servable))
+        raise ModelConfigError(f"model {name}: 'serve' needs a provider fasteval can serve ({servable}) in a sweep")
     endpoint = serving.endpoint_name(name)
 
     def make(base_url: str) -> Provider:  # each replica's provider decides what it sends (seed)
@@ -184,6 +185,8 @@ class ImageUrls:
             url: bytes = await self.encoder.image_url(ref, profile, max_bytes=self.max_bytes, max_pixels=self.max_pixels,
                                                       processor=self.processor, local=self.local)
         except (ValueError, KeyError, OSError) as e:
+            if (fault := descriptor_fault(e)) is not None:  # the process's limit, not the image: stop
+                raise OutOfDescriptors(fault, "encoding an image") from e
             raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
         return url
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig, config_diff
-from fasteval.core.errors import ConfigChanged
+from fasteval.core.errors import ConfigChanged, OutOfDescriptors
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
@@ -42,6 +42,7 @@ from fasteval.engine.plan import (
     check_setting_selectors,
     load_suite,
     plan,
+    plan_combos,
     plan_totals,
 )
 from fasteval.engine.run.admission import Admission
@@ -54,8 +55,9 @@ from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.engine.steer.steering import Steering
+from fasteval.engine.steer.tracking import Tracking, tracking
 from fasteval.runfolder.blobs import BlobStore
-from fasteval.runfolder.diskfaults import database_failure, write_failure
+from fasteval.runfolder.diskfaults import database_failure, out_of_descriptors, write_failure
 from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
@@ -156,9 +158,12 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
                 + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
         log.warning("config changed (forced): %s", "; ".join(changes))
     checkpoints = checkpoint_identities(cfg)
+    recorded = {n: o for n, o in ((old or {}).get("checkpoints") or {}).items() if n in checkpoints}
+    # a run folder from before content sampling recorded names and sizes: compared as it was meant
+    legacy = checkpoint_identities(cfg, legacy=True) if any("scheme" not in o for o in recorded.values()) else {}
     moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
-             for n, o in ((old or {}).get("checkpoints") or {}).items()
-             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
+             for n, o in recorded.items()
+             if o.get("fingerprint") != (checkpoints if "scheme" in o else legacy)[n]["fingerprint"]]
     if moved and not opts.force:
         raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
                             + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
@@ -186,7 +191,8 @@ class Sweep:
         self.ledger = Ledger()
         """Every count of this invocation: the panel, the result, ``ctl status`` and notify read it."""
         self.serving = Serving.from_config(cfg, opts.run_dir)
-        self.steering = Steering([m.name for m in cfg.models], list(cfg.roles), self.ledger, self.serving)
+        self.steering = Steering([m.name for m in cfg.models], list(cfg.roles), self.ledger, self.serving,
+                                 suites=[str(s.get("name")) for s in cfg.suites])
         """Pauses, drains and cancels from the first moment; every client's request gate."""
         self.clients: dict[str, ModelClient] = {}
         self.lanes: dict[str, BatchLane] = {}
@@ -196,6 +202,7 @@ class Sweep:
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
+        self.tracking: Tracking | None = None
         self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
 
@@ -241,6 +248,8 @@ class Sweep:
         check_roles(self.cfg, runs, self.opts.selectors)
         try:
             return await self._run(blobs, runs, t0)
+        except OutOfDescriptors as e:  # one that struck outside a job (the plan's loader, a batch lane)
+            raise out_of_descriptors(e.error) from None
         finally:
             await asyncio.to_thread(blobs.clean_temp, own=True)
 
@@ -258,9 +267,11 @@ class Sweep:
         if self.opts.selectors:
             jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         sel = self.opts.selectors
-        self.ledger.seed(jobs_total, by, already_done(index, by["model"], (sel.suites, sel.settings,
-                                                                            [str(s) for s in sel.seeds]),
-                                                      self.opts.keep_errors))
+        done = already_done(index, by["model"], (sel.suites, sel.settings, [str(s) for s in sel.seeds]),
+                            self.opts.keep_errors)
+        self.ledger.seed(jobs_total, by, done)
+        if self.cfg.log_to is not None:  # the trackers are told each group once all its jobs have a record
+            self.ledger.seed_groups(self._group_totals(runs), done["group"])
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
                                      done=finished):
@@ -271,6 +282,9 @@ class Sweep:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
             await stack.enter_async_context(control_channel(self.steering, self.opts.run_dir))
+            # entered before the writer: closed after its last records are flushed, so the leaderboard has them
+            self.tracking = await stack.enter_async_context(
+                tracking(self.cfg, self.opts.run_dir, read_manifest(self.opts.run_dir) or {}))
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
@@ -330,6 +344,14 @@ class Sweep:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
             raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+
+    def _group_totals(self, runs: list[SuiteRun]) -> dict[tuple[str, str, str], int]:
+        """The plan's jobs per model × suite × setting (within the selectors)."""
+        out: dict[tuple[str, str, str], int] = {}
+        for (model, suite, setting, _), n in plan_combos(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                         self.opts.selectors).items():
+            out[model, suite, setting] = out.get((model, suite, setting), 0) + n
+        return out
 
     def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
         """The services the planned tools require, the cache when roles or the config ask for it."""
@@ -443,6 +465,9 @@ class Sweep:
             why = "batch pending"
         except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
             why, endpoint, reason = "endpoint down", e.endpoint, e.reason
+        except OutOfDescriptors as e:  # the process's limit, like a full disk: stop, blame no job
+            log.warning("job %s: %s", job.job_id, e)
+            self._fault(out_of_descriptors(e.error))  # the ledger then says "stopped"
         finally:
             if rec is None:
                 self.ledger.end(job, None, why or self._why_unrecorded(job), endpoint=endpoint, reason=reason)
@@ -453,6 +478,8 @@ class Sweep:
         if rec.status != "ok":
             control.errored(entry, rec.error_kind or "error")
         writer.write(rec)
+        if self.tracking is not None and (planned := self.ledger.whole(job)) is not None:
+            self.tracking.group_done(job.model, job.suite, job.setting, planned)
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:
