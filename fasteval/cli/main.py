@@ -56,7 +56,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # Command groups that live with their packages: each module has ``add_parser(sub)``.
 COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.cli.slurm", "fasteval.cli.index", "fasteval.cli.catalog",
                                    "fasteval.cli.view", "fasteval.cli.prompts", "fasteval.cli.serve",
-                                   "fasteval.cli.batches", "fasteval.cli.ctl", "fasteval.cli.export")
+                                   "fasteval.cli.batches", "fasteval.cli.ctl", "fasteval.cli.export",
+                                   "fasteval.cli.store")
 
 
 def _add_optional_commands(sub: Any) -> None:

@@ -37,7 +37,9 @@ def status(run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"run_dir": str(run_dir), "config_hash": manifest.get("config_hash")}
     with open_index(run_dir) as index:
         grouped = index.counts(by=_DIMS)
-        out["bad_lines"] = index.stats()["bad_lines"]  # lines of records.jsonl no reader takes as a record
+        stats = index.stats()
+        out["bad_lines"] = stats["bad_lines"]  # lines of records.jsonl no reader takes as a record
+        out["superseded"] = stats["superseded"]  # records kept aside: their entry's fingerprint changed
 
     def counts(total: int | None, by_status: dict[str, int]) -> dict[str, int]:
         done = by_status.get("ok", 0)
