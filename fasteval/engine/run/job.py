@@ -172,6 +172,8 @@ class JobRunner:
             opts = dict(setting.options.get("tool_options") or {})
             self._tools[key] = {n: make_tool(n, **{"fidelity": setting.fidelity, **(opts.get(n) or {})})
                                 for n in names}
+            for tool in self._tools[key].values():  # the first job that offers it: start its services
+                tool.prepare(self.services)
         return self._tools[key]
 
 
