@@ -200,7 +200,14 @@ class RecordWriter:
     async def start(self) -> None:
         repair_tail(self.path)
         if self.index is not None:
-            self.index.refresh()  # every line before our first one is indexed
+            try:
+                self.index.refresh()  # every line before our first one is indexed
+            except (OSError, sqlite3.Error) as e:
+                # a disk that fills while the index is built is the sweep's one-line local fault
+                err = database_failure(e, self.index.path or self.path.parent / "index", self.path.parent)
+                if err is None:
+                    raise
+                raise err from e
             self.index.set_busy_timeout(self.index_wait_s)
         self._fd = open_nofollow(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, RECORDS)
         self._size = os.fstat(self._fd).st_size

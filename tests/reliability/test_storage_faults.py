@@ -7,6 +7,7 @@ tmpfs remounted read-only. After the fault, what was saved is intact and a rerun
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ from fasteval.config.load import load_config
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_USAGE, RunIncomplete
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.run.sweep import run_sweep
+from fasteval.runfolder.index import open_index
+from fasteval.runfolder.records import RecordWriter
 from providers.sim import SimModel, SimServer
 from tests.reliability.storage_support import fill_disk, remount_read_only, tmpfs
 
@@ -174,3 +177,26 @@ def test_a_disk_already_full_at_start_is_one_line_and_exit_3(tmp_path: Path) -> 
                              capture_output=True, text=True, timeout=120, cwd=disk)
         assert res.returncode == EXIT_INCOMPLETE, res.stderr
         assert res.stderr.strip() == "error: disk full writing run/manifest.json: free space, then rerun"
+
+
+
+async def test_a_disk_that_fills_before_the_writer_starts_is_the_disk_full_line(tmp_path: Path) -> None:
+    """The record writer's start indexes what is there (a fresh folder's index is made again): a
+    disk that filled since the index was opened is the sweep's one disk-full line (exit 3), never
+    SQLite's 'database or disk is full' escaping as a traceback."""
+    with tmpfs(tmp_path / "disk", "4m") as disk:
+        run_dir = disk / "run"
+        run_dir.mkdir()
+        index = open_index(run_dir)
+        try:
+            fill_disk(disk / "filler")
+            writer = RecordWriter(run_dir / "records.jsonl", fsync="always", index=index)
+            with pytest.raises(RunIncomplete, match=r"^disk full writing run/index"):
+                cwd = Path.cwd()
+                os.chdir(disk)
+                try:
+                    await writer.start()
+                finally:
+                    os.chdir(cwd)
+        finally:
+            index.close()
