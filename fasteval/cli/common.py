@@ -21,6 +21,14 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json_text(obj) + "\n")
 
 
+def print_error(e: object) -> None:
+    """``error: <message>`` on stderr, redacted, control characters escaped and the message's own
+    newlines kept: a changed config lists its changes one a line, never as a literal ``\\x0a``."""
+    from fasteval.core.redact import redact_text
+
+    print(f"error: {clean(redact_text(str(e)), block=True)}", file=sys.stderr)
+
+
 def print_config_error(e: ConfigError) -> None:
     for line in str(e).splitlines():
         print(clean(f"error: {line.strip()}" if not line.startswith("  ") else line), file=sys.stderr)

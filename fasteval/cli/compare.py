@@ -15,10 +15,10 @@ from typing import Any
 
 from rich.table import Table
 
-from fasteval.cli.common import console, fmt, print_json
+from fasteval.cli.common import console, fmt, print_error, print_json
 from fasteval.core.errors import UsageError
 from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, exit_code_for
-from fasteval.core.terminal import clean, plain
+from fasteval.core.terminal import plain
 from fasteval.runfolder.names import MANIFEST
 
 
@@ -84,7 +84,7 @@ def cmd_compare(a: argparse.Namespace) -> int:
     try:
         todo = pairs(a)
     except CompareError as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     results = [compare(x, y, alpha=a.alpha, n_resamples=a.resamples) for x, y in todo]
     if all(r["n_shared_jobs"] == 0 for r in results):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from rich.table import Table
 
-from fasteval.cli.common import console, print_json
+from fasteval.cli.common import console, print_error, print_json
 from fasteval.core.errors import BadInput, UsageError
 from fasteval.core.exitcodes import EXIT_OK, exit_code_for
-from fasteval.core.terminal import clean, plain
+from fasteval.core.terminal import plain
 from fasteval.runfolder.records import read_manifest
 from fasteval.suites.published import PublishedScore, all_scores, published_score
 from fasteval.view.leaderboard import cell_lines, csv_text, leaderboard, markdown, pct, sort_choices
@@ -43,7 +43,7 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
         published = [*(published_file(extra) if extra else []), *all_scores(config)]
         board = leaderboard(report(run_dir), config, sort=sort, published=published)
     except UsageError as e:  # ours (a bad --sort, a published file); a bug is an internal error (cli/main.py)
-        print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     if fmt == "json":
         print_json(board)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fasteval.cli import compare, data, merge, report, rescore, run, score_file, status, tool
+from fasteval.cli.common import print_error
 from fasteval.core.errors import UsageError
 from fasteval.core.exitcodes import exit_code_for
 from fasteval.core.redact import RedactingFilter, redact_text
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return exit_code_for(e)
     except UsageError as e:  # ours, e.g. a planted link in a run folder: one line
-        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     except Exception as e:  # a bug of ours: never exit 1 ("some jobs failed") or 2 ("fix your config")
         print(clean(redact_text(traceback.format_exc()), block=True), file=sys.stderr, end="")

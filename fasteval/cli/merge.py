@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from pathlib import Path
 from typing import Any
 
-from fasteval.cli.common import print_json, private_run_files
+from fasteval.cli.common import print_error, print_json, private_run_files
 from fasteval.core.exitcodes import EXIT_OK, exit_code_for
-from fasteval.core.terminal import clean
 from fasteval.runfolder.lock import run_folder_lock
 
 
@@ -25,7 +23,7 @@ def cmd_merge(a: argparse.Namespace) -> int:
                     held.enter_context(run_folder_lock(src, "merge"))
             out = merge_runs(Path(a.out), sources)
     except MergeConflict as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     print_json(out)
     return EXIT_OK

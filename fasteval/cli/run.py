@@ -16,7 +16,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error, private_run_files
+from fasteval.cli.common import console, print_config_error, print_error, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERNAL,
@@ -73,7 +73,7 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     try:
         pv = preview(cfg, opts)
     except UsageError as e:  # ours only: a bug is an internal error (cli/main.py), never "usage"
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
                           f"{pv.total - pv.resumed} to run"))
@@ -279,7 +279,7 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
         print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
         return exit_code_for(e)
     except UsageError as e:  # ours: a config, a changed config, a damaged or busy run folder
-        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     except Exception as e:
         if e is not log.bug:  # a bug before run.log: cli/main.py prints its traceback

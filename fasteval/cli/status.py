@@ -9,9 +9,9 @@ from typing import Any
 
 from rich.table import Table
 
-from fasteval.cli.common import console, print_json
+from fasteval.cli.common import console, print_error, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import clean, plain
+from fasteval.core.terminal import plain
 from fasteval.view.report import status
 
 
@@ -19,7 +19,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     try:
         st = status(Path(a.run_dir))
     except FileNotFoundError as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     from fasteval.runfolder.batch_journal import batch_rows
 
