@@ -13,7 +13,16 @@ from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 from fasteval.core.terminal import plain
 from fasteval.runfolder.records import read_manifest
 from fasteval.suites.published import PublishedScore, all_scores, published_score
-from fasteval.view.leaderboard import cell_lines, csv_text, leaderboard, markdown, pct, sort_choices
+from fasteval.view.leaderboard import (
+    cell_lines,
+    completion_line,
+    csv_text,
+    leaderboard,
+    markdown,
+    partial_jobs,
+    pct,
+    sort_choices,
+)
 from fasteval.view.report import report
 
 
@@ -52,6 +61,8 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     elif fmt == "markdown":
         sys.stdout.write(markdown(board))
     else:
+        if line := completion_line(board):
+            console().print(plain(line, style="bold yellow"))
         t = Table(title=plain(f"{run_dir}: leaderboard, score (%) mean ± std over seeds"), show_lines=True)
         t.add_column("model")
         for c in board["columns"]:
@@ -59,7 +70,7 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
         t.add_column("average", justify="right")
         for r in board["rows"]:
             avg = pct(r["average"]) + ("" if r["complete"] else f" ({r['n_columns']}/{len(board['columns'])})")
-            t.add_row(plain(r["model"]), *(plain("\n".join(cell_lines(r["cells"].get(c["key"]))), block=True)
+            t.add_row(plain(r["model"] + partial_jobs(r)), *(plain("\n".join(cell_lines(r["cells"].get(c["key"]))), block=True)
                                            for c in board["columns"]), avg)
         t.caption = plain(f"sorted by {sort} (one of: {', '.join(sort_choices(board))}); fixed/ref: both scorers "
                           "where the suite has two; paper: published numbers, sources in --format json")

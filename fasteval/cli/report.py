@@ -44,6 +44,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     if a.format == "json":
         print_json(rep)
         return EXIT_OK
+    print_completion(rep.get("completion"))
     t = Table(title=plain(f"{run_dir}: score (%) mean ± std over seeds"))
     for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
                 "cost $"):
@@ -61,17 +62,16 @@ def cmd_report(a: argparse.Namespace) -> int:
         console().print(plain(f"texts: {suite_name}: {label}"))
     print_control(rep.get("control"))
     u = Table(title="cost and behaviour per trajectory")
-    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "image tok/traj", "prefix cache hit",
-                "mean latency s",
-                "tool calls/traj", "terminations"):
+    for col in ("model", "suite", "setting", "prompt tok/traj", "completion tok/traj", "image tok/traj",
+                "prefix cache hit", "mean latency s", "tool calls/traj", "terminations"):
         u.add_column(col)
     for r in rep["rows"]:
         lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
         ends = plain(", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items())))
-        tokens = r.get("tokens") or {}
-        u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]), plain(tokens.get("prompt_tokens", "-")),
-                  plain(tokens.get("completion_tokens", "-")), _per_traj(r.get("image_tokens_per_trajectory")),
-                  fmt_rate(r.get("prefix_cache_hit_rate")),
+        u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]),
+                  _per_traj(_tokens_per_trajectory(r, "prompt_tokens")),
+                  _per_traj(_tokens_per_trajectory(r, "completion_tokens")),
+                  _per_traj(r.get("image_tokens_per_trajectory")), fmt_rate(r.get("prefix_cache_hit_rate")),
                   "-" if lat is None else f"{lat:.2f}",
                   "-" if calls is None else f"{calls:.2f}", ends)
     console().print(u)
@@ -94,8 +94,22 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def _per_traj(value: float | None) -> str:
-    """Image tokens per trajectory, or ``-`` where the server did not count them."""
+    """Tokens per trajectory, or ``-`` where the server did not count them."""
     return "-" if value is None else f"{value:.0f}"
+
+
+def _tokens_per_trajectory(row: dict[str, Any], field: str) -> float | None:
+    """A group's token total over its trajectories (error records too: they were billed); the JSON
+    report keeps the totals under ``tokens``."""
+    n = row["n_ok"] + row["n_error"]
+    total = (row.get("tokens") or {}).get(field)
+    return None if total is None or not n else total / n
+
+
+def print_completion(done: dict[str, Any] | None) -> None:
+    """A partial run says so above its numbers (``fasteval.view.completion``): done / total and why."""
+    if done and done.get("line"):
+        console().print(plain(done["line"], style="bold yellow"))
 
 
 def print_control(trace: list[dict[str, Any]] | None) -> None:

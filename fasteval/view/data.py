@@ -196,7 +196,8 @@ class RunSet:
         plan = manifest.get("plan") or {}
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
-                "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
+                "planned": plan.get("total"), "by_status": by_status, "completion": rep.get("completion"),
+                "rows": rep["rows"],
                 "cost_usd": rep.get("cost_usd"), "stats": stats, "control": read_trace(run.path),
                 "leaderboard": leaderboard(rep, manifest.get("config") or {}), "curves": rep.get("curves") or {}}
 

@@ -18,6 +18,7 @@ from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 from fasteval.runfolder.records import read_manifest
+from fasteval.view.completion import completion
 from fasteval.view.curves import learning_curves
 from providers import price_terms
 
@@ -216,8 +217,9 @@ def report(run_dir: Path) -> dict[str, Any]:
             if extra:
                 row["suite_metrics"] = extra
             rows.append(row)
+        done = completion(run_dir, index, manifest)
     texts = (read_manifest(run_dir) or {}).get("texts") or {}
-    out: dict[str, Any] = {"run_dir": str(run_dir), "rows": rows,
+    out: dict[str, Any] = {"run_dir": str(run_dir), "completion": done, "rows": rows,
                            "cost_usd": round(total_cost, 6) if total_cost is not None else None,
                            "texts": {name: texts_label(m) for name, m in texts.items()}}
     control = read_trace(run_dir)
