@@ -159,3 +159,22 @@ def test_an_interrupted_sweep_is_running_then_interrupted(tmp_path: Path) -> Non
     assert c["state"] == "interrupted" and 0 < c["done"] < 120, c
     assert c["line"].startswith("partial run: the last sweep was interrupted (Ctrl-C or SIGTERM)"), c["line"]
     assert c["line"].endswith("rerun the same command to continue")
+
+
+def test_compare_names_models_only_one_side_has_and_sums_up_several_pairs(
+        narrowed: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """#39 item 4: ``compare RUN_A RUN_B`` skipped a model only one side had without a word."""
+    cfg, run_a = narrowed
+    raw = yaml.safe_load(cfg.read_text())
+    raw["models"].append({"name": "sim-extra", "provider": "sim", "policy": "direct"})
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(raw))
+    run_b = tmp_path / "b"
+    assert main(["run", str(other), "--run-dir", str(run_b), "--no-progress", "--limit", "1"]) == 0
+    code, out = _cli(capsys, "compare", str(run_a), str(run_b))
+    assert code == 0, out
+    assert f"note: {run_b} has a model the other side lacks, not compared: sim-extra" in out, out
+    summary = out.split("summary: 2 comparisons")[1]
+    assert "sim-direct" in summary and "sim-tools" in summary and "no detectable" in summary, out
+    code, out = _cli(capsys, "compare", str(run_a), str(run_b), "--format", "json")
+    assert len(orjson.loads(out)["notes"]) == 1
