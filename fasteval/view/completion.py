@@ -22,6 +22,7 @@ _ENDINGS = {
     "stopped": "the last sweep stopped on a local fault",
     "narrowed": "the last sweep ran a part of the plan (--limit, --model, --suite, --setting or --seeds)",
     "finished": "the last sweep finished without running the rest",
+    "merged": "merged from sources that did not all finish",
 }
 
 
@@ -87,7 +88,8 @@ def _line(c: dict[str, Any]) -> str:
         head += f" ({c['why']})"
     left = [f"{m} {v['remaining']} of {v['total']}" for m, v in c["by_model"].items() if v["remaining"]]
     more = f", and {len(left) - 6} more models" if len(left) > 6 else ""
-    tail = {"running": "", "narrowed": "; run without the selectors for the rest"}.get(
+    tail = {"running": "", "narrowed": "; run without the selectors for the rest",
+            "merged": "; rerun the sources and merge again"}.get(
         c["state"], "; rerun the same command to continue")
     return (f"{head}: {done} of {total} jobs have a record ({share}), {c['remaining']} remaining"
             + (f"; remaining per model: {', '.join(left[:6])}{more}" if left else "") + tail)
