@@ -67,7 +67,7 @@ def cmd_config_schema(a: argparse.Namespace) -> int:
 
 
 def cmd_config_check(a: argparse.Namespace) -> int:
-    from fasteval.cli.common import print_config_error
+    from fasteval.cli.common import print_config_error, print_pending
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
 
@@ -80,6 +80,7 @@ def cmd_config_check(a: argparse.Namespace) -> int:
     print(f"{a.config}: ok")
     for line in placement:
         print(f"  {line}")
+    print_pending(cfg.pending)
     return EXIT_OK
 
 

@@ -34,6 +34,14 @@ def print_config_error(e: ConfigError) -> None:
         print(clean(f"error: {line.strip()}" if not line.startswith("  ") else line), file=sys.stderr)
 
 
+def print_pending(pending: dict[str, list[str]]) -> None:
+    """One note per checkpoint a series skipped as still being written (``config.series.unfinished``):
+    a later run, or ``--watch``, takes it once it is done."""
+    for name, lines in pending.items():
+        for line in lines:
+            print(clean(f"note: series {name}: skipped {line}; a later run takes it"), file=sys.stderr)
+
+
 def json_object(text: str, flag: str) -> dict[str, Any]:
     """A command-line option that holds a JSON object, parsed; BadInput (exit 2) says what is wrong."""
     import orjson

@@ -16,7 +16,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error, print_error, private_run_files
+from fasteval.cli.common import console, print_config_error, print_error, print_pending, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERNAL,
@@ -218,6 +218,8 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     except ConfigError as e:
         print_config_error(e)
         return exit_code_for(e)
+    if not (a.watch or a.dry_run):  # watch waits for them by design; the dry run lists them in its plan
+        print_pending(cfg.pending)
     add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     _cache_overrides(a, cfg)
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
