@@ -324,7 +324,8 @@ async def _watch(a: argparse.Namespace, opts: RunOptions, sweep: RunSweep) -> in
     if a.watch_interval <= 0 or (a.idle_timeout is not None and a.idle_timeout <= 0):
         print("error: --watch-interval and --idle-timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
-    wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout)
+    wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout,
+                         run_dir=opts.run_dir)
     try:
         w = await watch_sweep(Path(a.config), sweep, wopts)
     except ConfigError as e:  # the config was edited into an invalid one under the watch
