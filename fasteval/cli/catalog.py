@@ -42,7 +42,7 @@ def catalog(kind: str) -> dict[str, str]:
     if kind == "policies":
         from providers import POLICIES
 
-        return {n: _first_line(f.__doc__) for n, f in sorted(POLICIES.items())}
+        return {n: _first_sentence(f.__doc__).replace("``", "`") for n, f in sorted(POLICIES.items())}
     from providers import providers
 
     return {n: k.description for n, k in sorted(providers().items())}
