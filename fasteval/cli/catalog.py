@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 
 
@@ -99,11 +100,11 @@ def _serve_placement(cfg: Any) -> list[str]:
 
 
 def add_parser(sub: Any) -> None:
-    ls = sub.add_parser("list", help="what a config may name: suites, tools, providers, sim policies")
+    ls = sub.add_parser("list", help=HELP["list"])
     ls.add_argument("kind", choices=["suites", "tools", "providers", "policies"])
     ls.add_argument("--format", choices=["table", "json"], default="table")
     ls.set_defaults(func=cmd_list)
-    cfg = sub.add_parser("config", help="config schema and checks")
+    cfg = sub.add_parser("config", help=HELP["config"])
     csub = cfg.add_subparsers(dest="config_command", required=True)
     schema = csub.add_parser("schema", help="print the JSON Schema of sweep configs (for editors)")
     schema.set_defaults(func=cmd_config_schema)

@@ -8,11 +8,11 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from fasteval.core.terminal import clean, json_text
+from fasteval.core.terminal import clean, json_text, plain
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fasteval.core.errors import ConfigError
 
 
@@ -58,7 +58,10 @@ def json_object(text: str, flag: str) -> dict[str, Any]:
 
 
 def console() -> Console:
-    """Wide enough for the report table even when stdout is a pipe or a CI log."""
+    """Wide enough for the report table even when stdout is a pipe or a CI log (Rich loads here:
+    commands that print no table never import it)."""
+    from rich.console import Console
+
     return Console() if sys.stdout.isatty() else Console(width=160)
 
 
@@ -85,3 +88,20 @@ def private_run_files(shared: bool) -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def print_completion(done: dict[str, Any] | None) -> None:
+    """A partial run says so above its numbers (``fasteval.view.completion``): done / total and why."""
+    if done and done.get("line"):
+        console().print(plain(done["line"], style="bold yellow"))
+
+
+def print_control(trace: list[dict[str, Any]] | None) -> None:
+    """The changes made to the running sweep (``fasteval ctl``): measured under them, so shown with them."""
+    if not trace:
+        return
+    from fasteval.runfolder.control import trace_summary
+
+    console().print(plain(f"steered while it ran ({len(trace)} changes, control.jsonl):"))
+    for line in trace_summary(trace).splitlines():
+        console().print(plain("  " + line))

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.table import Table
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import console, fmt, print_error, print_json
 from fasteval.core.errors import UsageError
 from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, exit_code_for
@@ -162,7 +163,7 @@ def _print_summary(results: list[dict[str, Any]]) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("compare", help="B against A on the jobs both ran: difference, CI, McNemar, verdict")
+    p = sub.add_parser("compare", help=HELP["compare"])
     p.add_argument("sides", nargs="+", metavar="RUN[:MODEL]", help="A then B; or one run with --series")
     p.add_argument("--series", metavar="NAME", help="compare neighbouring steps of models NAME@STEP in one run")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
 from fasteval.core.errors import NoSweepRunning
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean
@@ -180,7 +181,7 @@ def add_ctl_commands(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("ctl", help="steer a running sweep: status, pause/resume, set limits, requeue, drain, cancel")
+    p = sub.add_parser("ctl", help=HELP["ctl"])
     p.add_argument("run_dir")
     add_ctl_commands(p)
     p.set_defaults(func=cmd_ctl)

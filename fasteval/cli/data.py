@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK
 
 
@@ -20,7 +21,7 @@ def cmd_data_fetch(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    d = sub.add_parser("data", help="benchmark data")
+    d = sub.add_parser("data", help=HELP["data"])
     dsub = d.add_subparsers(dest="data_command", required=True)
     df = dsub.add_parser("fetch", help="download a benchmark's official files (needs huggingface_hub and a network)")
     df.add_argument("name")

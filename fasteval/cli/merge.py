@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import print_error, print_json, private_run_files
 from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 from fasteval.core.terminal import clean
@@ -41,7 +42,7 @@ def cmd_merge(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    m = sub.add_parser("merge", help="join shard run folders into one")
+    m = sub.add_parser("merge", help=HELP["merge"])
     m.add_argument("out")
     m.add_argument("sources", nargs="+")
     m.add_argument("--shared-run-dir", action="store_true",

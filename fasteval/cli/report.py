@@ -10,7 +10,8 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.table import Table
 
-from fasteval.cli.common import console, fmt, print_json
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import console, fmt, print_completion, print_control, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, json_text, plain
 from fasteval.runfolder.names import MANIFEST
@@ -106,23 +107,6 @@ def _tokens_per_trajectory(row: dict[str, Any], field: str) -> float | None:
     return None if total is None or not n else total / n
 
 
-def print_completion(done: dict[str, Any] | None) -> None:
-    """A partial run says so above its numbers (``fasteval.view.completion``): done / total and why."""
-    if done and done.get("line"):
-        console().print(plain(done["line"], style="bold yellow"))
-
-
-def print_control(trace: list[dict[str, Any]] | None) -> None:
-    """The changes made to the running sweep (``fasteval ctl``): measured under them, so shown with them."""
-    if not trace:
-        return
-    from fasteval.runfolder.control import trace_summary
-
-    console().print(plain(f"steered while it ran ({len(trace)} changes, control.jsonl):"))
-    for line in trace_summary(trace).splitlines():
-        console().print(plain("  " + line))
-
-
 def _print_series(rep: dict[str, Any], name: str, form: str) -> int:
     """``--series NAME``: one series' learning curve as a table, JSON or CSV."""
     from fasteval.view.curves import curves_csv
@@ -215,7 +199,7 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
+    p = sub.add_parser("report", help=HELP["report"])
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
                    help="csv: with --leaderboard, or with --series (one line per suite, setting and step); "

@@ -16,6 +16,7 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import console, print_config_error, print_error, print_pending, private_run_files
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
@@ -341,7 +342,7 @@ async def _watch(a: argparse.Namespace, opts: RunOptions, sweep: RunSweep) -> in
 
 
 def add_parser(sub: Any) -> None:
-    r = sub.add_parser("run", help="run (or resume) a sweep")
+    r = sub.add_parser("run", help=HELP["run"])
     r.add_argument("config")
     r.add_argument("--run-dir")
     r.add_argument("--shard", help="i/n: run only this deterministic share of the jobs")

@@ -18,6 +18,7 @@ from typing import Any
 
 import uvloop
 
+from fasteval.cli.commands import HELP
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
@@ -35,7 +36,7 @@ from providers import (
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("serve", help="start one served model's servers as a sweep would (Ctrl-C stops them)")
+    p = sub.add_parser("serve", help=HELP["serve"])
     p.add_argument("config")
     p.add_argument("--model", required=True, help="the model (or role) name in the config")
     p.add_argument("--run-dir", help="where servers/ logs and state files go (default runs/serve-NAME)")

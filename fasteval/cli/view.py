@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
 from fasteval.view.data import NotFound, RunSet
@@ -113,7 +114,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    v = sub.add_parser("view", help="browse run folders in a local web app (summary, jobs, trajectories)")
+    v = sub.add_parser("view", help=HELP["view"])
     v.add_argument("runs", nargs="+", metavar="RUN")
     v.add_argument("--host", default="127.0.0.1", help="bind address; anything but loopback needs --remote")
     v.add_argument("--remote", action="store_true",
@@ -123,7 +124,7 @@ def add_parser(sub: Any) -> None:
                    help="also answer to this Host name (a reverse proxy's); repeatable")
     v.add_argument("--port", type=int, default=8765, help="0 picks a free port (printed)")
     v.set_defaults(func=cmd_view)
-    s = sub.add_parser("show", help="one trajectory in the terminal, its images saved as files")
+    s = sub.add_parser("show", help=HELP["show"])
     s.add_argument("run", metavar="RUN")
     s.add_argument("job_id", nargs="?", metavar="JOB_ID")
     s.add_argument("--task", help="pick the job by task id (with --model/--setting/--seed)")

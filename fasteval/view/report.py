@@ -51,8 +51,8 @@ def status(run_dir: Path) -> dict[str, Any]:
     for key, by_status in grouped.items():
         for st, n in by_status.items():
             overall[st] += n
-            for dim, value in zip(_DIMS, key, strict=True):
-                per_dim[dim][str(value)][st] += n
+            for dim, value in zip(_DIMS, key, strict=True):  # a setting is its suite's: suite/setting
+                per_dim[dim][f"{key[1]}/{value}" if dim == "setting" else str(value)][st] += n
     out.update(counts(int(plan["total"]) if "total" in plan else None, overall))
     out["errors_by_kind"] = errors_by_kind(run_dir)
     control = read_trace(run_dir)
@@ -60,6 +60,8 @@ def status(run_dir: Path) -> dict[str, Any]:
         out["control"] = control
     for dim in _DIMS:
         totals: dict[str, int] = plan.get(f"by_{dim}") or {}
+        if dim == "setting" and any("/" not in k for k in totals):
+            totals = {}  # a plan written when settings of all suites were counted together: not split
         keys = sorted(set(totals) | set(per_dim[dim]))
         out[f"by_{dim}"] = {k: counts(int(totals[k]) if k in totals else None, per_dim[dim].get(k, {}))
                             for k in keys}
