@@ -30,6 +30,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("serve", "fasteval.cli.serve", "start one served model's servers as a sweep would (Ctrl-C stops them)"),
     ("batches", "fasteval.cli.batches", "a run's provider batches (batch mode)"),
     ("ctl", "fasteval.cli.ctl", "steer a running sweep: status, pause/resume, set limits, requeue, drain, cancel"),
+    ("export", "fasteval.cli.export", "a run as inspect logs, ATIF, Parquet, or to MLflow / W&B / TensorBoard"),
 )
 
 HELP = {name: text for name, _, text in COMMANDS}

@@ -41,7 +41,8 @@ def suite_texts(name: str, options: dict[str, Any], setting_name: str | None) ->
     if name not in SUITES:
         raise BadInput(f"unknown suite {name!r}; known: {', '.join(sorted(SUITES.names()))}")
     with tempfile.TemporaryDirectory(prefix="fasteval-prompts-") as tmp:
-        suite = make_suite(name, {"path": "unused", **options}, BlobStore(Path(tmp)))  # ConfigError: its options
+        placeholder = {} if "source" in options else {"path": "unused"}  # texts need no data
+        suite = make_suite(name, {**placeholder, **options}, BlobStore(Path(tmp)))  # ConfigError: its options
         settings = suite.default_settings()
         chosen = settings[0] if setting_name is None else next((s for s in settings if s.name == setting_name), None)
         if chosen is None:

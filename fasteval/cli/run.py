@@ -223,6 +223,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
         print_pending(cfg.pending)
     add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     _cache_overrides(a, cfg)
+    _warn_missing_trackers(cfg)
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
                       max_concurrency=a.max_concurrency, force=a.force,
@@ -236,6 +237,17 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
         return _print_preview(cfg, opts)
     seen.cfg, seen.run_dir, seen.started = cfg, run_dir, time.monotonic()
     return _sweep(a, cfg, opts, seen)
+
+
+def _warn_missing_trackers(cfg: SweepConfig) -> None:
+    """``log_to:`` names a tracker whose library is not installed: one line each; the sweep runs without it."""
+    if cfg.log_to is None:
+        return
+    from fasteval.trackers.sinks import MissingExtra, installed
+
+    for spec in cfg.log_to.trackers:
+        if not installed(spec.kind):
+            print(f"warning: log_to: {MissingExtra(spec.kind)}; the sweep runs without it", file=sys.stderr)
 
 
 def _cache_overrides(a: argparse.Namespace, cfg: SweepConfig) -> None:

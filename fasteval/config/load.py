@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from fasteval.config.endpoint import EndpointSpec
+from fasteval.config.log_to import LogTo, log_to_problems, log_to_spec
 from fasteval.config.notify import NotifySpec, notify_problems, notify_spec
 from fasteval.config.run import RunSettings
 from fasteval.config.schema import (
@@ -54,6 +55,8 @@ class SweepConfig:
     run: RunSettings = field(default_factory=RunSettings)
     notify: NotifySpec | None = None
     """Who is told when the sweep ends or goes wrong (``notify:``)."""
+    log_to: LogTo | None = None
+    """The experiment trackers told each group's scores as it completes (``log_to:``)."""
     series: dict[str, list[Checkpoint]] = field(default_factory=dict)
     """Each series entry's checkpoints taken, in serving order (their models are in ``models``)."""
     pending: dict[str, list[str]] = field(default_factory=dict)
@@ -211,10 +214,12 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
             if _refuse_secrets(spec, ("roles", role), src, problems):
                 continue
             check_endpoint(spec, ("roles", role), src, problems, role=True)
-    for key in ("run", "suites", "notify"):
+    for key in ("run", "suites", "notify", "log_to"):
         _refuse_secrets(raw.get(key), (key,), src, problems)
     for key, message in notify_problems(raw.get("notify")):
         problems.add(src, ("notify", key) if key else ("notify",), message)
+    for key, message in log_to_problems(raw.get("log_to")):
+        problems.add(src, ("log_to", key) if key else ("log_to",), message)
     _check_sandbox_limits(raw.get("run"), src, problems)
     suites: list[dict[str, Any]] = []
     entries = raw.get("suites")
@@ -233,7 +238,8 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
     return SweepConfig(raw=raw, path=p, models=[EndpointSpec.of(str(m["name"]), m) for m in models],
                        roles={str(r): EndpointSpec.of(str(r), spec) for r, spec in (roles if isinstance(roles, dict) else {}).items()},
                        suites=suites, seeds=seeds, run=RunSettings.of(top.get("run")),
-                       notify=notify_spec(top.get("notify")), series=series, pending=pending)
+                       notify=notify_spec(top.get("notify")), log_to=log_to_spec(top.get("log_to"), base),
+                       series=series, pending=pending)
 
 
 def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
@@ -261,8 +267,8 @@ OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restar
 
 
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
-    # how a run is watched (notify) and what is shown beside it (published): not what it computes
-    ident = {k: v for k, v in raw.items() if k not in ("notify", "published")}
+    # how a run is watched (notify, log_to) and what is shown beside it (published): not what it computes
+    ident = {k: v for k, v in raw.items() if k not in ("notify", "log_to", "published")}
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
     ident["run"] = run
     if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):

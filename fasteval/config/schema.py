@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from fasteval.config.log_to import LOG_TO_OPTIONS
 from fasteval.config.notify import NOTIFY_OPTIONS
 from fasteval.core.options import Opt, OptionSchema, json_schema, object_schema
 from fasteval.core.yaml_bounds import node_lines
@@ -123,6 +124,8 @@ TOP_LEVEL: dict[str, Opt] = {
     "run": Opt("dict", "run options", fields=RUN_OPTIONS),
     "notify": Opt("dict", "a command and/or URL told when the sweep ends or goes wrong (docs/config.md)",
                   fields=NOTIFY_OPTIONS),
+    "log_to": Opt("dict", "experiment trackers told each model × suite × setting's scores as it completes: mlflow, "
+                  "wandb, tensorboard (docs/export.md)", fields=LOG_TO_OPTIONS),
     "published": Opt("list", "papers' numbers to show beside ours in the leaderboard: {suite, setting, model, match, "
                       "value (percent), paper, table, metric?, note?} (fasteval/suites/published.yaml has ours)"),
     "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "

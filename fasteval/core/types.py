@@ -127,6 +127,10 @@ class Trajectory:
     usage_by_turn: list[Usage] = field(default_factory=list)
     prompt_tokens_by_round: list[int] = field(default_factory=list)
     """Each request's prompt tokens, in order: what a round (its images, its history) cost, not only a turn's sum."""
+    completion_tokens_by_round: list[int] = field(default_factory=list)
+    """Each request's completion tokens, in the same order (per-step metrics of an ATIF export)."""
+    turn_by_round: list[int] = field(default_factory=list)
+    """The user turn each request belongs to, in the same order: a round's place in a multi-turn job."""
     answers: list[str | None] = field(default_factory=list)
     """Final answer text of each user turn (None when the turn ended without one)."""
     rounds: int = 0

@@ -21,6 +21,9 @@ from typing import Any, Protocol
 
 from fasteval.core.types import Job, Record
 
+Group = tuple[str, str, str]
+"""(model, suite, setting)."""
+
 WHY_NOT_RUN = ("endpoint down", "batch pending", "drained", "cancelled", "interrupted", "stopped")
 """Why a job of this invocation has no record: its endpoint was given up on, its request waits in a
 provider batch (``--no-wait``), ``ctl drain``, ``ctl cancel``, Ctrl-C (or SIGTERM), or a fault no
@@ -70,6 +73,11 @@ class Ledger:
     models: dict[str, Tally] = field(default_factory=dict)
     suites: dict[str, Tally] = field(default_factory=dict)
     started_at: float = field(default_factory=time.monotonic)
+    groups: dict[Group, Tally] = field(default_factory=dict)
+    """Per model × suite × setting, only with ``log_to:`` (``seed_groups``): a group whose jobs of this
+    invocation have all ended with a record is told to the experiment trackers (``whole``)."""
+    group_planned: dict[Group, int] = field(default_factory=dict)
+    """The plan's jobs per group, done before or not: the run index holds that many once it is whole."""
 
     # -- the seed ----------------------------------------------------------------------------
     def seed(self, planned: int, by: Mapping[str, Mapping[str, int]], done: Mapping[str, Mapping[str, int]]) -> None:
@@ -79,6 +87,11 @@ class Ledger:
             finished = done.get(dim, {})
             for name, n in by.get(dim, {}).items():
                 tallies.setdefault(name, Tally()).to_run = max(0, n - finished.get(name, 0))
+
+    def seed_groups(self, planned: Mapping[Group, int], done: Mapping[Group, int]) -> None:
+        """Each group's planned jobs, less those the run folder held (``already_done``'s ``group``)."""
+        self.group_planned = dict(planned)
+        self.groups = {g: Tally(to_run=max(0, n - done.get(g, 0))) for g, n in planned.items()}
 
     # -- the hot path ------------------------------------------------------------------------
     def skip(self) -> None:
@@ -90,6 +103,8 @@ class Ledger:
         self.in_flight += 1
         self._model(job.model).in_flight += 1
         self._suite(job.suite).in_flight += 1
+        if (group := self.groups.get((job.model, job.suite, job.setting))) is not None:
+            group.in_flight += 1
 
     def end(self, job: Job, rec: Record | None, why: str = "interrupted", *, endpoint: str = "",
             reason: str = "") -> None:
@@ -98,6 +113,14 @@ class Ledger:
         model, suite = self._model(job.model), self._suite(job.suite)
         model.in_flight -= 1
         suite.in_flight -= 1
+        if (group := self.groups.get((job.model, job.suite, job.setting))) is not None:
+            group.in_flight -= 1
+            if rec is None:
+                group.not_run += 1
+            elif rec.status == "ok":
+                group.ok += 1
+            else:
+                group.error += 1
         if rec is None:
             self.unrun(job.model, why, endpoint=endpoint, reason=reason, suite=job.suite)
         elif rec.status == "ok":
@@ -129,6 +152,9 @@ class Ledger:
         model.requeued += 1
         suite.error -= 1
         suite.requeued += 1
+        if (group := self.groups.get((job.model, job.suite, job.setting))) is not None:
+            group.error -= 1
+            group.requeued += 1
         kinds = self.errors_by.get(job.model, {})
         entry = kinds.get(kind)
         if entry is not None:
@@ -147,6 +173,15 @@ class Ledger:
         return rest
 
     # -- reading -----------------------------------------------------------------------------
+    def whole(self, job: Job) -> int | None:
+        """Asked after ``job`` ended: its group's planned jobs once every job of the group this
+        invocation runs has ended with a record (again after a requeued one ends), else None."""
+        key = (job.model, job.suite, job.setting)
+        group = self.groups.get(key)
+        if group is None or group.in_flight or group.ok + group.error < group.to_run:
+            return None
+        return self.group_planned[key]
+
     @property
     def to_run(self) -> int:
         """This invocation's jobs: the plan less what the run folder held."""
@@ -199,21 +234,22 @@ class Ledger:
 
 
 def already_done(index: IndexCounts, models: Container[str], selected: tuple[Sequence[str], Sequence[str], Sequence[str]],
-                 keep_errors: bool) -> dict[str, dict[str, int]]:
-    """Per ``model`` and per ``suite``, the jobs the run folder holds of the planned ``models``
-    within the selectors (suites, settings, seeds): ok records, and error ones too with
-    ``--keep-errors``. The ledger's seed.
+                 keep_errors: bool) -> dict[str, dict[Any, int]]:
+    """Per ``model``, per ``suite`` and per ``group`` (model, suite, setting), the jobs the run folder
+    holds of the planned ``models`` within the selectors (suites, settings, seeds): ok records, and
+    error ones too with ``--keep-errors``. The ledger's seed.
 
     The one place the ledger reads the run index (its ``counts`` today): a source of aggregates
     replaces this function, and nothing else.
     """
     suites, settings, seeds = selected
-    out: dict[str, dict[str, int]] = {"model": {}, "suite": {}}
+    out: dict[str, dict[Any, int]] = {"model": {}, "suite": {}, "group": {}}
     for (model, suite, setting, seed), by_status in index.counts(by=("model", "suite", "setting", "seed")).items():
         if str(model) not in models or (suites and suite not in suites) or (settings and setting not in settings) or \
                 (seeds and str(seed) not in seeds):
             continue
         n = sum(by_status.values()) if keep_errors else by_status.get("ok", 0)
-        for dim, name in (("model", str(model)), ("suite", str(suite))):
+        for dim, name in (("model", str(model)), ("suite", str(suite)),
+                          ("group", (str(model), str(suite), str(setting)))):
             out[dim][name] = out[dim].get(name, 0) + n
     return out

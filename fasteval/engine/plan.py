@@ -177,9 +177,22 @@ def spread(items: list[Any], n: int) -> list[Any]:
 
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
-    # One counter per (model, suite, setting, seed), split per dimension afterwards: the plan
-    # is walked once more to launch, so this pass must stay cheap at a million jobs. Unsharded,
-    # every model and seed runs every planned task: counting tasks is enough (no job is built).
+    combos = plan_combos(cfg, runs, shard, shard_by, selectors)
+    by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
+    for (model, suite, setting, seed), n in combos.items():
+        # a setting is its suite's: two suites' "tool" settings are two rows of status, not one
+        for dim, val in zip(("model", "suite", "setting", "seed"), (model, suite, f"{suite}/{setting}", seed),
+                            strict=True):
+            by[dim][str(val)] = by[dim].get(str(val), 0) + n
+    return sum(combos.values()), by
+
+
+def plan_combos(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+                selectors: Selectors | None = None) -> Counter[tuple[str, str, str, int]]:
+    """Jobs of the plan per (model, suite, setting, seed)."""
+    # One counter per combination, split per dimension by the caller: the plan is walked once more
+    # to launch, so this pass must stay cheap at a million jobs. Unsharded, every model and seed
+    # runs every planned task: counting tasks is enough (no job is built).
     combos: Counter[tuple[str, str, str, int]] = Counter()
     if shard is None:
         sel = selectors or Selectors()
@@ -192,13 +205,7 @@ def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] |
     else:
         combos.update((job.model, job.suite, job.setting, job.seed)
                       for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
-    by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-    for (model, suite, setting, seed), n in combos.items():
-        # a setting is its suite's: two suites' "tool" settings are two rows of status, not one
-        for dim, val in zip(("model", "suite", "setting", "seed"), (model, suite, f"{suite}/{setting}", seed),
-                            strict=True):
-            by[dim][str(val)] = by[dim].get(str(val), 0) + n
-    return sum(combos.values()), by
+    return combos
 
 
 def check_setting_selectors(runs: list[SuiteRun], selectors: Selectors) -> None:

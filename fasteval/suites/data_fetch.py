@@ -1,10 +1,12 @@
 """``fasteval data fetch NAME --dest DIR``: put a benchmark's official files where its loader reads them.
 
 Loaders never touch a hub at run time; they read the local path given in the config. This module
-is the one place that downloads, with ``huggingface_hub.snapshot_download`` when that package is
-installed and a network exists (it is imported lazily: it is not a dependency). Otherwise
-``FetchError`` says which repository to get and where each file goes, so the files can be copied
-by hand.
+is the one place that downloads a benchmark: over the hub's HTTP API (fasteval.suites.hub, on
+aiohttp, a base dependency), resuming partial files, checking every file against the hub's
+checksums and writing ``fasteval.lock.json`` beside the data, which later fetches verify
+against. ``HF_ENDPOINT`` (a mirror), ``HF_HUB_OFFLINE`` and ``HF_TOKEN`` are honoured. When the
+hub cannot be reached, ``FetchError`` says in one line what to do, and which repository to get
+and where each file goes, so the files can be copied by hand.
 
 | name | source | after fetch, ``suites[].options.path`` |
 |---|---|---|
@@ -36,7 +38,6 @@ them at run time under ``texts: reference``) are fetched with ``git`` at a pinne
 
 from __future__ import annotations
 
-import importlib
 import os
 import shutil
 import subprocess
@@ -44,7 +45,11 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fasteval.suites.hub.lock import DataLock
+    from fasteval.suites.hub.settings import HubSettings
 
 from fasteval.core.errors import BadInput, UsageError
 
@@ -133,9 +138,12 @@ the shipped configs (``configs/*.yaml``, paths relative to their folder: ``../da
 
 
 def default_dest(name: str) -> Path:
-    """The folder the shipped configs read benchmark ``name`` from (the checkout's data/, else ./data/)."""
-    root = Path(__file__).resolve().parents[1]
-    base = root if (root / "configs").is_dir() else Path.cwd()
+    """The folder the configs read benchmark ``name`` from: ``data/`` beside the ``configs/`` of the
+    current folder (a checkout or a project laid out like one), else of fasteval's own checkout,
+    else ``./data/``."""
+    here = Path.cwd()
+    root = Path(__file__).resolve().parents[2]
+    base = here if (here / "configs").is_dir() else root if (root / "configs").is_dir() else here
     return base / DEFAULT_DEST[source(name).name]
 
 
@@ -216,45 +224,89 @@ def source(name: str) -> DatasetSource:
     return DATASETS[key]
 
 
-def _snapshot_download() -> Callable[..., Any] | None:
-    try:
-        module = importlib.import_module("huggingface_hub")
-    except ImportError:
-        return None
-    fn = getattr(module, "snapshot_download", None)
-    return fn if callable(fn) else None
-
-
-def fetch(name: str, dest: Path | None = None, *, revision: str | None = None) -> Path:
+def fetch(name: str, dest: Path | None = None, *, revision: str | None = None, update: bool = False,
+          report: Callable[[str], None] | None = None, settings: HubSettings | None = None,
+          split: str | None = None, subset: str | None = None) -> Path:
     """Download benchmark ``name`` into ``dest`` and return the path to put in the config.
 
-    Needs ``huggingface_hub`` and a network; without them (or for VistaHop, which is not on the
-    hub) raises ``FetchError`` naming the repository and where to put the files by hand.
+    Files already there that match the lock file are kept (no network needed); missing ones are
+    downloaded (a partial one resumed) and checked. Raises ``FetchError`` with one line saying
+    what went wrong and how to get the files by hand (VistaHop, which is not on the hub, always).
     """
     if name.lower() in REFERENCE_REPOS:
         return fetch_reference(name.lower(), Path(dest) if dest is not None else Path("data"), revision=revision)
+    if name.startswith("hf://"):
+        return fetch_hub_source(name, dest, revision=revision, split=split, subset=subset, report=report)
     src = source(name)
     dest = Path(dest) if dest is not None else default_dest(name)
     manual = src.manual.format(dest=dest)
+    hint = src.path_hint.format(dest=dest)
     if src.hub != "huggingface":
         raise FetchError(f"{src.name}: cannot be fetched automatically ({src.hub} {src.repo_id}): {manual}; "
-                         f"then set the suite's path option to {src.path_hint.format(dest=dest)}")
-    download = _snapshot_download()
-    if download is None:
-        raise FetchError(f"{src.name}: huggingface_hub is not installed (pip install huggingface_hub), so the "
-                         f"dataset {src.repo_id} cannot be downloaded here. By hand: {manual}; then set the "
-                         f"suite's path option to {src.path_hint.format(dest=dest)}")
-    dest.mkdir(parents=True, exist_ok=True)
+                         f"then set the suite's path option to {hint}")
+    # Here, not at the top: the table above is read by ``--help`` and the config checks.
+    from fasteval.suites.hub.fetcher import folder_lock
+    from fasteval.suites.hub.lock import DataLock, LockError, read_lock
+    from fasteval.suites.hub.loop_thread import run_blocking
+    from fasteval.suites.hub.settings import HubError, HubSettings
+
+    settings = settings or HubSettings.from_env()
     try:
-        for repo_id, sub in src.parts or ((src.repo_id, ""),):
-            download(repo_id=repo_id, repo_type="dataset", revision=revision, local_dir=str(dest / sub),
-                     allow_patterns=list(src.allow_patterns))
-    except Exception as e:  # network, auth (gated dataset), missing revision: all end the same way
-        raise FetchError(f"{src.name}: downloading the dataset {src.repo_id} failed ({type(e).__name__}: {e}). "
-                         f"By hand: {manual}") from e
+        with folder_lock(dest):
+            lock = read_lock(dest) or DataLock(src.name)
+            run_blocking(_fetch_parts(src, dest, lock, settings, revision, update, report))
+    except (HubError, LockError) as e:
+        raise FetchError(f"{src.name}: {e}. By hand: {manual}") from None
+    except OSError as e:
+        raise FetchError(f"{src.name}: cannot write to {dest} ({e.strerror or e})") from None
     if src.name == "tirbench":
         _unzip_images(dest)
-    return Path(src.path_hint.format(dest=dest))
+    return Path(hint)
+
+
+def fetch_hub_source(uri: str, cache_dir: Path | None = None, *, revision: str | None = None,
+                     split: str | None = None, subset: str | None = None,
+                     report: Callable[[str], None] | None = None) -> Path:
+    """Put a ``jsonl`` suite's ``hf://datasets/...`` split into the data cache now (on a login node
+    with a network, say, for compute nodes that run with HF_HUB_OFFLINE=1); returns the commit's
+    folder in the cache. Images the rows name by path (rather than embed) are fetched when the rows
+    load: ``fasteval run CONFIG --dry-run`` with the network fetches them too."""
+    from fasteval.suites.hub.datasets import HubDataset, parse_source, split_files
+    from fasteval.suites.hub.loop_thread import LoopThread
+    from fasteval.suites.hub.settings import HubError, data_cache_root
+
+    try:
+        hub_source = parse_source(uri)
+    except ValueError as e:
+        raise FetchError(str(e)) from None
+    with LoopThread() as loop:
+        dataset = HubDataset(hub_source, Path(cache_dir) if cache_dir else data_cache_root(), loop,
+                             revision=revision, report=report)
+        try:
+            files = split_files(dataset.resolve(), split, subset)
+            dataset.fetch(files)
+        except (HubError, ValueError) as e:
+            raise FetchError(f"{uri}: {e}") from None
+        finally:
+            dataset.close()
+    if report is not None:
+        report(f"{uri}: commit {dataset.commit[:12]}, {len(files)} data file(s) in the cache")
+    return dataset.folder
+
+
+async def _fetch_parts(src: DatasetSource, dest: Path, lock: DataLock, settings: HubSettings, revision: str | None,
+                       update: bool, report: Callable[[str], None] | None) -> None:
+    """Each repository of the benchmark in turn, the lock rewritten after each one that completes."""
+    from fasteval.suites.hub.client import HubClient
+    from fasteval.suites.hub.fetcher import FetchPlan, fetch_repo
+    from fasteval.suites.hub.lock import write_lock
+
+    async with HubClient(settings) as hub:
+        for repo_id, sub in src.parts or ((src.repo_id, ""),):
+            plan = FetchPlan(repo_id, revision, dest / sub if sub else dest, sub, src.allow_patterns, update)
+            entry = await fetch_repo(hub, plan, lock.find(repo_id, sub), report or (lambda _: None))
+            lock.put(entry)
+            write_lock(dest, lock)
 
 
 MAX_UNZIP_BYTES = 64 << 30

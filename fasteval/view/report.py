@@ -7,12 +7,12 @@ mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks
 
 from __future__ import annotations
 
-import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fasteval.core.headline import over_seeds
 from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import RunIndex, open_index
@@ -134,9 +134,7 @@ def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str,
     tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=False))
     # The part batch APIs billed (priced at the batch factor), shown only for groups that batched.
     tokens.update((k, v) for k, v in zip(BATCH_TOKEN_COLUMNS, token_sums[len(TOKEN_FIELDS):], strict=True) if v)
-    seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
-    mean = statistics.fmean(seed_means) if seed_means else None
-    std = statistics.stdev(seed_means) if len(seed_means) > 1 else 0.0 if seed_means else None
+    seed_means, mean, std = over_seeds(by_seed)  # the one headline rule (the trackers log it too)
     # Tasks in id order: the CI must not depend on the order records were written (shards, merge).
     per_task = [sum(v) / len(v) for _, v in sorted(by_task.items())]
     ci = bootstrap_ci(per_task)

@@ -23,6 +23,7 @@ PACKAGES = ("fasteval", "providers", "sandbox", "cache")
 LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("=fasteval", "fasteval.api", "fasteval.cli", "fasteval.slurm"),),  # the face
     (("fasteval.engine",), ("fasteval.view",)),
+    (("fasteval.trackers",),),  # the experiment trackers: the sweep's live log_to and export --to share them
     (("fasteval.config",),),
     (("fasteval.suites",),),
     (("fasteval.tools",),),

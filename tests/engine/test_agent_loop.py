@@ -50,6 +50,10 @@ async def test_native_tool_calls_solve_demo_tasks_including_multi_turn(tmp_path:
     by_round = traj["prompt_tokens_by_round"]  # every request's prompt, not only a per-turn sum
     assert len(by_round) == multi[0]["rounds"] and sum(by_round) == multi[0]["usage"]["prompt_tokens"]
     assert by_round == sorted(by_round) and by_round[0] < by_round[-1]  # a growing history
+    completions = traj["completion_tokens_by_round"]  # each request's reply, for per-step metrics (ATIF)
+    assert len(completions) == len(by_round) and sum(completions) == multi[0]["usage"]["completion_tokens"]
+    turns = traj["turn_by_round"]  # which user turn each request belongs to
+    assert len(turns) == len(by_round) and turns == sorted(turns) and set(turns) == {0, 1}
     names = [c["name"] for c in traj["tool_calls"]]
     assert names[:2] == ["image_zoom_in_tool", "calculator"] and names[-1] == "calculator"
     zoom = traj["tool_calls"][0]

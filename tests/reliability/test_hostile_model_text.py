@@ -46,6 +46,9 @@ def test_no_pattern_reads_tagged_text_with_a_lazy_dot_star() -> None:
 _PARSE_ALL = textwrap.dedent('''
     from fasteval.engine.run.agent import parse_text_tool_call
     from fasteval.suites.mcq.matching import answer_span, fixed_choice, lmms_eval_letter
+    from fasteval.suites.scorers.judged import read_verdict
+    from fasteval.suites.scorers.numeric import read_numbers, reference_number
+    from fasteval.suites.scorers.reading import Normalise
     from fasteval.suites.mme_realworld.scoring import vlmevalkit_letter
     from fasteval.suites.treebench.boxes import lenient_boxes, vlmevalkit_iou
     from fasteval.suites.treebench.scoring import reference_letter
@@ -59,7 +62,8 @@ _PARSE_ALL = textwrap.dedent('''
 
     size = 200_000
     units = ["<grounding>", '<grounding>{"bbox_2d": [0.1,', "<answer>", "<tool_call>", "<think>", "<box>",
-             "score:" + " " * 1000, "convertScaleAbs(", "```", "answer is ", "(A) ", " ", "<judge>"]
+             "score:" + " " * 1000, "convertScaleAbs(", "```", "answer is ", "(A) ", " ", "<judge>",
+             "1,000,", "0.5 kg ", "- 1.5e", "verdict: ", "Reason: "]
     mini = [MiniO3Protocol(f, MiniO3Texts("s", lambda a, o: "", lambda e: e)) for f in ("reference", "fixed")]
     deep = DeepEyesProtocol("reference", DeepEyesTexts("s", "f"))
     options = {"A": "a", "B": "b", "C": "c", "D": "d"}
@@ -74,6 +78,8 @@ _PARSE_ALL = textwrap.dedent('''
             reference_letter("vlmevalkit", text, "A"); extract_answer(text); parse_judge_verdict(text)
             fixed_answer(text); fixed_reading(text); reference_answer([text]); reference_reading(text)
             classify_image_ops(text); pred_ans(text); strip_think(text)
+            read_numbers(text); reference_number(text); read_verdict(text, True); Normalise(ignore_articles=True,
+                                                                                           ignore_punctuation=True)(text)
             try:
                 parse_verdict(text)
             except JudgeParseError:  # a reply with no JSON: the judge is asked again
@@ -92,4 +98,4 @@ def test_every_parser_reads_adversarial_200kb_replies_within_a_cpu_cap() -> None
     done = subprocess.run([sys.executable, "-c", _PARSE_ALL], capture_output=True, text=True,
                           preexec_fn=_cap_cpu, check=False)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-    assert "parsed 26 replies" in done.stdout
+    assert "parsed 36 replies" in done.stdout

@@ -24,6 +24,7 @@ CONFIG = {
 }
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None,
+            cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*FASTEVAL, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**os.environ, **(env or {})}, cwd=cwd)

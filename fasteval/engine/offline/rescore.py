@@ -44,6 +44,8 @@ def trajectory_from_dict(d: dict[str, Any]) -> Trajectory:
         tool_calls=[ToolCall(**c) for c in d.get("tool_calls") or []],
         usage_by_turn=[Usage(**u) for u in d.get("usage_by_turn") or []],
         prompt_tokens_by_round=list(d.get("prompt_tokens_by_round") or []),
+        completion_tokens_by_round=list(d.get("completion_tokens_by_round") or []),
+        turn_by_round=list(d.get("turn_by_round") or []),
         answers=list(d.get("answers") or []),
         rounds=int(d.get("rounds", 0)),
         termination=d.get("termination", "answered"),

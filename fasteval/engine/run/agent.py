@@ -207,6 +207,8 @@ async def _play_turn(ep: _Episode, traj: Trajectory, turn_index: int) -> Ending:
         traj.rounds += 1
         usage.add(resp.usage)
         traj.prompt_tokens_by_round.append(resp.usage.prompt_tokens)
+        traj.completion_tokens_by_round.append(resp.usage.completion_tokens)
+        traj.turn_by_round.append(turn_index)
         if not resp.tool_calls and resp.finish_reason in _STOPPED:
             return _stopped(ep, traj, resp, turn_index)
         turn = protocol.read(resp)

@@ -32,6 +32,7 @@ from providers import (
     WireArgs,
     make_provider,
 )
+from providers import providers as provider_table
 
 CacheHook = Callable[[ModelClient], ResponseCache]
 """Wraps a client's requests in the response cache (``fasteval.services.response_cache``)."""
@@ -81,8 +82,8 @@ def build_client(name: str, spec: Mapping[str, Any] | EndpointSpec, *, sim_base_
 def _served_provider(name: str, ep: EndpointSpec, resolver: ImageUrlResolver | None, serving: Any) -> Provider:
     """A served model's provider: it routes to replicas, each its own OpenAI-wire provider."""
     if serving is None or not ep.kind.servable:
-        raise ModelConfigError(f"model {name}: 'serve' needs an OpenAI-compatible provider (vllm, sglang, "
-                               f"openai_compat) in a sweep")
+        servable = ", ".join(sorted(n for n, k in provider_table().items() if k.servable))
+        raise ModelConfigError(f"model {name}: 'serve' needs a provider fasteval can serve ({servable}) in a sweep")
     endpoint = serving.endpoint_name(name)
 
     def make(base_url: str) -> Provider:  # each replica's provider decides what it sends (seed)

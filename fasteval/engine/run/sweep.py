@@ -42,6 +42,7 @@ from fasteval.engine.plan import (
     check_setting_selectors,
     load_suite,
     plan,
+    plan_combos,
     plan_totals,
 )
 from fasteval.engine.run.admission import Admission
@@ -54,6 +55,7 @@ from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.engine.steer.steering import Steering
+from fasteval.engine.steer.tracking import Tracking, tracking
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.diskfaults import database_failure, write_failure
 from fasteval.runfolder.index import INDEX, open_index
@@ -196,6 +198,7 @@ class Sweep:
         self._fatal: RuntimeError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writer: RecordWriter | None = None
+        self.tracking: Tracking | None = None
         self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
 
@@ -258,9 +261,11 @@ class Sweep:
         if self.opts.selectors:
             jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
         sel = self.opts.selectors
-        self.ledger.seed(jobs_total, by, already_done(index, by["model"], (sel.suites, sel.settings,
-                                                                            [str(s) for s in sel.seeds]),
-                                                      self.opts.keep_errors))
+        done = already_done(index, by["model"], (sel.suites, sel.settings, [str(s) for s in sel.seeds]),
+                            self.opts.keep_errors)
+        self.ledger.seed(jobs_total, by, done)
+        if self.cfg.log_to is not None:  # the trackers are told each group once all its jobs have a record
+            self.ledger.seed_groups(self._group_totals(runs), done["group"])
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
                                      done=finished):
@@ -271,6 +276,9 @@ class Sweep:
             stack.callback(self._remove_signals)
             stack.callback(index.close)
             await stack.enter_async_context(control_channel(self.steering, self.opts.run_dir))
+            # entered before the writer: closed after its last records are flushed, so the leaderboard has them
+            self.tracking = await stack.enter_async_context(
+                tracking(self.cfg, self.opts.run_dir, read_manifest(self.opts.run_dir) or {}))
             writer = RecordWriter(self.opts.run_dir / RECORDS, fsync=self.cfg.run.fsync,
                                   index=index, on_failure=self._fault)
             self._writer = writer
@@ -330,6 +338,14 @@ class Sweep:
             write_manifest(self.opts.run_dir, manifest)
         except OSError as e:
             raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
+
+    def _group_totals(self, runs: list[SuiteRun]) -> dict[tuple[str, str, str], int]:
+        """The plan's jobs per model × suite × setting (within the selectors)."""
+        out: dict[tuple[str, str, str], int] = {}
+        for (model, suite, setting, _), n in plan_combos(self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                                         self.opts.selectors).items():
+            out[model, suite, setting] = out.get((model, suite, setting), 0) + n
+        return out
 
     def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
         """The services the planned tools require, the cache when roles or the config ask for it."""
@@ -453,6 +469,8 @@ class Sweep:
         if rec.status != "ok":
             control.errored(entry, rec.error_kind or "error")
         writer.write(rec)
+        if self.tracking is not None and (planned := self.ledger.whole(job)) is not None:
+            self.tracking.group_done(job.model, job.suite, job.setting, planned)
 
 
 def _in_loop(loop: asyncio.AbstractEventLoop) -> bool:

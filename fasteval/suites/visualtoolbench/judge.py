@@ -95,13 +95,13 @@ def _find_json_object(text: str) -> dict[str, Any] | None:
         cand = cand.strip()
         try:
             obj = json.loads(cand)
-        except json.JSONDecodeError:
+        except ValueError:  # JSONDecodeError, or an integer past Python's 4,300-digit limit
             start, end = cand.find("{"), cand.rfind("}")
             if start < 0 or end <= start:
                 continue
             try:
                 obj = json.loads(cand[start : end + 1])
-            except json.JSONDecodeError:
+            except ValueError:
                 continue
         if isinstance(obj, dict):
             return obj

@@ -43,6 +43,8 @@ def test_parse_verdict_reads_met_and_not_met(reply: str, met: bool, reason: str)
 @pytest.mark.parametrize("reply", [
     None, "", "Met", '{"explanation": "no verdict"}', '{"judge_result": "Partially Met"}',
     '{"judge_result": true}', "[1, 2]", '{"judge_result": "Met"',
+    # an integer past Python's 4,300-digit limit: json raises a plain ValueError, not JSONDecodeError
+    '{"judge_result": ' + "9" * 5000 + "}", 'The verdict: {"x": ' + "9" * 5000 + "} ok",
 ])
 def test_unreadable_replies_raise_instead_of_not_met(reply: str | None) -> None:
     with pytest.raises(JudgeParseError):
