@@ -119,8 +119,8 @@ def _print_error_summary(result: SweepResult) -> None:
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
 
 
-def _internal_error(e: Exception, run_dir: Path) -> int:
-    """One line on the terminal; the traceback went to run.log only (``_RunLog.held``)."""
+def internal_error(e: Exception, run_dir: Path) -> int:
+    """One line on the terminal; the traceback went to run.log only (``RunLog.held``)."""
     print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
           f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / RUN_LOG)}, "
           "please report it", file=sys.stderr)
@@ -135,7 +135,7 @@ class _TerminalFilter(logging.Filter):
         return record.levelno >= logging.ERROR
 
 
-class _RunLog:
+class RunLog:
     """run.log and a quiet terminal for as long as the sweep holds the run folder's lock.
 
     ``held`` is ``api.run_planned``'s ``while_held``: opened after the lock, so a refused second
@@ -262,7 +262,7 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
     from fasteval.core.errors import PreflightFailed, UsageError
     from fasteval.engine.run.sweep import SweepIncomplete
 
-    log = _RunLog()
+    log = RunLog()
     try:
         if a.watch:
             return uvloop.run(_watched(a, cfg, opts, log))
@@ -299,7 +299,7 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
     except Exception as e:
         if e is not log.bug:  # a bug before run.log: cli/main.py prints its traceback
             raise
-        return _internal_error(e, opts.run_dir)
+        return internal_error(e, opts.run_dir)
     seen.result = result
     return _print_finished(result, opts.run_dir)
 
@@ -319,7 +319,7 @@ def _print_finished(result: SweepResult, run_dir: Path) -> int:
     return result.exit_code()
 
 
-async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, log: _RunLog) -> int:
+async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, log: RunLog) -> int:
     """``--watch`` on ``run_planned``'s path: the same preflight, claimed folder and run.log; each
     round is one sweep through the claimed folder."""
     from fasteval.api import claimed_run_folder
