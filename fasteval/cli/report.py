@@ -33,15 +33,17 @@ def cmd_report(a: argparse.Namespace) -> int:
         from fasteval.cli.leaderboard import print_leaderboard
 
         return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
-    if a.format == "markdown" or (a.format == "csv" and a.series is None):
-        print("error: --format csv is for --leaderboard or --series, markdown for --leaderboard", file=sys.stderr)
+    if a.format == "markdown" and a.series is not None:
+        print("error: --series takes --format table, json or csv", file=sys.stderr)
         return EXIT_USAGE
     rep = report(run_dir)
     if a.series is not None:
         return _print_series(rep, a.series, a.format)
-    if a.format == "csv":
-        print("error: --format csv gives a learning curve: name the series with --series NAME", file=sys.stderr)
-        return EXIT_USAGE
+    if a.format in ("csv", "markdown"):
+        from fasteval.view.report_formats import report_csv, report_markdown
+
+        sys.stdout.write(report_csv(rep) if a.format == "csv" else report_markdown(rep))
+        return EXIT_OK
     if a.format == "json":
         print_json(rep)
         return EXIT_OK
@@ -202,8 +204,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help=HELP["report"])
     p.add_argument("run_dir")
     p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
-                   help="csv: with --leaderboard, or with --series (one line per suite, setting and step); "
-                        "markdown: with --leaderboard")
+                   help="csv and markdown: a line per model × suite × setting (with --leaderboard: per model; "
+                        "with --series, csv: per suite, setting and step)")
     p.add_argument("--series", metavar="NAME", help="only this series' learning curve (score and tool calls by step)")
     p.add_argument("--leaderboard", action="store_true",
                    help="one row per model, one column per suite, published numbers beside ours")

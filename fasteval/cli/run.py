@@ -78,10 +78,13 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
         return exit_code_for(e)
     t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
                           f"{pv.total - pv.resumed} to run"))
-    for col in ("model", "suite", "setting", "seed", "jobs"):
-        t.add_column(col, justify="right" if col in ("seed", "jobs") else "left")
-    for (m, su, st, sd), n in pv.groups.items():
-        t.add_row(plain(m), plain(su), plain(st), plain(sd), plain(n))
+    for col in ("model", "suite", "setting", "seeds", "jobs"):
+        t.add_column(col, justify="right" if col in ("seeds", "jobs") else "left")
+    groups: dict[tuple[str, str, str], dict[int, int]] = {}
+    for (m, su, st, sd), n in pv.groups.items():  # a row per group, its seeds in one cell (JSON keeps each)
+        groups.setdefault((m, su, st), {})[sd] = n
+    for (m, su, st), by_seed in groups.items():
+        t.add_row(plain(m), plain(su), plain(st), plain(seed_list(sorted(by_seed))), plain(sum(by_seed.values())))
     console().print(t)
     _print_series(cfg)
     f = Table(title="first jobs to run")
@@ -91,6 +94,13 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
         f.add_row(*(plain(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
     console().print(f)
     return EXIT_OK
+
+
+def seed_list(seeds: list[int]) -> str:
+    """``0-4`` for a run of seeds, ``0,2,5`` otherwise: the plan's seeds in one cell."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(str(x) for x in seeds)
 
 
 def _print_series(cfg: SweepConfig) -> None:
@@ -355,12 +365,13 @@ async def _watch(a: argparse.Namespace, opts: RunOptions, sweep: RunSweep) -> in
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("run", help=HELP["run"])
-    r.add_argument("config")
-    r.add_argument("--run-dir")
+    r.add_argument("config", help="the sweep config (YAML; docs/config.md)")
+    r.add_argument("--run-dir", help="where records go (default runs/<config file name>; a shard's own folder)")
     r.add_argument("--shard", help="i/n: run only this deterministic share of the jobs")
     r.add_argument("--shard-by", choices=["job", "model"], default="job",
                    help="spread jobs by hash (default) or give each shard whole models")
-    r.add_argument("--max-concurrency", type=int)
+    r.add_argument("--max-concurrency", type=int, metavar="N",
+                   help="jobs in flight at once (instead of the config's run.max_concurrency)")
     r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")

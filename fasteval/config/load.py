@@ -230,9 +230,9 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
             suites.append(check_suite(entry, ("suites", i), src, problems, base))
     check_published(raw.get("published"), src, problems)
     if problems:
-        n = len(problems.items)
-        raise ConfigError(f"{p}: {n} problem{'s' if n > 1 else ''}:\n  " + "\n  ".join(problems.items),
-                          problems.items)
+        items = problems.in_file_order()
+        raise ConfigError(f"{p}: {len(items)} problem{'s' if len(items) > 1 else ''}:\n  " + "\n  ".join(items),
+                          items)
     seeds_raw = raw.get("seeds", [0])
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
     return SweepConfig(raw=raw, path=p, models=[EndpointSpec.of(str(m["name"]), m) for m in models],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -187,6 +188,21 @@ class Problems:
 
     def __bool__(self) -> bool:
         return bool(self.items)
+
+    def in_file_order(self) -> list[str]:
+        """The problems as the file reads, top to bottom (checks run by topic, not by line); files in
+        the order they were first named, a problem without a line first in its file."""
+        files: dict[str, int] = {}
+
+        def key(item: str) -> tuple[int, int]:
+            m = _WHERE.match(item)
+            file, line = (m.group(1), int(m.group(2))) if m else (item.split(": ", 1)[0], 0)
+            return files.setdefault(file, len(files)), line
+
+        return sorted(self.items, key=key)
+
+
+_WHERE = re.compile(r"^(.+?):(\d+): ")
 
 
 _PY_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "path": (str,), "int": (int,), "float": (int, float),
