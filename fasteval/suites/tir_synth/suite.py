@@ -88,8 +88,11 @@ class TIRSynth(Suite):
 
     @classmethod
     def aggregate(cls, records: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """Both rules side by side (mean ± std over seeds) overall and per task type, as the
-        multiple-choice suites show them: the gap is what nearest-letter snapping adds."""
+        """Both rules side by side (mean ± std over seeds) overall and per multiple-choice task type
+        (where they can differ), as the multiple-choice suites show them: the gap is what
+        nearest-letter snapping adds."""
         if not records:
             return None
-        return {**both(records), "by_task_type": grouped(records, lambda r: meta(r, "task_type"))}
+        choice = grouped(records, lambda r: meta(r, "task_type")
+                         if (r.get("score_details") or {}).get("rule") == "choice" else None)
+        return {**both(records, per_seed=False), "multiple_choice_by_task_type": choice}

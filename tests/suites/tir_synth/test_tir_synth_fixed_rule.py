@@ -62,6 +62,6 @@ def test_report_and_leaderboard_show_both_rules(tmp_path: Path, capsys: pytest.C
     tables = row["suite_metrics"]
     assert tables["fixed"] == 0.0 and tables["reference"] > 0.0, tables
     assert row["mean"] == tables[fidelity]  # the headline is the setting's rule
-    assert set(tables["by_task_type"]) == set(MC_TYPES)
+    assert set(tables["multiple_choice_by_task_type"]) == set(MC_TYPES)
     assert main(["report", str(tmp_path / "run"), "--leaderboard"]) == 0
     assert "fixed 0.0 ± 0.0, ref " in capsys.readouterr().out
