@@ -9,12 +9,16 @@ it), and whether one runs now from its control socket. No record is read.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from fasteval.runfolder.control import sweep_answers
 from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.records import read_manifest
+
+_WHY_NOISE = re.compile(r"^incomplete: |;? *rerun (the same command )?to continue$")
+"""What the terminal's line of an incomplete sweep says that the partial-run line says itself."""
 
 _ENDINGS = {
     "interrupted": "the last sweep was interrupted (Ctrl-C or SIGTERM)",
@@ -72,8 +76,8 @@ def _last_ending(run_dir: Path, manifest: dict[str, Any]) -> tuple[str, str | No
     if sweep_answers(run_dir):
         return "running", None
     if isinstance(ended, dict) and ended.get("how") in _ENDINGS:
-        why = ended.get("why")
-        return str(ended["how"]), str(why) if why else None
+        why = _WHY_NOISE.sub("", str(ended.get("why") or "")).strip(" ;")
+        return str(ended["how"]), why or None
     return "killed", None
 
 
