@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from fasteval.core.errors import OutOfDescriptors, descriptor_fault
 from providers.base import ProviderError
 
 log = logging.getLogger("fasteval.breaker")
@@ -48,11 +49,17 @@ class EndpointUnreachable(ProviderError):
         return str(self.args[0])
 
 
-def connection_error(exc: BaseException, where: str) -> EndpointUnreachable:
-    """One readable line for a connection failure (the raw exception goes to run.log)."""
+def connection_error(exc: BaseException, where: str) -> EndpointUnreachable | OutOfDescriptors:
+    """One readable line for a connection failure (the raw exception goes to run.log).
+
+    A socket that could not be made because this process is out of file descriptors is no fault
+    of the endpoint's: OutOfDescriptors, which the sweep turns into a clean stop.
+    """
     import aiohttp  # here: suites and reports import this module without ever connecting
 
     log.info("connection to %s failed: %r", where, exc)
+    if (fault := descriptor_fault(exc)) is not None:
+        return OutOfDescriptors(fault, "opening a connection")
     if isinstance(exc, aiohttp.ClientConnectorError):
         addr = f"{exc.host}:{exc.port}"
         os_err = exc.os_error

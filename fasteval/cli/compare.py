@@ -44,6 +44,8 @@ def _pick(run: Path, wanted: str | None, hint: str | None, models: list[str]) ->
         return wanted
     if hint is not None and hint in models:
         return hint
+    if not models:
+        raise CompareError(f"{run} has no records yet: nothing to compare")
     if len(models) == 1:
         return models[0]
     raise CompareError(f"{run} has several models ({', '.join(models)}): name one as {run}:MODEL")

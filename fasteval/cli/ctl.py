@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.cli.commands import HELP
-from fasteval.core.errors import NoSweepRunning
+from fasteval.core.errors import ControlAnswerUnreadable, NoSweepRunning
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean
 from fasteval.runfolder.control import ask
@@ -59,18 +59,28 @@ def cmd_ctl(a: argparse.Namespace) -> int:
     request = request_of(a)  # a malformed KEY=VALUE is a UsageError: one line, exit 2 (cli/main.py)
     try:
         answer = ask(Path(a.run_dir), request)
-    except NoSweepRunning as e:
+        lines = [] if a.json else readable_lines(Path(a.run_dir), answer)
+    except (NoSweepRunning, ControlAnswerUnreadable) as e:
         if a.json:
-            print_json({"ok": False, "running": False, "error": str(e)})
+            print_json({"ok": False, "running": isinstance(e, ControlAnswerUnreadable), "error": str(e)})
         else:
             print(f"error: {clean(e)}", file=sys.stderr)
         return exit_code_for(e)
     if a.json:
         print_json(answer)
     else:
-        for line in answer_lines(answer):
+        for line in lines:
             print(line)
     return EXIT_OK if answer.get("ok") else EXIT_USAGE
+
+
+def readable_lines(run_dir: Path, answer: dict[str, Any]) -> list[str]:
+    """``answer_lines``, or ControlAnswerUnreadable when the answer lacks what they show (another version)."""
+    try:
+        return answer_lines(answer)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise ControlAnswerUnreadable(f"the sweep in {run_dir} answered without the fields this fasteval "
+                                      f"shows ({type(e).__name__}: {e}): is it another fasteval version?") from None
 
 
 def answer_lines(answer: dict[str, Any]) -> list[str]:
@@ -82,9 +92,11 @@ def answer_lines(answer: dict[str, Any]) -> list[str]:
     lines = [clean(f"{c.get('what')}: {c.get('old')} -> {c.get('new')}") for c in answer.get("changes") or []]
     for key in ("requeued", "cancelled"):
         if key in answer:
-            lines.append(f"{key} {answer[key]} jobs")
+            lines.append(clean(f"{key} {answer[key]} jobs"))
     if lines and answer.get("lasts"):  # ``set``: how long the change holds
         lines.append(clean(f"({answer['lasts']})"))
+    if answer.get("warning"):
+        lines.append(clean(f"warning: {answer['warning']}"))
     return lines or ["no change"]
 
 

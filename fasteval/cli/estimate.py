@@ -83,7 +83,7 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
     import uvloop
 
     from fasteval.api import run_planned
-    from fasteval.cli.run import RunLog, internal_error
+    from fasteval.cli.run_log import RunLog, internal_error
     from fasteval.core.errors import PreflightFailed
     from fasteval.engine.forecast.estimate import estimate
     from fasteval.engine.run.sweep import SweepIncomplete
@@ -175,6 +175,9 @@ def _table(cfg: SweepConfig, opts: RunOptions, est: Estimate) -> None:
         wall = f"at least {wall}"  # some rows had no seconds per request to go on
     console().print(plain(f"wall time: {wall} under run.max_concurrency {est.global_cap}"
                           + ("" if est.wall_s is not None else " (no evidence: --estimate-from RUN or --pilot N)")))
+    for source, n in est.refused.items():
+        console().print(plain(f"--estimate-from {source}: {n} jobs' rows left out: values no run produces (negative "
+                              "or absurd token counts, rounds or seconds: a damaged or edited run folder)"))
     if est.unloaded:
         console().print(plain(f"{est.unloaded} jobs have a task that did not load: they become error records and "
                               "send nothing (`--dry-run` without --estimate lists the plan)"))

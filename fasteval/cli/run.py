@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
-import logging
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,9 +14,9 @@ from rich.table import Table
 
 from fasteval.cli.commands import HELP
 from fasteval.cli.common import console, print_config_error, print_error, print_pending, private_run_files
+from fasteval.cli.run_log import RunLog, internal_error
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
-    EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
     RunIncomplete,
@@ -28,8 +24,7 @@ from fasteval.core.exitcodes import (
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
-from fasteval.runfolder.diskfaults import RunLogHandler, shown, unwritable_run_dir
-from fasteval.runfolder.names import RUN_LOG
+from fasteval.runfolder.diskfaults import shown
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -127,72 +122,6 @@ def _print_error_summary(result: SweepResult) -> None:
         for kind, (count, example) in sorted(kinds.items(), key=lambda kv: -kv[1][0]):
             t.add_row(plain(model), plain(kind), plain(count), plain(redact_text(str(example))[:200]))
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
-
-
-def internal_error(e: Exception, run_dir: Path) -> int:
-    """One line on the terminal; the traceback went to run.log only (``RunLog.held``)."""
-    print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
-          f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / RUN_LOG)}, "
-          "please report it", file=sys.stderr)
-    return exit_code_for(e)
-
-
-class _TerminalFilter(logging.Filter):
-    """During a run the terminal shows only errors; warnings (ours and third-party libraries',
-    e.g. math_verify's timeout notice) go to run.log, where they do not tear the live panel."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
-
-
-class RunLog:
-    """run.log and a quiet terminal for as long as the sweep holds the run folder's lock.
-
-    ``held`` is ``api.run_planned``'s ``while_held``: opened after the lock, so a refused second
-    run writes nothing. ``opened`` and ``bug`` tell the CLI where a Ctrl-C or an exception ended.
-    """
-
-    def __init__(self) -> None:
-        self.opened = False
-        self.bug: Exception | None = None
-        """A bug of ours whose traceback went to run.log (the terminal gets one line)."""
-
-    @contextlib.contextmanager
-    def held(self, run_dir: Path) -> Iterator[None]:
-        try:
-            handler = RunLogHandler(run_dir / RUN_LOG)
-        except OSError as e:
-            raise unwritable_run_dir(e, run_dir) from e
-        self.opened = True
-        root = logging.getLogger()
-        root.addHandler(handler)
-        ours = logging.getLogger("fasteval")
-        old_level = ours.level
-        ours.setLevel(logging.INFO)  # breaker and job failures in full in run.log; third parties stay at WARNING
-        quiet = _TerminalFilter()
-        terminal = [h for h in root.handlers if h is not handler]
-        for h in terminal:
-            h.addFilter(quiet)
-        logging.captureWarnings(True)
-        # Long sweeps hold many small live objects; the default GC thresholds rescan them thousands of
-        # times a second. Freeze what startup built and collect young objects less often.
-        gc.freeze()
-        gc.set_threshold(50_000, 50, 100)
-        try:
-            yield
-        except Exception as e:
-            if exit_code_for(e) == EXIT_INTERNAL:  # a bug of ours: its traceback in run.log, the folder kept
-                self.bug = e
-                handler.handle(ours.makeRecord("fasteval", logging.ERROR, __file__, 0, "internal error: %s",
-                                               (type(e).__name__,), sys.exc_info()))
-            raise
-        finally:
-            logging.captureWarnings(False)
-            for h in terminal:
-                h.removeFilter(quiet)
-            ours.setLevel(old_level)
-            root.removeHandler(handler)
-            handler.close()
 
 
 class _Started:

@@ -17,8 +17,8 @@ from typing import Any
 
 import orjson
 
-from fasteval.cli.ctl import add_ctl_commands, answer_lines, request_of
-from fasteval.core.errors import BadInput, NoSweepRunning
+from fasteval.cli.ctl import add_ctl_commands, readable_lines, request_of
+from fasteval.core.errors import BadInput, ControlAnswerUnreadable, NoSweepRunning
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 from fasteval.runfolder.control import ask
@@ -101,7 +101,7 @@ def gather(run_dir: Path, request: dict[str, Any]) -> list[dict[str, Any]]:
                     raise
                 row["answer"] = _through_srun(running[i], shard, request)  # on another node
             row["running"] = True
-        except NoSweepRunning as e:
+        except (NoSweepRunning, ControlAnswerUnreadable) as e:
             row.update(running=False, error=str(e))
         rows.append(row)
     return rows
@@ -119,7 +119,12 @@ def cmd_slurm_ctl(a: argparse.Namespace) -> int:
                 print(clean(f"shard {row['shard']}: not running ({row['error']})"))
                 continue
             print(f"shard {row['shard']}:")
-            for line in answer_lines(row["answer"]):
+            try:
+                lines = readable_lines(Path(row["run_dir"]), row["answer"])
+            except ControlAnswerUnreadable as e:
+                lines = [clean(f"error: {e}")]
+                row["answer"] = {"ok": False}
+            for line in lines:
                 print("  " + line)
     answered = [r for r in rows if r["running"]]
     if not answered:

@@ -39,8 +39,10 @@ CHECKPOINT_OPTIONS: dict[str, Opt] = {
 }
 """The ``checkpoints:`` block of a model entry (checked by the strict config validator)."""
 
-_STEP_NAMES = (re.compile(r"^checkpoint-(\d+)$"), re.compile(r"^global_step_(\d+)$"),
-               re.compile(r"^iter_(\d+)$"), re.compile(r"^step[-_](\d+)$"))
+# ASCII digits only, the whole name (``fullmatch``): ``\d`` takes ``checkpoint-٣`` as step 3 and
+# ``$`` a name ending in a newline; a trainer writes neither.
+_STEP_NAMES = (re.compile(r"checkpoint-([0-9]+)"), re.compile(r"global_step_([0-9]+)"),
+               re.compile(r"iter_([0-9]+)"), re.compile(r"step[-_]([0-9]+)"))
 _HF_PLACES = ("", "actor/huggingface", "huggingface")
 """Where a step folder keeps its HF files: itself (HF Trainer), or verl's ``actor/huggingface``."""
 _INDEXES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -124,7 +126,7 @@ def step_of(folder: Path) -> int | None:
     """The training step in a checkpoint folder's name, or in its parents' (``global_step_N/actor``)."""
     for part in reversed(folder.parts):
         for pattern in _STEP_NAMES:
-            m = pattern.match(part)
+            m = pattern.fullmatch(part)
             if m:
                 return int(m.group(1))
     return None
@@ -231,9 +233,24 @@ def expand_series(spec: SeriesSpec, entry: dict[str, Any], ready: Callable[[Path
         if _GLOB_CHARS.search(base) or base == spec.pattern:
             raise SeriesError(f"series {spec.name}: these are LoRA adapters: name the base model in serve.model "
                               "and the adapters in checkpoints.glob")
+        _check_lora_placeholder(spec, entry, taken)
     if spec.newest_first:
         taken.reverse()
     return taken, refused, waiting
+
+
+def _check_lora_placeholder(spec: SeriesSpec, entry: dict[str, Any], adapters: list[Checkpoint]) -> None:
+    """``{lora_modules}`` in a ``serve.command`` is ``name=path,name=path``: a path holding ',' or '='
+    (``/ckpts/lr=1e-4,bs=32/checkpoint-100``) would reach the server as other adapters. Refused here,
+    naming the folder; vLLM's own command (no ``serve.command``) passes such paths in its JSON form."""
+    command = (entry.get("serve") or {}).get("command")
+    if not isinstance(command, list) or not any("{lora_modules}" in str(part) for part in command):
+        return
+    for c in adapters:
+        if "," in str(c.model_dir) or "=" in str(c.model_dir):
+            raise SeriesError(f"series {spec.name}: the adapter folder {str(c.model_dir)!r} holds ',' or '=', which "
+                              "{lora_modules} (name=path,...) cannot carry: rename or link the folder, or drop "
+                              "serve.command (vLLM's default command passes it as JSON)")
 
 
 def is_adapter(model_dir: Path) -> bool:
@@ -258,4 +275,4 @@ def series_entry(entry: dict[str, Any], ckpt: Checkpoint) -> dict[str, Any]:
 def series_of(model: str) -> tuple[str, int] | None:
     """(series, step) of a model name ``run7@2000``, or None for a model outside any series."""
     head, sep, tail = model.rpartition(SERIES_SEP)
-    return (head, int(tail)) if sep and head and tail.isdigit() else None
+    return (head, int(tail)) if sep and head and tail.isascii() and tail.isdigit() else None

@@ -6,6 +6,8 @@ the config loader (which imports the suites and tools: a cycle, before this modu
 
 from __future__ import annotations
 
+import errno
+
 
 class UsageError(Exception):
     """What every error the user can fix before anything runs shares: one line, exit 2.
@@ -68,6 +70,11 @@ class NoSweepRunning(RuntimeError, UsageError):
     """
 
 
+class ControlAnswerUnreadable(RuntimeError, UsageError):
+    """A control socket answered something ``fasteval ctl`` cannot read (not JSON, not an answer object,
+    or one without the fields it shows): a sweep of another version, or not a sweep at all. One line, exit 2."""
+
+
 class ControlRefused(RuntimeError, UsageError):
     """A running sweep's control socket cannot be taken over (another live sweep owns it, or the
     path is not a socket we made): the new sweep refuses to start rather than steal or follow it."""
@@ -90,3 +97,36 @@ class PreflightFailed(ConfigError):
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("preflight: " + "; ".join(problems), problems)
+
+
+DESCRIPTOR_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE})
+"""Out of file descriptors: this process's limit (``ulimit -n``), or the system's."""
+
+
+class OutOfDescriptors(BaseException):
+    """The process (or the system) ran out of file descriptors: a local fault, like a full disk.
+
+    Nothing the job did is wrong and no retry of it can help while the process is at its limit,
+    so no record may blame it (an image that "cannot be encoded", an internal error). A
+    BaseException, like EndpointDown, on purpose: the catch-alls that turn a tool's or a judge's
+    failure into a value on the record let it by, and the sweep stops with one line and exit 3.
+    """
+
+    def __init__(self, error: OSError, where: str = "") -> None:
+        super().__init__(f"out of file descriptors{f' ({where})' if where else ''}: {error.strerror or error}")
+        self.error = error
+        self.where = where
+
+
+def descriptor_fault(exc: BaseException | None) -> OSError | None:
+    """The EMFILE / ENFILE behind ``exc`` (itself, or what caused it, a few links down), else None."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in DESCRIPTOR_ERRNOS:
+            return exc
+        inner = getattr(exc, "os_error", None)  # aiohttp's connector errors carry the socket's error
+        if isinstance(inner, OSError) and inner.errno in DESCRIPTOR_ERRNOS:
+            return inner
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -21,6 +21,8 @@ run manifest and the config hash covers the switch.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -115,8 +117,8 @@ def processor_from_checkpoint(folder: Path) -> ProcessorResize:
     if not path.exists() and nested.exists():
         path = nested  # transformers 5 saves the image processor inside the processor's config
     try:
-        cfg = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
+        cfg = json.loads(_read_small(path))
+    except (OSError, ValueError, RecursionError) as e:
         raise ValueError(f"image_resize: auto reads {path}, which cannot be read ({e})") from None
     if isinstance(cfg, dict) and path is nested:
         cfg = cfg.get("image_processor")
@@ -128,11 +130,15 @@ def processor_from_checkpoint(folder: Path) -> ProcessorResize:
         if kind in _LONGEST_EDGE_PROCESSORS:
             tile: dict[str, Any] = cfg["max_image_size"] if isinstance(cfg.get("max_image_size"), dict) else {}
             edge = size["longest_edge"] if cfg.get("do_image_splitting", True) else tile["longest_edge"]
-            return ProcessorResize(kind, 1, 1, _MAX_IMAGE_SIZE ** 2, longest_edge=_positive(edge, "longest_edge"))
+            return ProcessorResize(kind, 1, 1, _MAX_IMAGE_SIZE ** 2,
+                                   longest_edge=_positive(edge, "longest_edge", path, _MAX_IMAGE_SIZE))
         if kind in _SMART_RESIZE_PROCESSORS:
-            factor = _positive(cfg["patch_size"], "patch_size") * _positive(cfg.get("merge_size", 2), "merge_size")
-            low = _positive(cfg.get("min_pixels") or size["shortest_edge"], "min_pixels")
-            high = _positive(cfg.get("max_pixels") or size["longest_edge"], "max_pixels")
+            factor = (_positive(cfg["patch_size"], "patch_size", path, _MAX_FACTOR)
+                      * _positive(cfg.get("merge_size", 2), "merge_size", path, _MAX_FACTOR))
+            low = _positive(cfg.get("min_pixels") or size["shortest_edge"], "min_pixels", path, _MAX_PIXELS)
+            high = _positive(cfg.get("max_pixels") or size["longest_edge"], "max_pixels", path, _MAX_PIXELS)
+            if low > high:
+                raise ValueError(f"image_resize: auto: {path} has min_pixels {low} above max_pixels {high}")
             return ProcessorResize(kind, factor, low, high)
     except KeyError as e:
         raise ValueError(f"image_resize: auto: {path} ({kind}) has no {e}") from None
@@ -141,10 +147,48 @@ def processor_from_checkpoint(folder: Path) -> ProcessorResize:
                      f"in {path} (known: {known}); name a preset or factor/min_pixels/max_pixels instead")
 
 
-def _positive(raw: Any, key: str) -> int:
+_CONFIG_MAX_BYTES = 1 << 20
+"""A processor config is a few hundred bytes; past a MiB it is not one (and is not read)."""
+_MAX_FACTOR = 1024
+"""patch_size and merge_size (14 and 2 for Qwen2.5-VL, 16 and 2 for Qwen3-VL)."""
+_MAX_PIXELS = 1 << 32
+"""min_pixels and max_pixels: past four gigapixels no processor means it (Qwen3-VL's max is 2**24)."""
+
+
+def _read_small(path: Path) -> str:
+    """A checkpoint's config file as text: a regular file (a link to one, as the Hugging Face cache
+    makes, is fine) of at most ``_CONFIG_MAX_BYTES``. A FIFO would block the load and /dev/zero
+    would never end: both are refused before a byte is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("not a regular file")
+        if st.st_size > _CONFIG_MAX_BYTES:
+            raise ValueError(f"{st.st_size} bytes, more than a processor config's {_CONFIG_MAX_BYTES}")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(_CONFIG_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > _CONFIG_MAX_BYTES:
+        raise ValueError(f"more than {_CONFIG_MAX_BYTES} bytes")
+    return data.decode("utf-8", "replace")
+
+
+def _positive(raw: Any, key: str, path: Path | None = None, limit: int | None = None) -> int:
+    """A positive integer of a checkpoint's config, and at most ``limit``: an absurd size would
+    overflow the resize arithmetic (or the manifest's JSON) instead of meaning anything."""
+    where = f" in {path}" if path is not None else ""
     if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
-        raise ValueError(f"image_resize: auto: {key} must be a positive integer, got {raw!r}")
+        raise ValueError(f"image_resize: auto: {key} must be a positive integer, got {_brief(raw)}{where}")
+    if limit is not None and raw > limit:
+        raise ValueError(f"image_resize: auto: {key} {_brief(raw)}{where} is past any processor's ({limit:,} at most)")
     return raw
+
+
+def _brief(value: Any) -> str:
+    text = repr(value) if not isinstance(value, int) or value.bit_length() < 200 else f"<an integer of {value.bit_length()} bits>"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def processor_resize(value: Any, checkpoint: Path | None = None) -> ProcessorResize | None:
@@ -177,7 +221,10 @@ def processor_resize(value: Any, checkpoint: Path | None = None) -> ProcessorRes
         raw = value.get(key, getattr(base, key) if base else None)
         if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
             raise ValueError(f"image_resize: {key} must be a positive integer"
-                             + ("" if base else " (or name a processor preset)") + f", got {raw!r}")
+                             + ("" if base else " (or name a processor preset)") + f", got {_brief(raw)}")
+        limit = _MAX_FACTOR * _MAX_FACTOR if key == "factor" else _MAX_PIXELS
+        if raw > limit:
+            raise ValueError(f"image_resize: {key} {_brief(raw)} is past any processor's ({limit:,} at most)")
         nums[key] = raw
     if nums["min_pixels"] > nums["max_pixels"]:
         raise ValueError(f"image_resize: min_pixels {nums['min_pixels']} exceeds max_pixels {nums['max_pixels']}")

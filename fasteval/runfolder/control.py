@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import socket
 import stat
@@ -21,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from fasteval.core.errors import ControlRefused, NoSweepRunning
+from fasteval.core.errors import ControlAnswerUnreadable, ControlRefused, NoSweepRunning
 from fasteval.runfolder.safe_open import open_nofollow
 
 CONTROL_SOCKET = "control.sock"
@@ -82,9 +83,12 @@ def sweep_answers(run_dir: Path) -> bool:
 def bind_control_socket(run_dir: Path) -> socket.socket:
     """A listening socket at ``run_dir/control.sock``, mode 0600; a stale one is replaced.
 
-    Bound under a temporary name, made 0600, then renamed into place: no moment exists where the
-    final name accepts connections with looser permissions. A socket a live sweep still answers
-    on, or a non-socket at that name (a planted link or file), is refused with ControlRefused.
+    Bound in a private folder of our own (0700, made for it inside the run folder), made 0600
+    there, then renamed into place: no moment exists where the final name accepts connections
+    with looser permissions, and no one else can swap the socket for a link between the bind and
+    the chmod (a chmod follows links: in a shared run folder that swap would hand another file
+    0600). A socket a live sweep still answers on, or a non-socket at that name (a planted link
+    or file), is refused with ControlRefused.
     """
     target = run_dir / CONTROL_SOCKET
     with socket_path(run_dir) as path:
@@ -99,23 +103,47 @@ def bind_control_socket(run_dir: Path) -> socket.socket:
                 raise ControlRefused(f"another sweep is running in {run_dir} (its control socket answers); "
                                      "stop it or use another --run-dir")
             os.unlink(target)  # left by a sweep that died (kill -9, a node lost): replaced
-        tmp_name = f".{CONTROL_SOCKET}.{os.getpid()}"
-        tmp = path[: -len(CONTROL_SOCKET)] + tmp_name
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(run_dir / tmp_name)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    run_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with _private_folder(run_dir, run_fd) as (name, dir_fd):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.bind(f"/proc/self/fd/{dir_fd}/{CONTROL_SOCKET}")  # short, however deep the run folder
+                os.chmod(CONTROL_SOCKET, 0o600, dir_fd=dir_fd)
+                sock.listen(16)
+                os.rename(CONTROL_SOCKET, CONTROL_SOCKET, src_dir_fd=dir_fd, dst_dir_fd=run_fd)
+            except BaseException:
+                sock.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(CONTROL_SOCKET, dir_fd=dir_fd)
+                raise
+    finally:
+        os.close(run_fd)
+    sock.setblocking(False)
+    return sock
+
+
+@contextlib.contextmanager
+def _private_folder(run_dir: Path, run_fd: int) -> Iterator[tuple[str, int]]:
+    """A new 0700 folder of ours in the run folder, open (name, descriptor); removed afterwards.
+
+    Checked through its descriptor (ours, 0700, not a link): a folder swapped in between its
+    creation and its opening is refused, never used.
+    """
+    name = f".{CONTROL_SOCKET}.{os.getpid()}"  # anything already there is in the way: no socket, one warning
+    os.mkdir(name, 0o700, dir_fd=run_fd)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=run_fd)
         try:
-            sock.bind(tmp)
-            os.chmod(run_dir / tmp_name, 0o600)
-            sock.listen(16)
-            os.rename(run_dir / tmp_name, target)
-        except BaseException:
-            sock.close()
-            with contextlib.suppress(OSError):
-                os.unlink(run_dir / tmp_name)
-            raise
-        sock.setblocking(False)
-        return sock
+            st = os.fstat(fd)
+            if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
+                raise OSError(errno.EPERM, f"{run_dir / name} was replaced while the control socket was made")
+            yield name, fd
+        finally:
+            os.close(fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.rmdir(name, dir_fd=run_fd)
 
 
 def unlink_control_socket(run_dir: Path, sock: socket.socket) -> None:
@@ -152,7 +180,10 @@ def ask(run_dir: Path, request: dict[str, Any], timeout_s: float = 30.0) -> dict
                                      "that made it is gone; the next run replaces it)") from None
             except PermissionError:
                 raise NoSweepRunning(f"{target}: permission denied (the sweep belongs to another user)") from None
-        sock.sendall(orjson.dumps(request) + b"\n")
+        try:
+            sock.sendall(orjson.dumps(request) + b"\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the sweep answered and closed before reading (busy, or another user): read why
         data = _read_line(sock)
     except TimeoutError:
         raise NoSweepRunning(f"the sweep in {run_dir} did not answer within {timeout_s:g} s") from None
@@ -162,16 +193,27 @@ def ask(run_dir: Path, request: dict[str, Any], timeout_s: float = 30.0) -> dict
         sock.close()
     if not data:
         raise NoSweepRunning(f"the sweep in {run_dir} closed the connection without an answer")
-    answer = orjson.loads(data)
-    if not isinstance(answer, dict):
-        raise NoSweepRunning(f"the sweep in {run_dir} answered something that is not an object")
+    try:
+        answer = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ControlAnswerUnreadable(f"the sweep in {run_dir} answered something that is not JSON "
+                                      f"({len(data)} bytes): is it another fasteval version?") from None
+    if not isinstance(answer, dict) or not isinstance(answer.get("ok"), bool):
+        raise ControlAnswerUnreadable(f"the sweep in {run_dir} answered JSON without an \"ok\" field: "
+                                      "is it another fasteval version?")
     return answer
 
 
 def _read_line(sock: socket.socket) -> bytes:
+    """One answer line; a reset after the line (the sweep closed without reading us) is no failure."""
     buf = bytearray()
     while b"\n" not in buf and len(buf) <= MAX_MESSAGE:
-        chunk = sock.recv(65536)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            if buf:
+                break
+            raise
         if not chunk:
             break
         buf += chunk
@@ -179,11 +221,19 @@ def _read_line(sock: socket.socket) -> bytes:
 
 
 def append_trace(run_dir: Path, entry: dict[str, Any]) -> dict[str, Any]:
-    """Append one change to the trace (``at`` added when missing); returns the line as written."""
+    """Append one change to the trace (``at`` added when missing); returns the line as written.
+
+    Whatever the entry holds is written (an int past 64 bits as its digits): a change that was
+    made is never left out of the trace because it could not be encoded.
+    """
     line = {"at": datetime.now(UTC).isoformat(timespec="milliseconds"), **entry}
+    try:
+        data = orjson.dumps(line, default=str)
+    except TypeError:  # an int past 64 bits (orjson's limit): the standard library writes its digits
+        data = json.dumps(line, default=str, ensure_ascii=False).encode("utf-8", "replace")
     fd = open_nofollow(run_dir / CONTROL_TRACE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "the control trace")
     try:
-        os.write(fd, orjson.dumps(line, default=str) + b"\n")
+        os.write(fd, data + b"\n")
     finally:
         os.close(fd)
     return line

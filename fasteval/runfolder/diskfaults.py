@@ -1,4 +1,4 @@
-"""Local storage faults of a run folder, each turned into one readable line and an exit code.
+"""Local faults of a run (storage, file descriptors), each turned into one readable line and an exit code.
 
 A full disk, a deleted run folder or a read-only one cannot be fixed by retrying a job: the
 sweep must stop at the first failed write (so nothing is claimed as done that was not saved)
@@ -11,9 +11,11 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import resource
 from pathlib import Path
 from typing import Any
 
+from fasteval.core.errors import DESCRIPTOR_ERRNOS
 from fasteval.core.errors import RunDirUnwritable as RunDirUnwritable
 from fasteval.core.exitcodes import RunIncomplete
 from fasteval.core.redact import RedactingFilter
@@ -23,7 +25,7 @@ from fasteval.runfolder.safe_open import open_nofollow
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _UNWRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
 _GONE = frozenset({errno.ENOENT, errno.ESTALE, errno.ENOTDIR})
-FATAL_ERRNOS = _FULL | _UNWRITABLE | _GONE | {errno.EIO}
+FATAL_ERRNOS = _FULL | _UNWRITABLE | _GONE | DESCRIPTOR_ERRNOS | {errno.EIO}
 """Errors of a write into the run folder that no retry of the job can fix."""
 
 
@@ -52,6 +54,8 @@ def write_failure(exc: OSError, path: Path, run_dir: Path | None = None) -> Runt
     the folder cannot be written at all.
     """
     where = shown(path)
+    if exc.errno in DESCRIPTOR_ERRNOS:
+        return out_of_descriptors(exc)
     if exc.errno in _FULL:
         return RunIncomplete(f"disk full writing {where}: free space, then rerun")
     if exc.errno in _UNWRITABLE:
@@ -60,6 +64,21 @@ def write_failure(exc: OSError, path: Path, run_dir: Path | None = None) -> Runt
     if exc.errno in _GONE:
         return vanished(run_dir or path.parent, path)
     return RunIncomplete(f"cannot write {where} ({exc.strerror or exc}): fix the disk, then rerun")
+
+
+def out_of_descriptors(exc: OSError) -> RunIncomplete:
+    """The one-line error for a process (or system) out of file descriptors: exit 3, as a full disk.
+
+    Wherever it struck (a socket, an image, a record), no job is to blame and a rerun with a
+    higher limit (or fewer jobs in flight) finishes the plan.
+    """
+    if exc.errno == errno.ENFILE:
+        what = "the system's table is full (fs.file-max)"
+    else:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        what = f"this process may open {soft} (ulimit -n)"
+    return RunIncomplete(f"out of file descriptors: {what}; nothing after that was saved: raise `ulimit -n` "
+                         "or lower run.max_concurrency, then rerun")
 
 
 def database_failure(exc: Exception, path: Path, run_dir: Path) -> RuntimeError | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.series import SeriesSpec, series_of
+from fasteval.core.cells import spreadsheet_text
 
 CSV_COLUMNS = ("series", "suite", "setting", "step", "model", "mean", "std", "band_low", "band_high", "n_seeds",
                "n_ok", "n_error", "tool_calls_per_trajectory", "best")
@@ -61,7 +62,9 @@ def curves_csv(name: str, series: dict[str, Any]) -> str:
         best = (curve.get("best") or {}).get("step")
         for p in curve["points"]:
             band = p["band"] or [None, None]
-            w.writerow([name, curve["suite"], curve["setting"], p["step"], p["model"], _num(p["mean"]),
+            # names are text a spreadsheet must not run; the numbers are ours, written as numbers
+            w.writerow([*(spreadsheet_text(str(x)) for x in (name, curve["suite"], curve["setting"])), p["step"],
+                        spreadsheet_text(str(p["model"])), _num(p["mean"]),
                         _num(p["std"]), _num(band[0]), _num(band[1]), p["n_seeds"], p["n_ok"], p["n_error"],
                         _num(p["tool_calls_per_trajectory"]), int(p["step"] == best)])
     return buf.getvalue()

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from fasteval.core.cells import markdown_text, spreadsheet_text
 from fasteval.core.errors import BadInput
 from fasteval.core.terminal import clean
 
@@ -143,10 +144,8 @@ def completion_line(board: Mapping[str, Any]) -> str:
 
 
 def markdown(board: Mapping[str, Any]) -> str:
-    """A Markdown table (a cell's lines joined with '<br>'; '|' escaped); a partial run's line above it."""
-    def md(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("|", "\\|")
-
+    """A Markdown table (a cell's lines joined with '<br>'; every text escaped: '|', '<', '>', '&')."""
+    md = markdown_text
     head = ["model", *(c["label"] for c in board["columns"]), "average"]
     partial = completion_line(board)
     lines = [f"**{md(partial)}**", ""] if partial else []
@@ -174,18 +173,19 @@ def csv_text(board: Mapping[str, Any]) -> str:
     w = csv.writer(buf)
     head = ["model", "average", "n_columns", "jobs done", "jobs planned"]
     for c in board["columns"]:
-        head += [f"{c['label']} {x}" for x in ("mean", "std", "fixed", "reference", "published", "published source")]
+        head += [spreadsheet_text(f"{c['label']} {x}")
+                 for x in ("mean", "std", "fixed", "reference", "published", "published source")]
     w.writerow(head)
-    for r in board["rows"]:
+    for r in board["rows"]:  # names and sources are text a spreadsheet must not run; numbers are ours
         jobs = r.get("jobs") or {}
-        line = [clean(r["model"]), _csv_pct(r["average"]), r["n_columns"], jobs.get("done", ""),
+        line = [spreadsheet_text(clean(r["model"])), _csv_pct(r["average"]), r["n_columns"], jobs.get("done", ""),
                 jobs.get("total", "")]
         for c in board["columns"]:
             cell = r["cells"].get(c["key"]) or {}
             pub = (cell.get("published") or [None])[0]
             line += [_csv_pct(cell.get(k)) for k in ("mean", "std", "fixed", "reference")]
             line += [pct(pub["value"]) if pub else "",
-                     clean(f"{pub['paper']}, {pub['table']}") if pub else ""]
+                     spreadsheet_text(clean(f"{pub['paper']}, {pub['table']}")) if pub else ""]
         w.writerow(line)
     return buf.getvalue()
 

@@ -2,8 +2,9 @@
 
 One line per model × suite × setting with the figures of the table form (scores in percent, tokens
 per trajectory). A partial run says so: the Markdown opens with its line, and every CSV line
-carries its model's jobs with a record and planned (``fasteval.view.completion``). Cells are text
-the run's config and records wrote, so they are cleaned of control characters.
+carries its model's jobs with a record and planned (``fasteval.view.completion``). Names are text
+the run's config wrote: cleaned of control characters, never a spreadsheet formula
+(``core.cells.spreadsheet_text``), escaped for Markdown (``markdown_text``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from fasteval.core.cells import markdown_text, spreadsheet_text
 from fasteval.core.terminal import clean
 
 COLUMNS = ("model", "suite", "setting", "mean", "std", "ci_low", "ci_high", "seeds", "n_ok", "n_error", "pass@k",
@@ -49,17 +51,16 @@ def report_csv(rep: Mapping[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow([*COLUMNS, "model jobs done", "model jobs planned"])
-    for r in rep.get("rows") or []:
+    for r in rep.get("rows") or []:  # names are text a spreadsheet must not run as a formula
         jobs = by_model.get(r["model"]) or {}
-        w.writerow([*row_cells(r), jobs.get("done", ""), jobs.get("total", "")])
+        cells = row_cells(r)
+        w.writerow([*(spreadsheet_text(c) for c in cells[:3]), *cells[3:], jobs.get("done", ""), jobs.get("total", "")])
     return buf.getvalue()
 
 
 def report_markdown(rep: Mapping[str, Any]) -> str:
-    """The report's rows as a Markdown table ('|' and '\\' escaped); a partial run's line first."""
-    def md(text: str) -> str:
-        return text.replace("\\", "\\\\").replace("|", "\\|")
-
+    """The report's rows as a Markdown table (every text escaped: '|', '<', '>', '&'); a partial run's line first."""
+    md = markdown_text
     lines = []
     partial = clean(str((rep.get("completion") or {}).get("line") or ""))
     if partial:

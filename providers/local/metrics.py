@@ -18,17 +18,24 @@ import aiohttp
 
 METRICS_MAX_BYTES = 4 * 1024 * 1024
 """A bigger /metrics body is not read (vLLM's, with per-LoRA and per-engine series, is far smaller)."""
+METRICS_MAX_VALUE = 1e15
+"""A sample past this (an infinity, ``1e999``, a 40-digit count) is skipped: no counter or gauge of a
+server reaches it, and its readers turn counts into ints (``int(inf)`` raises, and would end the
+health watch or the KV admission poll that read it)."""
 
 _SAMPLE = re.compile(r"^(vllm:[a-z_]+)(?:\{[^}\n]{0,2000}\})?[ \t]+([0-9][0-9.eE+-]{0,40})[ \t]*(?:[0-9]+)?$", re.M)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text to {name: value} (labels dropped, same-named series summed, malformed values skipped)."""
+    """Prometheus text to {name: value} (labels dropped, same-named series summed, malformed values
+    and values past ``METRICS_MAX_VALUE`` skipped: every value returned is finite)."""
     out: dict[str, float] = {}
     for name, value in _SAMPLE.findall(text):
         try:
             number = float(value)
         except ValueError:
+            continue
+        if not 0 <= number <= METRICS_MAX_VALUE:  # NaN fails this too (the pattern has no sign)
             continue
         out[name] = out.get(name, 0.0) + number
     return out

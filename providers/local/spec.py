@@ -161,8 +161,9 @@ class ServeSpec:
         values = self.placeholders(port=port, host=host, replica=replica, cpus=cpus, gpus=gpus)
         if self.command is not None:
             return [self._fill("serve.command", str(part), values) for part in self.command]
+        # ``--opt=value``: a name starting with '-' would otherwise read as an option of its own
         cmd = [self.vllm_binary() or "vllm", "serve", self.model, "--host", host, "--port", str(port),
-               "--served-model-name", self.name, "--tensor-parallel-size", str(self.tensor_parallel_size)]
+               f"--served-model-name={self.name}", "--tensor-parallel-size", str(self.tensor_parallel_size)]
         if self.prompt_tokens_details:
             cmd.append("--enable-prompt-tokens-details")  # cached tokens per request, in the records
         if self.max_model_len:
@@ -170,12 +171,25 @@ class ServeSpec:
         if self.gpu_memory_utilization:
             cmd += ["--gpu-memory-utilization", str(self.gpu_memory_utilization)]
         if self.lora_modules:
-            cmd += ["--enable-lora", "--lora-modules", *(f"{k}={v}" for k, v in self.lora_modules.items())]
+            cmd += ["--enable-lora", "--lora-modules", *(lora_module_item(k, v) for k, v in self.lora_modules.items())]
         if self.allowed_local_media_path:
             cmd += ["--allowed-local-media-path", self.allowed_local_media_path]
         if self.api_server_count is not None:
             cmd += ["--api-server-count", str(self.api_server_count)]
         return cmd + self.args
+
+
+def lora_module_item(name: str, path: str) -> str:
+    """One ``--lora-modules`` item that vLLM reads back as exactly this name and path.
+
+    vLLM takes ``name=path`` only when the item holds an '=' and no ',' (and then splits it at
+    every '='); anything else it reads as JSON. A folder like ``/ckpts/lr=1e-4,bs=32/checkpoint-100``
+    (Hydra's naming) would crash its parser or name another adapter, and an item starting with '-'
+    would end the option's list: those go in the JSON form, which says each field outright.
+    """
+    if "=" in name or "=" in path or "," in name or "," in path or name.startswith(("-", "{")):
+        return json.dumps({"name": name, "path": path})
+    return f"{name}={path}"
 
 
 _HINTS: list[tuple[re.Pattern[str], str]] = [

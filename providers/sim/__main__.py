@@ -37,6 +37,7 @@ async def _serve(models: list[SimModel], a: argparse.Namespace) -> None:
                        log_requests=a.log_requests, ready=not a.never_ready, die_on=a.die_on,
                        allowed_local_media_path=a.allowed_local_media_path, hostile=_hostile(a.hostile),
                        frontend=Frontend(a.preprocess_ms, a.api_server_count))
+    server.metrics_extra = a.metrics_extra
     await server.start()
     print(orjson.dumps({"port": server.port}).decode(), flush=True)
     await asyncio.Event().wait()
@@ -57,6 +58,8 @@ def main() -> None:
     ap.add_argument("--die-after", type=int, help="exit abruptly when request N+1 arrives")
     ap.add_argument("--die-on", metavar="TEXT", help="exit abruptly on every request whose body contains TEXT")
     ap.add_argument("--log-requests", action="store_true", help="one stdout line per request, naming its trajectory")
+    ap.add_argument("--metrics-file", metavar="PATH", help="/metrics adds this file's lines to its own "
+                    "(a server whose metrics are broken or hostile)")
     ap.add_argument("--prefix-cache", action="store_true", help="model a prefix cache (latency, /metrics)")
     ap.add_argument("--preprocess-ms", type=float, default=0.0,
                     help="milliseconds per image in the front end before the engine (vLLM's API server process)")
@@ -77,6 +80,7 @@ def main() -> None:
                          "misread_rate, tool_uses, latency_ms, seed; providers.sim.checkpoint writes one), as a "
                          "served model's weights decide its answers: a series of them draws a learning curve")
     a = ap.parse_args()
+    a.metrics_extra = Path(a.metrics_file).read_text() if a.metrics_file else ""
     models = []
     first = (a.model or ["sim"])[0]
     for i, spec in enumerate((a.model or ["sim"]) + _adapters(a.lora_modules, first)):

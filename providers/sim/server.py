@@ -40,6 +40,8 @@ class SimServer:
                  hostile: Hostile | None = None, record_arrivals: bool = False,
                  frontend: Frontend | None = None) -> None:
         self.models = {m.name: m for m in models}
+        self.metrics_extra = ""
+        """Lines /metrics adds to its own (``--metrics-file``: a hostile or broken server's)."""
         # Like vLLM's --allowed-local-media-path: file:// images only from under this folder.
         self.allowed_local_media_path = Path(allowed_local_media_path) if allowed_local_media_path else None
         self.local_media_images = 0
@@ -121,7 +123,7 @@ class SimServer:
     async def handle_metrics(self, request: web.Request) -> web.Response:
         running = None if self.cache is not None else self.in_flight - self.frontend.preprocessing
         text = (self.cache.metrics() if self.cache is not None else "") + self.frontend.metrics(running)
-        return web.Response(text=text, content_type="text/plain")
+        return web.Response(text=text + self.metrics_extra, content_type="text/plain")
 
     async def handle_stats(self, request: web.Request) -> web.Response:
         return web.json_response({"requests": self.requests, "in_flight": self.in_flight,

@@ -41,6 +41,9 @@ from providers import price_terms
 
 DEFAULT_COMPLETION_BOUND = 4096
 """A request's completion bound when neither the model nor the suite sets ``max_tokens``."""
+EVIDENCE_BOUNDS = {"rounds": 100_000, "prompt_tokens": 10**12, "completion_tokens": 10**12, "latency_s": 1e7}
+"""Past these (or below zero) a job's row is no run's evidence: a tampered or damaged folder (the
+index clamps a count of 2**63 to 64 bits and a string to 0; it does not make them true)."""
 
 Key = tuple[str, str, str]
 
@@ -66,6 +69,8 @@ class Evidence:
     """Seconds of a job per request (the model's time, tools and waits included)."""
     tasks: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Task id -> its own (per_turn, per_turn_sq), for tasks the earlier run ran."""
+    refused: int = 0
+    """Rows of these jobs left out: values no run produces (negative, past ``EVIDENCE_BOUNDS``)."""
 
     def rounds(self, task_id: str) -> tuple[float, float]:
         return self.tasks.get(task_id, (self.per_turn, self.per_turn_sq))
@@ -129,6 +134,8 @@ class Estimate:
     global_cap: int
     unloaded: int = 0
     """Jobs whose task did not load: error records, no request (``--dry-run`` names them)."""
+    refused: dict[str, int] = field(default_factory=dict)
+    """Per ``--estimate-from`` folder, rows left out for values no run produces (a tampered folder)."""
 
     def totals(self) -> dict[str, Any]:
         def total(name: str) -> float | None:
@@ -144,18 +151,32 @@ class Estimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {"groups": [asdict(g) for g in self.groups], "models": [asdict(w) for w in self.walls.values()],
-                "total": self.totals(), "global_cap": self.global_cap}
+                "total": self.totals(), "global_cap": self.global_cap, "refused_rows": self.refused}
 
 
-def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan]) -> dict[Key, Evidence]:
+def plausible(rounds: Any, prompt: Any, completion: Any, latency: Any) -> bool:
+    """Could a run have produced this row? Numbers, none negative, none past ``EVIDENCE_BOUNDS``."""
+    values = {"rounds": rounds, "prompt_tokens": prompt, "completion_tokens": completion, "latency_s": latency}
+    for name, v in values.items():
+        v = 0 if v is None else v
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v <= EVIDENCE_BOUNDS[name]:
+            return False
+    return True
+
+
+def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan],
+                  refused: dict[str, int] | None = None) -> dict[Key, Evidence]:
     """Rounds, completion tokens and seconds of earlier runs' jobs of the planned groups, streamed from their indexes.
 
     The growth per round is fitted so that the tasks' own prompts plus it reproduce the prompt
-    tokens those jobs were billed: what a round adds is the one thing the tasks cannot say.
+    tokens those jobs were billed: what a round adds is the one thing the tasks cannot say. A row
+    no run could have produced is left out and counted in ``refused`` (per folder); a group left
+    with no request to go on has no evidence, so it stays an upper bound, never "0 requests".
     """
     sums: dict[Key, list[float]] = {}
     by_task: dict[tuple[Key, str], list[float]] = {}
     sources: dict[Key, str] = {}
+    left_out: dict[Key, int] = {}
     cols = ("model", "suite", "setting", "task_id", "rounds", "prompt_tokens", "completion_tokens", "latency_s")
     for run_dir in run_dirs:
         if not (run_dir / RECORDS).exists():
@@ -165,6 +186,11 @@ def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan]) -> dict[Key, Ev
                 key = (model, suite, setting)
                 planned = plans.get(key)
                 if planned is None:
+                    continue
+                if not plausible(rounds, prompt, completion, latency):
+                    left_out[key] = left_out.get(key, 0) + 1
+                    if refused is not None:
+                        refused[str(run_dir)] = refused.get(str(run_dir), 0) + 1
                     continue
                 sources.setdefault(key, str(run_dir))
                 r = float(rounds or 0)
@@ -178,11 +204,14 @@ def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan]) -> dict[Key, Ev
                     t[0], t[1], t[2] = t[0] + 1, t[1] + n, t[2] + n * n
     out: dict[Key, Evidence] = {}
     for key, (jobs, n1, n2, r, completion, latency, extra, p) in sums.items():
+        if not r:  # not one request measured: nothing to estimate requests, tokens or time from
+            continue
         out[key] = Evidence(source=sources[key], jobs=int(jobs), per_turn=n1 / jobs, per_turn_sq=n2 / jobs,
-                            growth=max(0.0, extra / p) if p else 0.0, completion=completion / r if r else 0.0,
-                            seconds=latency / r if r else 0.0)
+                            growth=max(0.0, extra / p) if p else 0.0, completion=completion / r,
+                            seconds=latency / r, refused=left_out.get(key, 0))
     for (key, task_id), (c, n1, n2) in by_task.items():
-        out[key].tasks[task_id] = (n1 / c, n2 / c)
+        if key in out:
+            out[key].tasks[task_id] = (n1 / c, n2 / c)
     return out
 
 
@@ -239,9 +268,10 @@ def _group(key: Key, planned: _Plan, evidence: Evidence | None) -> GroupEstimate
             req = turns * m1
             requests += n * req
             prompt += n * (req * sum(tp.bases) / turns + evidence.growth * (turns * turns * m2 - req) / 2)
+        left_out = f"; {evidence.refused} with impossible values left out" if evidence.refused else ""
         return GroupEstimate(*key, jobs=jobs, requests=requests, prompt_tokens=prompt,
                              completion_tokens=requests * evidence.completion,
-                             basis=f"run {evidence.source} ({evidence.jobs} jobs)", upper_bound=False,
+                             basis=f"run {evidence.source} ({evidence.jobs} jobs{left_out})", upper_bound=False,
                              job_seconds=requests * evidence.seconds)
     bound = planned.max_tokens or DEFAULT_COMPLETION_BOUND
     requests = prompt = 0.0
@@ -294,7 +324,8 @@ def _wall(cfg: SweepConfig, model: str, groups: list[GroupEstimate], cap: int) -
 def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | None = None) -> Estimate:
     """The estimate of the jobs ``fasteval run`` would run now with these options."""
     plans, unloaded = collect_plan(cfg, opts)
-    evidence = read_evidence(list(evidence_from or []), plans)
+    refused: dict[str, int] = {}
+    evidence = read_evidence(list(evidence_from or []), plans, refused)
     prices = model_prices(cfg.raw, price_terms)
     groups = [_group(key, planned, evidence.get(key)) for key, planned in plans.items()]
     for g in groups:
@@ -306,4 +337,4 @@ def estimate(cfg: SweepConfig, opts: RunOptions, evidence_from: list[Path] | Non
     known = [w.seconds for w in walls.values() if w.seconds is not None]
     seconds = [g.job_seconds for g in groups if g.job_seconds is not None]
     wall = max([*known, sum(seconds) / cap]) if known else None
-    return Estimate(groups=groups, walls=walls, wall_s=wall, global_cap=cap, unloaded=unloaded)
+    return Estimate(groups=groups, walls=walls, wall_s=wall, global_cap=cap, unloaded=unloaded, refused=refused)

@@ -7,9 +7,10 @@ folder, through the run path that claimed it (``fasteval.api.ClaimedRun.sweep``)
 jobs, and a ``kill -9`` at any moment is undone by running the same command again: nothing lives
 in the watcher that the run folder does not hold.
 
-A checkpoint is complete when every weight file its index names is present and the names and
-sizes of its files did not change between two looks ``interval_s`` apart, or, when the series
-names a ``marker``, once that file exists. A half-written folder is never served.
+A checkpoint is complete when every weight file its index names is present and the names, sizes
+and modification times of its files did not change between two looks ``interval_s`` apart, or,
+when the series names a ``marker``, once that file exists (the reliable signal: a writer that
+pauses longer than the interval looks finished). A half-written folder is never served.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ RunSweep = Callable[[SweepConfig], Awaitable[SweepResult]]
 
 log = logging.getLogger("fasteval.engine.offline.watch")
 
-Snapshot = tuple[tuple[str, int], ...]
+Snapshot = tuple[tuple[str, int, int], ...]
 
 
 @dataclass(slots=True)
@@ -97,15 +98,18 @@ class Completeness:
 
 
 def snapshot(folder: Path) -> Snapshot:
-    """Names and sizes of every file under the folder: what a writer in progress changes."""
-    out: list[tuple[str, int]] = []
+    """Names, sizes and modification times of every file under the folder: what a writer in
+    progress changes (the time too: a trainer that preallocates its shards at full size and then
+    fills them changes no size)."""
+    out: list[tuple[str, int, int]] = []
     for root, _, files in os.walk(folder):
         for name in files:
             path = Path(root) / name
             try:
-                out.append((path.relative_to(folder).as_posix(), path.stat().st_size))
+                st = path.stat()
+                out.append((path.relative_to(folder).as_posix(), st.st_size, st.st_mtime_ns))
             except OSError:
-                out.append((path.relative_to(folder).as_posix(), -1))  # gone between listing and stat
+                out.append((path.relative_to(folder).as_posix(), -1, -1))  # gone between listing and stat
     return tuple(sorted(out))
 
 

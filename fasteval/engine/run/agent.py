@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.errors import OutOfDescriptors, descriptor_fault
 from fasteval.core.redact import redact_text
 from fasteval.core.types import Ending, Message, Task, ToolCall, Trajectory, Usage
 from fasteval.runfolder.blobs import BlobStore
@@ -128,6 +129,8 @@ async def execute_tool(call: ToolCallRequest, env: AgentEnv, ctx: ToolContext) -
     except asyncio.CancelledError:
         raise
     except Exception as e:  # a tool bug must not kill the job, let alone the sweep
+        if (fault := descriptor_fault(e)) is not None:  # the process's limit: no fault of the tool's
+            raise OutOfDescriptors(fault, f"running the tool {call.name}") from e
         result = ToolResult.fail(f"Tool {call.name} failed: {type(e).__name__}: {e}")
     if result.status == "error":
         # An upstream may echo a key into an error; the model (a third party) must not see it either.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.endpoint import DEFAULT_CONCURRENCY, EndpointSpec
-from fasteval.core.errors import ModelConfigError
+from fasteval.core.errors import ModelConfigError, OutOfDescriptors, descriptor_fault
 from fasteval.images.processor import ProcessorResize, processor_resize
 from providers import (
     BatchRoute,
@@ -185,6 +185,8 @@ class ImageUrls:
             url: bytes = await self.encoder.image_url(ref, profile, max_bytes=self.max_bytes, max_pixels=self.max_pixels,
                                                       processor=self.processor, local=self.local)
         except (ValueError, KeyError, OSError) as e:
+            if (fault := descriptor_fault(e)) is not None:  # the process's limit, not the image: stop
+                raise OutOfDescriptors(fault, "encoding an image") from e
             raise ProviderError("bad_input", f"image {ref[:12]} cannot be encoded ({profile}): {e}") from None
         return url
 

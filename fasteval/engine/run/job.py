@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fasteval.core.errors import OutOfDescriptors, descriptor_fault
 from fasteval.core.job import JobContext, job_context
 from fasteval.core.types import Ending, Job, Record, Task, Trajectory, Usage
 from fasteval.engine.plan import SuiteRun
@@ -96,7 +97,8 @@ class JobRunner:
     async def run(self, job: Job, run: SuiteRun, setting: Setting, item: Task | LoadError) -> Record | None:
         """Open, play, score and close one job: its record, or None when the sweep halted under it.
 
-        Raises EndpointDown (the job did not happen) and CancelledError; nothing else.
+        Raises EndpointDown (the job did not happen), OutOfDescriptors (the process is at its file
+        descriptor limit: no record may blame the job) and CancelledError; nothing else.
         """
         t0 = time.monotonic()
         state = _Job(job, Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting,
@@ -109,6 +111,8 @@ class JobRunner:
         except Exception as e:  # our bug or a suite's: record it, keep the sweep going
             if self.halted():  # a storage fault: the sweep stops, this job is not recorded
                 return None
+            if (fault := descriptor_fault(e)) is not None:  # the process's limit, not the job's fault
+                raise OutOfDescriptors(fault, f"{state.stage} stage") from e
             log.error("job %s failed internally (%s stage):\n%s", job.job_id, state.stage, traceback.format_exc())
             state.fail("internal", one_line(f"{type(e).__name__}: {e}"))
         return _finished(state, t0)
@@ -130,6 +134,8 @@ class JobRunner:
                     state.stage = "score"
                     await self._score(state, run, setting, task)
                 except ProviderError as e:  # the model or a judge failed for good
+                    if (fault := descriptor_fault(e)) is not None:
+                        raise OutOfDescriptors(fault, f"{state.stage} stage") from e
                     state.fail(e.kind, str(e))
                 finally:
                     _note_context(rec, ctx)

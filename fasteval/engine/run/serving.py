@@ -75,20 +75,28 @@ def serve_specs(cfg: SweepConfig, run_dir: Path) -> dict[str, ServeSpec]:
     return out
 
 
-def checkpoint_identities(cfg: SweepConfig) -> dict[str, dict[str, Any]]:
-    """{served name: {path, kind, fingerprint}} for the manifest (resume refuses a changed one).
+def checkpoint_identities(cfg: SweepConfig, *, legacy: bool = False) -> dict[str, dict[str, Any]]:
+    """{served name: {path, kind, fingerprint, scheme}} for the manifest (resume refuses a changed one).
 
     A LoRA series' step is its adapter on its base: a new adapter or a new base is a new identity.
+    ``legacy``: the names-and-sizes fingerprints of run folders older than content sampling.
     """
     entries = [(m.name, m) for m in cfg.models] + list(cfg.roles.items())
     shared = lora_groups(cfg)
     out: dict[str, dict[str, Any]] = {}
+    seen: dict[str, dict[str, Any]] = {}  # a LoRA series' base is read once, not once per step
+
+    def identity(model: str) -> dict[str, Any]:
+        if model not in seen:
+            seen[model] = checkpoint_identity(model, legacy=legacy)
+        return seen[model]
+
     for name, e in entries:
         if e.serve is None:
             continue
-        base = checkpoint_identity(str(e.serve.get("model", "")))
+        base = identity(str(e.serve.get("model", "")))
         if name in shared:
-            adapter = checkpoint_identity(str(e.serve["lora_modules"][name]))
+            adapter = identity(str(e.serve["lora_modules"][name]))
             key = f"{base['fingerprint']}+{adapter['fingerprint']}"
             base = {**adapter, "base": base["path"], "fingerprint": hashlib.sha256(key.encode()).hexdigest()[:16]}
         out[name] = base

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fasteval.config.load import SweepConfig, config_diff
-from fasteval.core.errors import ConfigChanged
+from fasteval.core.errors import ConfigChanged, OutOfDescriptors
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
@@ -57,7 +57,7 @@ from fasteval.engine.steer.notify import Health, Notifier, watching
 from fasteval.engine.steer.steering import Steering
 from fasteval.engine.steer.tracking import Tracking, tracking
 from fasteval.runfolder.blobs import BlobStore
-from fasteval.runfolder.diskfaults import database_failure, write_failure
+from fasteval.runfolder.diskfaults import database_failure, out_of_descriptors, write_failure
 from fasteval.runfolder.index import INDEX, open_index
 from fasteval.runfolder.names import BLOBS, CACHE_KEYS, MANIFEST
 from fasteval.runfolder.records import RECORDS, RecordWriter, read_manifest, write_manifest
@@ -158,9 +158,12 @@ def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
                 + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
         log.warning("config changed (forced): %s", "; ".join(changes))
     checkpoints = checkpoint_identities(cfg)
+    recorded = {n: o for n, o in ((old or {}).get("checkpoints") or {}).items() if n in checkpoints}
+    # a run folder from before content sampling recorded names and sizes: compared as it was meant
+    legacy = checkpoint_identities(cfg, legacy=True) if any("scheme" not in o for o in recorded.values()) else {}
     moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
-             for n, o in ((old or {}).get("checkpoints") or {}).items()
-             if n in checkpoints and o.get("fingerprint") != checkpoints[n]["fingerprint"]]
+             for n, o in recorded.items()
+             if o.get("fingerprint") != (checkpoints if "scheme" in o else legacy)[n]["fingerprint"]]
     if moved and not opts.force:
         raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
                             + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
@@ -188,7 +191,8 @@ class Sweep:
         self.ledger = Ledger()
         """Every count of this invocation: the panel, the result, ``ctl status`` and notify read it."""
         self.serving = Serving.from_config(cfg, opts.run_dir)
-        self.steering = Steering([m.name for m in cfg.models], list(cfg.roles), self.ledger, self.serving)
+        self.steering = Steering([m.name for m in cfg.models], list(cfg.roles), self.ledger, self.serving,
+                                 suites=[str(s.get("name")) for s in cfg.suites])
         """Pauses, drains and cancels from the first moment; every client's request gate."""
         self.clients: dict[str, ModelClient] = {}
         self.lanes: dict[str, BatchLane] = {}
@@ -244,6 +248,8 @@ class Sweep:
         check_roles(self.cfg, runs, self.opts.selectors)
         try:
             return await self._run(blobs, runs, t0)
+        except OutOfDescriptors as e:  # one that struck outside a job (the plan's loader, a batch lane)
+            raise out_of_descriptors(e.error) from None
         finally:
             await asyncio.to_thread(blobs.clean_temp, own=True)
 
@@ -459,6 +465,9 @@ class Sweep:
             why = "batch pending"
         except EndpointDown as e:  # not attempted (or cut short) because the endpoint is gone
             why, endpoint, reason = "endpoint down", e.endpoint, e.reason
+        except OutOfDescriptors as e:  # the process's limit, like a full disk: stop, blame no job
+            log.warning("job %s: %s", job.job_id, e)
+            self._fault(out_of_descriptors(e.error))  # the ledger then says "stopped"
         finally:
             if rec is None:
                 self.ledger.end(job, None, why or self._why_unrecorded(job), endpoint=endpoint, reason=reason)

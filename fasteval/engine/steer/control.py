@@ -23,6 +23,10 @@ from providers import AdaptiveLimit, ModelClient
 
 SETTABLE = ("concurrency", "rpm", "tpm", "max_attempts", "total_budget_s", "attempt_timeout_s")
 """Keys of ``ctl set`` for a model or endpoint; ``global`` takes ``concurrency`` only."""
+BOUNDS: dict[str, float] = {"concurrency": 1_000_000, "max_attempts": 1_000, "rpm": 1e12, "tpm": 1e12,
+                            "total_budget_s": 1e7, "attempt_timeout_s": 1e7}
+"""The largest value each ``set`` key takes: past them no limit is meant (a million requests in
+flight, 116 days), and a value past 64 bits could not even be written to the trace or an answer."""
 
 FOR_THIS_SWEEP = "for this sweep: a resume starts from the config's limits (put them there to keep them)"
 """What ``ctl set`` says of how long its change lasts (docs/ctl.md: why limits are not carried over)."""
@@ -198,13 +202,21 @@ def endpoint_row(cl: ModelClient) -> dict[str, Any]:
             "state": cl.breaker.describe() if cl.breaker is not None else "up"}
 
 
+def _shown(value: Any) -> str:
+    """A value as an answer quotes it: bounded (a 100 kB value is not echoed whole)."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _positive_int(key: str, value: Any) -> int:
     try:
         n = int(value)
-    except (TypeError, ValueError):
-        raise ControlError(f"{key} must be a whole number, not {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ControlError(f"{key} must be a whole number, not {_shown(value)}") from None
     if n < 1 or str(n) != str(value).strip():
-        raise ControlError(f"{key} must be a whole number >= 1, not {value!r}")
+        raise ControlError(f"{key} must be a whole number >= 1, not {_shown(value)}")
+    if n > BOUNDS[key]:
+        raise ControlError(f"{key} must be at most {BOUNDS[key]:,.0f}, not {_shown(value)}")
     return n
 
 
@@ -213,10 +225,12 @@ def _rate(key: str, value: Any) -> float | None:
         return None
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise ControlError(f"{key} must be a number or 'off', not {value!r}") from None
-    if not x > 0 or x != x or x == float("inf"):
-        raise ControlError(f"{key} must be > 0 (or 'off'), not {value!r}")
+    except (TypeError, ValueError, OverflowError):
+        raise ControlError(f"{key} must be a number or 'off', not {_shown(value)}") from None
+    if not x > 0:  # NaN too
+        raise ControlError(f"{key} must be > 0 (or 'off'), not {_shown(value)}")
+    if x > BOUNDS[key]:  # infinity too
+        raise ControlError(f"{key} must be at most {BOUNDS[key]:g} (or 'off'), not {_shown(value)}")
     return x
 
 

@@ -21,7 +21,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +32,8 @@ import orjson
 from fasteval.config.load import SweepConfig
 from fasteval.config.notify import NotifySpec
 from fasteval.core.redact import redact_text, secret_env_names, secret_like_env_names
+from fasteval.runfolder.diskfaults import RunLogHandler
+from fasteval.runfolder.names import RUN_LOG
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +110,19 @@ class Notifier:
 
         timeout = aiohttp.ClientTimeout(total=self.spec.timeout_s)
         try:
+            # A redirect is not followed: the event goes to the URL the config names, never to
+            # wherever that server sends it (another origin, a plain-HTTP one).
             async with aiohttp.ClientSession(timeout=timeout) as session, session.post(
-                    url, data=body, headers={"Content-Type": "application/json"}) as resp:
-                if resp.status >= 400:
+                    url, data=body, headers={"Content-Type": "application/json"}, allow_redirects=False) as resp:
+                if 300 <= resp.status < 400:
+                    log.warning("notify: the URL answered HTTP %s (a redirect, not followed: the event was not "
+                                "delivered; give the URL it moved to)", resp.status)
+                elif resp.status >= 400:
                     log.warning("notify: the URL answered HTTP %s", resp.status)
         except (TimeoutError, aiohttp.ClientError, ValueError) as e:
             # the URL may be a secret webhook: name the failure, never the address
-            log.warning("notify: POST failed: %s", redact_text(type(e).__name__))
+            why = f"no answer within {self.spec.timeout_s:g} s" if isinstance(e, TimeoutError) else type(e).__name__
+            log.warning("notify: POST failed: %s", redact_text(why))
 
     async def check(self, health: Health, free_bytes: int | None) -> None:
         """Send whichever of the running sweep's events its state now calls for."""
@@ -196,14 +204,39 @@ def finished_event(notifier: Notifier, exit_code: int, result: Any, started: flo
 
 
 def tell_finished(cfg: SweepConfig, run_dir: Path, exit_code: int, result: Any, started: float) -> None:
-    """Send ``sweep_finished`` (from the CLI, after the sweep's loop has closed); never raises."""
+    """Send ``sweep_finished`` (from the CLI, after the sweep's loop has closed); never raises.
+
+    The sweep's run.log is closed by then: it is opened again for these lines, so a notifier that
+    fails or times out at the end is in run.log like one that failed during the run.
+    """
     spec = cfg.notify
     if spec is None or not spec.finished:
         return
     notifier = Notifier(spec, str(cfg.raw.get("name") or cfg.path.stem), run_dir,
                         frozenset(secret_env_names(cfg.raw) | secret_like_env_names()))
+    with _run_log(run_dir):
+        try:
+            names = [m.name for m in cfg.models] + list(cfg.roles)
+            asyncio.run(notifier.send("finished", finished_event(notifier, exit_code, result, started, names)))
+        except Exception as e:  # the run's outcome is decided; a notifier cannot change it
+            log.warning("notify: %s", e)
+
+
+@contextlib.contextmanager
+def _run_log(run_dir: Path) -> Iterator[None]:
+    """This module's lines also in ``run_dir``'s run.log, if the sweep made one (never a new folder)."""
+    path = run_dir / RUN_LOG
+    handler: RunLogHandler | None = None
+    if path.is_file():
+        try:
+            handler = RunLogHandler(path)
+        except OSError:
+            handler = None  # a folder that took no log: the terminal still has the line
+    if handler is not None:
+        log.addHandler(handler)
     try:
-        names = [m.name for m in cfg.models] + list(cfg.roles)
-        asyncio.run(notifier.send("finished", finished_event(notifier, exit_code, result, started, names)))
-    except Exception as e:  # the run's outcome is decided; a notifier cannot change it
-        log.warning("notify: %s", e)
+        yield
+    finally:
+        if handler is not None:
+            log.removeHandler(handler)
+            handler.close()

@@ -47,10 +47,13 @@ class Pause:
 class Steering:
     """The sweep's steering state and ``ctl``'s door into it; all methods run on the sweep's loop."""
 
-    def __init__(self, models: Sequence[str], roles: Sequence[str], ledger: Ledger, serving: Any = None) -> None:
+    def __init__(self, models: Sequence[str], roles: Sequence[str], ledger: Ledger, serving: Any = None, *,
+                 suites: Sequence[str] | None = None) -> None:
         self.models = list(models)
         """Names from the config: a pause or a drain may come while the models are still being set up."""
         self.roles = list(roles)
+        self.suites = None if suites is None else list(suites)
+        """The config's suites (None: not told, any name is taken)."""
         self.ledger = ledger
         self.serving = serving
         self.phase = "starting"
@@ -194,6 +197,8 @@ class Steering:
             raise ControlError(f"no endpoint {name!r} in this sweep (endpoints: {', '.join(sorted(endpoints))})")
         if scope == "suite" and not name:
             raise ControlError("which suite?")
+        if scope == "suite" and self.suites is not None and name not in self.suites:
+            raise ControlError(f"no suite {name!r} in this sweep (suites: {', '.join(sorted(self.suites))})")
 
     def _pause_for(self, job: Job) -> Pause | None:
         for p in self.pauses:

@@ -27,7 +27,7 @@ def test_default_command_is_vllm_serve_with_the_fields() -> None:
     cmd = spec.command_line(port=8123, host="127.0.0.1", replica=1)
     assert cmd[0].rsplit("/", 1)[-1] == "vllm" and cmd[1:3] == ["serve", "/ckpts/step-2000"]  # PATH's or .venv-vllm's
     joined = " ".join(cmd)
-    for part in ("--port 8123", "--served-model-name ck", "--tensor-parallel-size 2", "--max-model-len 32768",
+    for part in ("--port 8123", "--served-model-name=ck", "--tensor-parallel-size 2", "--max-model-len 32768",
                  "--gpu-memory-utilization 0.9", "--enable-lora --lora-modules ad=/lora/ad",
                  "--tool-call-parser hermes"):
         assert part in joined
@@ -96,12 +96,12 @@ def test_gpu_detection_and_pool(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pool.free == ["0", "1", "2"]
 
 
-def test_checkpoint_fingerprint_follows_configs_and_weight_sizes(tmp_path: Path) -> None:
+def test_checkpoint_fingerprint_follows_configs_and_weights(tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ck")
     first = checkpoint_identity(str(ckpt))
     assert first["kind"] == "local" and first == checkpoint_identity(str(ckpt))
-    (ckpt / "model.safetensors").write_bytes(b"\1" * 64)  # same size, weights not read: same id
-    assert checkpoint_identity(str(ckpt))["fingerprint"] == first["fingerprint"]
+    (ckpt / "model.safetensors").write_bytes(b"\1" * 64)  # same size, other weights: another checkpoint
+    assert checkpoint_identity(str(ckpt))["fingerprint"] != first["fingerprint"]
     (ckpt / "model.safetensors").write_bytes(b"\1" * 65)
     assert checkpoint_identity(str(ckpt))["fingerprint"] != first["fingerprint"]
     make_checkpoint(ckpt, marker="2")
