@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasteval.cli.commands import HELP
+from fasteval.cli.common import print_error
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
 from fasteval.view.data import NotFound, RunSet
@@ -62,7 +63,7 @@ def cmd_view(a: argparse.Namespace) -> int:
     try:
         RunSet([Path(p) for p in a.runs])  # fail fast, before binding a port
     except NotFound as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     try:
         uvloop.run(serve([Path(p) for p in a.runs], a.host, a.port, access))
@@ -104,7 +105,7 @@ def cmd_show(a: argparse.Namespace) -> int:
             print("error: give a JOB_ID or --task", file=sys.stderr)
             return EXIT_USAGE
     except NotFound as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     job_id = "".join(c for c in str(job["record"]["job_id"])[:12] if c.isalnum())  # a folder name, not a path
     out = Path(a.images) if a.images else Path(tempfile.mkdtemp(prefix=f"fasteval-show-{job_id}-"))
