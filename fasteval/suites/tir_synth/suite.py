@@ -18,7 +18,7 @@ from typing import Any
 from fasteval.core.options import Opt
 from fasteval.core.types import Task, Trajectory, Turn
 from fasteval.suites.base import LoadError, Score, ScoreContext, Setting, Suite, register_suite
-from fasteval.suites.mcq.aggregate import both, grouped, meta
+from fasteval.suites.mcq.aggregate import both, field, grouped, meta
 from fasteval.suites.mcq.matching import fixed_choice
 from fasteval.suites.tir_synth.generators import GENERATORS, generate
 from fasteval.suites.tirbench import score_item, scoring_rule
@@ -94,5 +94,5 @@ class TIRSynth(Suite):
         if not records:
             return None
         choice = grouped(records, lambda r: meta(r, "task_type")
-                         if (r.get("score_details") or {}).get("rule") == "choice" else None)
+                         if field(r, "score_details").get("rule") == "choice" else None)
         return {**both(records, per_seed=False), "multiple_choice_by_task_type": choice}

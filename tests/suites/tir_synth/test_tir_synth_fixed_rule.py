@@ -65,3 +65,14 @@ def test_report_and_leaderboard_show_both_rules(tmp_path: Path, capsys: pytest.C
     assert set(tables["multiple_choice_by_task_type"]) == set(MC_TYPES)
     assert main(["report", str(tmp_path / "run"), "--leaderboard"]) == 0
     assert "fixed 0.0 ± 0.0, ref " in capsys.readouterr().out
+
+
+def test_the_tables_take_records_of_odd_shapes() -> None:
+    """A hand-edited record (score_details or metadata not a mapping) counts 0, never stops the report."""
+    good = {"status": "ok", "seed": 0, "metadata": {"task_type": "color"},
+            "score_details": {"rule": "choice", "scores": {"reference": 1.0, "fixed": 0.0}}}
+    odd = [{"status": "ok", "seed": 0, "metadata": "x", "score_details": "junk"},
+           {"status": "ok", "seed": 0, "metadata": None, "score_details": {"scores": "junk", "rule": 3}}]
+    tables = TIRSynth.aggregate([good, *odd])
+    assert tables is not None and tables["n"] == 3 and tables["reference"] == 1 / 3 and tables["fixed"] == 0.0
+    assert list(tables["multiple_choice_by_task_type"]) == ["color"]
