@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/scale.py [--cases 100000x2,20000x50] [--shards 4] [--baseline-ref main]
                                          [--no-baseline] [--repeats 1] [--work DIR] [--json]
+    .venv/bin/python benchmarks/scale.py --store 1000000     # a results store of N records matched
 
 Each case ``NxKB`` is a run of N jobs (one sim model, 5 seeds, N/5 jsonl tasks) whose records
 are about KB kilobytes each, plus the same jobs split into ``--shards`` shard run folders.
@@ -174,7 +175,7 @@ async def build_runs(folder: Path, n: int, kb: float, shards: int, templates: li
     for i, (job, _, _, _) in enumerate(plan(cfg, runs, None)):
         rec = dict(padded[i % len(padded)])
         rec.update(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting, task_id=job.task_id,
-                   seed=job.seed)
+                   seed=job.seed, fingerprint=job.fingerprint, components=job.identity.components())
         record = Record(**{k: v for k, v in rec.items() if k in fields})
         for writer, shard in writers:
             if shard is None or in_shard(job.job_id, shard):
@@ -251,8 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commands", default="resume,status,report,merge,index_rebuild",
                     help="which to measure (default all: resume,status,report,merge,index_rebuild)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--store", type=int, metavar="N",
+                    help="instead: a results store of N records opened and matched (benchmarks/scale_store.py)")
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if a.store:
+        import scale_store
+
+        return scale_store.main(["--jobs", str(a.store), "--repeats", str(a.repeats), *(["--json"] if a.json else [])])
     work = Path(tempfile.mkdtemp(prefix="fasteval-scale-", dir=a.work))
     try:
         trees = {"after": ROOT}

@@ -59,7 +59,7 @@ def _summary(run_dir: Path, r: SweepResult, incomplete: SweepIncomplete | None =
 
 
 async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | None = None,
-                    preflight: bool = True, force: bool = False, keep_errors: bool = False,
+                    preflight: bool = True, keep_errors: bool = False,
                     max_concurrency: int | None = None, models: list[str] | None = None,
                     suites: list[str] | None = None, settings: list[str] | None = None,
                     seeds: list[int] | None = None, limit: int | None = None) -> RunSummary:
@@ -68,7 +68,7 @@ async def run_async(config: str | Path | SweepConfig, *, run_dir: str | Path | N
     folder = Path(run_dir) if run_dir is not None else default_run_dir(cfg.path)
     sel = Selectors(models=list(models or []), suites=list(suites or []), settings=list(settings or []),
                     seeds=list(seeds or []), limit=limit)
-    opts = RunOptions(run_dir=folder, force=force, keep_errors=keep_errors, max_concurrency=max_concurrency,
+    opts = RunOptions(run_dir=folder, keep_errors=keep_errors, max_concurrency=max_concurrency,
                       progress=False, selectors=sel)
     try:
         result = await run_planned(cfg, opts, preflight=preflight)

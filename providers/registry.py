@@ -99,7 +99,7 @@ class ProviderKind:
         return WIRE_KINDS[wire].batch if self.batch_factor is not None and wire in WIRE_KINDS else None
 
 
-_KEY = Opt("str", "the environment variable holding the key (never the key itself)")
+_KEY = Opt("str", "the environment variable holding the key (never the key itself)", shapes=False)
 _EXTRA = Opt("dict", "extra JSON fields sent with every request")
 
 
@@ -108,7 +108,7 @@ def _openai_options() -> OptionSchema:
 
     return {
         # required unless the entry has `serve:` (enforced in the config check; the JSON Schema cannot say it)
-        "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1"),
+        "base_url": Opt("str", "e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1", shapes=False),
         "api_key_env": _KEY,
         "extra_body": _EXTRA,
         "serve": Opt("dict", "a local checkpoint fasteval serves itself (docs/serving.md); no base_url then",
@@ -123,7 +123,7 @@ def _openai_api_options() -> OptionSchema:
 
 
 _NATIVE: OptionSchema = {
-    "base_url": Opt("str", "the API root (default: the vendor's)"),
+    "base_url": Opt("str", "the API root (default: the vendor's)", shapes=False),
     "api_key_env": _KEY,
     "extra_body": _EXTRA,
     "thinking_budget": Opt("int", "extended thinking tokens"),
@@ -142,7 +142,7 @@ def _responses_options() -> OptionSchema:
 
 
 def _anthropic_options() -> OptionSchema:
-    return {**_NATIVE, "prompt_caching": Opt("bool", "cache_control on the stable prefix (default true)")}
+    return {**_NATIVE, "prompt_caching": Opt("bool", "cache_control on the stable prefix (default true)", shapes=False)}
 
 
 def _sim_options() -> OptionSchema:

@@ -15,6 +15,7 @@ import pytest
 def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     path = tmp_path_factory.mktemp("fasteval-cache")
     monkeypatch.setenv("FASTEVAL_CACHE_DIR", str(path))
+    monkeypatch.delenv("FASTEVAL_STORE", raising=False)  # a developer's team store never gets test records
     yield path
 
 

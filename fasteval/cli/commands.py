@@ -31,6 +31,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("batches", "fasteval.cli.batches", "a run's provider batches (batch mode)"),
     ("ctl", "fasteval.cli.ctl", "steer a running sweep: status, pause/resume, set limits, requeue, drain, cancel"),
     ("export", "fasteval.cli.export", "a run as inspect logs, ATIF, Parquet, or to MLflow / W&B / TensorBoard"),
+    ("store", "fasteval.cli.store", "the results store shared across runs: ls, import, gc"),
 )
 
 HELP = {name: text for name, _, text in COMMANDS}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -54,6 +55,24 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     except UsageError as e:  # ours (a bad --sort, a published file); a bug is an internal error (cli/main.py)
         print_error(e)
         return exit_code_for(e)
+    return _print_board(board, str(run_dir), fmt, sort)
+
+
+def print_store_leaderboard(store: Path, fmt: str, sort: str, extra: Path | None = None) -> int:
+    """The leaderboard across runs: every model the results store holds, each cell from its own records."""
+    from fasteval.view.store_report import store_report
+
+    try:
+        published = [*(published_file(extra) if extra else []), *all_scores({})]
+        board = leaderboard(store_report(store), {}, sort=sort, published=published)
+    except UsageError as e:  # a bad --sort, a published file, a folder that is not a store
+        print_error(e)
+        return exit_code_for(e)
+    board["store"] = str(store)
+    return _print_board(board, f"{store} (every run)", fmt, sort)
+
+
+def _print_board(board: dict[str, Any], title: str, fmt: str, sort: str) -> int:
     if fmt == "json":
         print_json(board)
     elif fmt == "csv":
@@ -63,7 +82,7 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     else:
         if line := completion_line(board):
             console().print(plain(line, style="bold yellow"))
-        t = Table(title=plain(f"{run_dir}: leaderboard, score (%) mean ± std over seeds"), show_lines=True)
+        t = Table(title=plain(f"{title}: leaderboard, score (%) mean ± std over seeds"), show_lines=True)
         t.add_column("model")
         for c in board["columns"]:
             t.add_column(plain(c["label"]), justify="right")

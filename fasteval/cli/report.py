@@ -19,6 +19,17 @@ from fasteval.view.report import report
 
 
 def cmd_report(a: argparse.Namespace) -> int:
+    if a.store is not None:
+        if not a.leaderboard or a.run_dir is not None or a.html or a.series:
+            print("error: --store STORE goes with --leaderboard and no run folder (the leaderboard across the "
+                  "store's runs)", file=sys.stderr)
+            return EXIT_USAGE
+        from fasteval.cli.leaderboard import print_store_leaderboard
+
+        return print_store_leaderboard(Path(a.store), a.format, a.sort, Path(a.published) if a.published else None)
+    if a.run_dir is None:
+        print("error: name a run folder (or --store STORE --leaderboard)", file=sys.stderr)
+        return EXIT_USAGE
     run_dir = Path(a.run_dir)
     if not (run_dir / MANIFEST).exists():
         print(f"error: {clean(run_dir)} is not a run folder (no manifest.json)", file=sys.stderr)
@@ -202,7 +213,9 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help=HELP["report"])
-    p.add_argument("run_dir")
+    p.add_argument("run_dir", nargs="?")
+    p.add_argument("--store", metavar="STORE",
+                   help="with --leaderboard: every model the results store holds, across runs (no run folder)")
     p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
                    help="csv and markdown: a line per model × suite × setting (with --leaderboard: per model; "
                         "with --series, csv: per suite, setting and step)")

@@ -28,6 +28,7 @@ from fasteval.runfolder.diskfaults import shown
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
+    from fasteval.engine.forecast.dry_run import PlanPreview
     from fasteval.engine.offline.watch import RunSweep
     from fasteval.engine.plan import RunOptions, Selectors
     from fasteval.engine.run.sweep import SweepResult
@@ -71,8 +72,9 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     except UsageError as e:  # ours only: a bug is an internal error (cli/main.py), never "usage"
         print_error(e)
         return exit_code_for(e)
-    t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}, "
-                          f"{pv.total - pv.resumed} to run"))
+    store = f", {pv.from_store} from the results store" if pv.store else ""
+    t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}"
+                          f"{store}, {pv.total - pv.resumed - pv.from_store} to run"))
     for col in ("model", "suite", "setting", "seeds", "jobs"):
         t.add_column(col, justify="right" if col in ("seeds", "jobs") else "left")
     groups: dict[tuple[str, str, str], dict[int, int]] = {}
@@ -81,6 +83,7 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     for (m, su, st), by_seed in groups.items():
         t.add_row(plain(m), plain(su), plain(st), plain(seed_list(sorted(by_seed))), plain(sum(by_seed.values())))
     console().print(t)
+    _print_growth(pv)
     _print_series(cfg)
     f = Table(title="first jobs to run")
     for col in ("job_id", "model", "suite", "setting", "task_id", "seed"):
@@ -96,6 +99,24 @@ def seed_list(seeds: list[int]) -> str:
     if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
         return f"{seeds[0]}-{seeds[-1]}"
     return ",".join(str(x) for x in seeds)
+
+
+def _print_growth(pv: PlanPreview) -> None:
+    """Per model × suite: jobs reused from this folder, copied from the store, new, changed (and why)."""
+    g = Table(title="per model and suite: reused (held here), store (copied, not run), new, changed")
+    for col in ("model", "suite", "reused", "store", "new", "changed"):
+        g.add_column(col, justify="left" if col in ("model", "suite") else "right")
+    for (m, su), n in pv.by_model_suite.items():
+        g.add_row(plain(m), plain(su), *(plain(n[k]) for k in ("reused", "store", "new", "changed")))
+    console().print(g)
+    from fasteval.engine.growth import describe
+
+    for key, change in pv.changes.items():
+        if change.state == "changed" or change.note:
+            console().print(plain(f"  {describe(key, change)}"))
+    if pv.unkeyed:
+        console().print(plain(f"  {pv.unkeyed} record(s) here are from before fingerprints: where their model, suite "
+                              "and setting are still in the config they are kept aside and their jobs run again"))
 
 
 def _print_series(cfg: SweepConfig) -> None:
@@ -165,7 +186,7 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     _warn_missing_trackers(cfg)
     run_dir = Path(a.run_dir) if a.run_dir else default_run_dir(a.config, shard)
     opts = RunOptions(run_dir=run_dir, shard=shard, shard_by=a.shard_by,
-                      max_concurrency=a.max_concurrency, force=a.force,
+                      max_concurrency=a.max_concurrency,
                       keep_errors=a.keep_errors, progress=False if a.no_progress else None, selectors=selectors,
                       no_wait=a.no_wait)
     if a.estimate or a.estimate_from or a.pilot is not None:
@@ -245,7 +266,8 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
 
 def _print_finished(result: SweepResult, run_dir: Path) -> int:
     not_run = f", {result.not_run} not run" if result.not_run else ""
-    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done{not_run} "
+    reused = f", {result.reused} of them copied from the results store" if result.reused else ""
+    print(f"{run_dir}: {result.ok} ok, {result.errors} error, {result.skipped} already done{reused}{not_run} "
           f"(of {result.planned}) in {result.wall_s:.1f} s", file=sys.stderr)
     if result.interrupted:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
@@ -301,7 +323,6 @@ def add_parser(sub: Any) -> None:
                    help="spread jobs by hash (default) or give each shard whole models")
     r.add_argument("--max-concurrency", type=int, metavar="N",
                    help="jobs in flight at once (instead of the config's run.max_concurrency)")
-    r.add_argument("--force", action="store_true", help="continue a run folder whose config changed")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")

@@ -35,6 +35,9 @@ def cmd_status(a: argparse.Namespace) -> int:
         for k, v in st[f"by_{dim}"].items():
             t.add_row(dim, plain(k), *(plain(v[c]) for c in ("total", "done", "error", "remaining")))
     console().print(t)
+    if st.get("superseded"):
+        print(f"{st['superseded']} record(s) kept aside as superseded: their model, suite and setting are in the config "
+              "under another fingerprint now (not counted; still readable: fasteval show RUN JOB_ID)", file=sys.stderr)
     if st.get("bad_lines"):
         print(f"{st['bad_lines']} line(s) of records.jsonl are not records any reader can take (kept, skipped; "
               "status --format json: bad_lines)", file=sys.stderr)

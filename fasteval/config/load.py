@@ -8,6 +8,7 @@ operational knobs (concurrency, fsync, progress), which may change between attem
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,8 @@ class SweepConfig:
     """Each series entry's checkpoints taken, in serving order (their models are in ``models``)."""
     pending: dict[str, list[str]] = field(default_factory=dict)
     """Per series, the matched folders not taken (not loadable yet), one line each: watch mode's wait."""
+    store: Path | None = None
+    """The results store (``store:``, else ``$FASTEVAL_STORE``; None: none)."""
 
     def hash(self) -> str:
         return config_hash(self.raw)
@@ -239,7 +242,19 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
                        roles={str(r): EndpointSpec.of(str(r), spec) for r, spec in (roles if isinstance(roles, dict) else {}).items()},
                        suites=suites, seeds=seeds, run=RunSettings.of(top.get("run")),
                        notify=notify_spec(top.get("notify")), log_to=log_to_spec(top.get("log_to"), base),
-                       series=series, pending=pending)
+                       series=series, pending=pending, store=store_path(top.get("store")))
+
+
+STORE_ENV = "FASTEVAL_STORE"
+"""A team's default results store, for configs that do not name one."""
+
+
+def store_path(value: Any) -> Path | None:
+    """``store:`` as resolved against the config's folder, else ``$FASTEVAL_STORE`` (empty: none)."""
+    if isinstance(value, str) and value:
+        return Path(value)
+    env = os.environ.get(STORE_ENV, "")
+    return Path(env).expanduser().resolve() if env else None
 
 
 def config_from_manifest(manifest: dict[str, Any], run_dir: Path) -> SweepConfig:
@@ -267,8 +282,9 @@ OPERATIONAL_SERVE_KEYS = frozenset({"replicas", "startup_timeout_s", "max_restar
 
 
 def _identity(raw: dict[str, Any]) -> dict[str, Any]:
-    # how a run is watched (notify, log_to) and what is shown beside it (published): not what it computes
-    ident = {k: v for k, v in raw.items() if k not in ("notify", "log_to", "published")}
+    # how a run is watched (notify, log_to), what is shown beside it (published) and where its
+    # results are also kept (store): not what it computes
+    ident = {k: v for k, v in raw.items() if k not in ("notify", "log_to", "published", "store")}
     run = {k: v for k, v in (raw.get("run") or {}).items() if k not in OPERATIONAL_RUN_KEYS}
     ident["run"] = run
     if any(isinstance(m, dict) and isinstance(m.get("serve"), dict) for m in raw.get("models") or []):

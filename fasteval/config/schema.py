@@ -45,24 +45,25 @@ _RETRY = {"max_attempts": Opt("int", "attempts per request, the first included")
           "base_delay_s": Opt("float", "first backoff"), "max_delay_s": Opt("float", "backoff cap")}
 
 ENDPOINT_COMMON: dict[str, Opt] = {
-    "name": Opt("str", "the model's name in records and reports"),
+    "name": Opt("str", "the model's name in records and reports", shapes=False),
     "provider": Opt("str", "who serves the model (fasteval list providers)", required=True),
     "model": Opt("str", "the model id the server serves (default: name)"),
     "params": Opt("dict", "sampling parameters merged into every request (temperature, max_tokens...)"),
-    "limits": Opt("dict", "per-endpoint limits", fields=_LIMITS),
-    "timeouts": Opt("dict", "per-attempt timeouts", fields=_TIMEOUTS),
-    "retry": Opt("dict", "retry policy", fields=_RETRY),
+    "limits": Opt("dict", "per-endpoint limits", fields=_LIMITS, shapes=False),
+    "timeouts": Opt("dict", "per-attempt timeouts", fields=_TIMEOUTS, shapes=False),
+    "retry": Opt("dict", "retry policy", fields=_RETRY, shapes=False),
     "tool_message_images": Opt("bool", "a tool message may carry images (else they follow in a user message)"),
-    "endpoint_id": Opt("str", "stable identity for caches and limiters"),
+    "endpoint_id": Opt("str", "stable identity for caches and limiters", shapes=False),
     "max_image_bytes": Opt("int", "downsize images above this many encoded bytes"),
     "max_image_pixels": Opt("int", "downsize images above this many pixels"),
-    "local_media": Opt("bool", "send file:// URLs of the run's blob store (server reads local media)"),
+    "local_media": Opt("bool", "send file:// URLs of the run's blob store (server reads local media)", shapes=False),
     "image_resize": Opt("any", "the model processor's resize: auto (a served checkpoint's own), qwen2_5_vl or {processor, max_pixels}"),
     "price": Opt("dict", "USD per million tokens, overriding fasteval.core.pricing's table", fields={
         "input": Opt("float", required=True), "output": Opt("float", required=True), "cache_read": Opt("float"),
-        "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")}),
+        "cache_write": Opt("float"), "batch": Opt("float", "the share paid in batch mode (default: the provider's, 0.5)")},
+        shapes=False),
     "batch": Opt("any", "provider batch API at half price: true or {max_requests, max_mb, gather_s, poll_s, window, "
-                 "max_resubmissions, fallback: batch|interactive} (docs/providers.md, batch mode)"),
+                 "max_resubmissions, fallback: batch|interactive} (docs/providers.md, batch mode)", shapes=False),
     "capabilities": Opt("dict", "override what the provider is assumed to support", fields={
         "tool_result_images": Opt("bool"), "parallel_tool_calls": Opt("bool"), "seed": Opt("bool"),
         "thinking": Opt("bool"), "sampling": Opt("bool"),
@@ -129,6 +130,9 @@ TOP_LEVEL: dict[str, Opt] = {
                   "wandb, tensorboard (docs/export.md)", fields=LOG_TO_OPTIONS),
     "published": Opt("list", "papers' numbers to show beside ours in the leaderboard: {suite, setting, model, match, "
                       "value (percent), paper, table, metric?, note?} (fasteval/suites/published.yaml has ours)"),
+    "store": Opt("path", "a results store shared across runs (a folder; default $FASTEVAL_STORE): every finished "
+                 "record also goes there, and a job whose fingerprint has an ok record there is copied, not run "
+                 "(docs/run-folder.md)", shapes=False),
     "prices": Opt("dict", "USD per million tokens by model name or id ({input, output, cache_read, cache_write}); "
                   "batch_factor: {provider: share paid in batch mode} (default 0.5)"),
 }

@@ -14,8 +14,19 @@ from fasteval.core.exitcodes import (
     exit_code_for,
 )
 from fasteval.core.registry import LazyRegistry
-from fasteval.core.types import ImageRef, Job, Message, Record, Task, ToolCall, Trajectory, Turn, Usage
+from fasteval.core.types import (
+    Identity,
+    ImageRef,
+    Job,
+    Message,
+    Record,
+    Task,
+    ToolCall,
+    Trajectory,
+    Turn,
+    Usage,
+)
 
 __all__ = ["EXIT_INCOMPLETE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_JOB_ERRORS", "EXIT_OK", "EXIT_USAGE",
-           "ConfigChanged", "ConfigError", "ImageRef", "Job", "LazyRegistry", "Message", "ModelConfigError", "Record",
+           "ConfigChanged", "ConfigError", "Identity", "ImageRef", "Job", "LazyRegistry", "Message", "ModelConfigError", "Record",
            "Task", "ToolCall", "Trajectory", "Turn", "Usage", "exit_code_for"]

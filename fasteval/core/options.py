@@ -33,6 +33,9 @@ class Opt:
     """For a ``path``: it must exist before the run starts."""
     fetch: str | None = None
     """For a ``path`` that ``fasteval data fetch NAME`` provides: NAME, quoted in the error."""
+    shapes: bool = True
+    """Whether the option shapes a job's result, and so its fingerprint (fasteval.engine.identity):
+    False for where an endpoint is and how it is paced (URL, key, limits, retries, latency)."""
 
 
 OptionSchema = Mapping[str, Opt]

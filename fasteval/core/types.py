@@ -45,24 +45,70 @@ class Task:
 
 
 @dataclass(slots=True, frozen=True)
+class Identity:
+    """The fingerprints of what one model × suite × setting computes (fasteval.engine.identity).
+
+    ``model``: the entry's request-shaping fields (or a served checkpoint's fingerprint); ``suite``:
+    the suite's name, version, options, data and reference texts; ``setting``: its tools, rounds,
+    prompts and the judges its scoring calls. ``group`` hashes the three: the jobs of one group
+    differ only by task and seed, so "is this record current" is one test per group.
+    """
+
+    model: str = ""
+    suite: str = ""
+    setting: str = ""
+    group: str = ""
+
+    @classmethod
+    def of(cls, model: str, suite: str, setting: str) -> Identity:
+        return cls(model, suite, setting, group_of(model, suite, setting))
+
+    def components(self) -> dict[str, str]:
+        """What a record carries (``components``): the group is derived from them."""
+        return {"model": self.model, "suite": self.suite, "setting": self.setting}
+
+
+NO_IDENTITY = Identity()
+"""For a Job built without fingerprints (tests, tools that only name jobs)."""
+
+
+def group_of(model: str, suite: str, setting: str) -> str:
+    """The group fingerprint of three component fingerprints (16 hex)."""
+    return hashlib.sha256(f"{model}\x1f{suite}\x1f{setting}".encode()).hexdigest()[:16]
+
+
+@dataclass(slots=True, frozen=True)
 class Job:
-    """One unit of work: a task run by a model under a setting with a seed."""
+    """One unit of work: a task run by a model under a setting with a seed, and what shapes it."""
 
     model: str
     suite: str
     setting: str
     task_id: str
     seed: int
+    identity: Identity = NO_IDENTITY
 
     @property
     def job_id(self) -> str:
-        """Stable across processes and machines, so resume and shards agree."""
-        return job_id_of(self.model, self.suite, self.setting, self.task_id, self.seed)
+        """The run folder's key of this job: its names and its group fingerprint, stable across
+        processes and machines, so resume and shards agree and an edited entry is a new job."""
+        return job_id_of(self.model, self.suite, self.setting, self.task_id, self.seed, self.identity.group)
+
+    @property
+    def fingerprint(self) -> str:
+        """What produced the result, without names: the key of the results store."""
+        return fingerprint_of(self.identity.group, self.task_id, self.seed)
 
 
-def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int) -> str:
+def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int, group: str = "") -> str:
     """``Job(...).job_id`` without building the Job (resume walks every planned job)."""
-    return hashlib.sha256(f"{model}\x1f{suite}\x1f{setting}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:20]
+    key = f"{model}\x1f{suite}\x1f{setting}\x1f{task_id}\x1f{seed}\x1f{group}"
+    return hashlib.sha256(key.encode()).hexdigest()[:20]
+
+
+def fingerprint_of(group: str, task_id: str, seed: int) -> str:
+    """``Job(...).fingerprint`` (32 hex): the group's fingerprint, the task and the seed; no names."""
+    return hashlib.sha256(f"{group}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:32]
 
 
 @dataclass(slots=True)
@@ -161,6 +207,14 @@ class Record:
     status: JobStatus
     score: float | None
     answer: str | None
+    fingerprint: str = ""
+    """What produced the result (``Job.fingerprint``): the results store's key; "" before fingerprints."""
+    components: dict[str, str] = field(default_factory=dict)
+    """The model, suite and setting fingerprints (``Identity.components``): whether a record is
+    current or superseded is decided from them and the manifest, with no config at hand."""
+    reused: dict[str, Any] | None = None
+    """Set on a record copied from the results store instead of run: the run that computed it,
+    when, and the store (docs/run-folder.md, reuse)."""
     error: str | None = None
     error_kind: str | None = None
     termination: Termination | None = None

@@ -14,7 +14,8 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig
 from fasteval.core.errors import ConfigError
-from fasteval.core.types import Job, Task, job_id_of
+from fasteval.core.types import Identity, Job, Task, job_id_of
+from fasteval.engine.identity import Fingerprints, data_hash, fingerprints
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Setting, Suite, make_suite
 
@@ -44,7 +45,6 @@ class RunOptions:
     shard_by: str = "job"
     """``job``: jobs spread by hash of job_id; ``model``: whole models per shard (a checkpoint per node)."""
     max_concurrency: int | None = None
-    force: bool = False
     keep_errors: bool = False
     progress: bool | None = None
     selectors: Selectors = field(default_factory=Selectors)
@@ -57,6 +57,8 @@ class SuiteRun:
     suite: Suite
     settings: list[Setting]
     items: list[Task | LoadError]
+    data_hash: str = ""
+    """The content of ``items`` (fasteval.engine.identity.data_hash): part of the suite's fingerprint."""
 
 
 def default_run_dir(config_path: str | Path, shard: tuple[int, int] | None = None) -> Path:
@@ -115,36 +117,46 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
             items.append(item)
     except Exception as e:  # a loader that dies still leaves what it loaded and one error record
         items.append(LoadError(task_id=f"{entry['name']}-load", message=f"loader failed: {type(e).__name__}: {e}"))
-    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items)
+    return SuiteRun(suite=suite, settings=build_settings(suite, entry.get("settings")), items=items,
+                    data_hash=data_hash(items))
 
 
 def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
          selectors: Selectors | None = None, done: Container[str] = frozenset(),
-         on_done: Callable[[], None] | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
+         on_done: Callable[[], None] | None = None,
+         ids: Fingerprints | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
 
     Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
-    Jobs whose id is in ``done`` (the resume set) are left out, each with a call of ``on_done``:
-    resuming a finished sweep builds no Job at all.
+    A job's id holds its group's fingerprint (``ids``, computed here when not given): jobs whose id
+    is in ``done`` (the resume set: the fingerprint has an ok record under these names) are left
+    out, each with a call of ``on_done``: resuming a finished sweep builds no Job at all.
     """
     sel = selectors or Selectors()
     all_models = [m.name for m in cfg.models]
     slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
     models, seeds = _plan_axes(cfg, sel)
+    ids = ids if ids is not None else fingerprints(cfg, runs)
     need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
+    groups: dict[str, Identity] = {}
+    at: tuple[int, str] | None = None
     for run, setting, item, tid in _plan_items(runs, sel):
         suite = run.suite.name
+        if at != (id(run), setting.name):  # once per suite × setting, not per task
+            at = (id(run), setting.name)
+            groups = {model: ids.identity(model, run, setting) for model in models}
         for seed in seeds:
             for model in models:
                 if need_id:
-                    job_id = job_id_of(model, suite, setting.name, tid, seed)
+                    job_id = job_id_of(model, suite, setting.name, tid, seed, groups[model].group)
                     if shard is not None and not in_shard(job_id, shard, slot.get(model)):
                         continue
                     if job_id in done:
                         if on_done is not None:
                             on_done()
                         continue
-                yield Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed), run, setting, item
+                yield (Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed,
+                           identity=groups[model]), run, setting, item)
 
 
 def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
@@ -176,8 +188,9 @@ def spread(items: list[Any], n: int) -> list[Any]:
 
 
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-                selectors: Selectors | None = None) -> tuple[int, dict[str, dict[str, int]]]:
-    combos = plan_combos(cfg, runs, shard, shard_by, selectors)
+                selectors: Selectors | None = None,
+                ids: Fingerprints | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+    combos = plan_combos(cfg, runs, shard, shard_by, selectors, ids)
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
     for (model, suite, setting, seed), n in combos.items():
         # a setting is its suite's: two suites' "tool" settings are two rows of status, not one
@@ -188,7 +201,8 @@ def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] |
 
 
 def plan_combos(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
-                selectors: Selectors | None = None) -> Counter[tuple[str, str, str, int]]:
+                selectors: Selectors | None = None,
+                ids: Fingerprints | None = None) -> Counter[tuple[str, str, str, int]]:
     """Jobs of the plan per (model, suite, setting, seed)."""
     # One counter per combination, split per dimension by the caller: the plan is walked once more
     # to launch, so this pass must stay cheap at a million jobs. Unsharded, every model and seed
@@ -204,7 +218,7 @@ def plan_combos(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] |
                     combos[(model, suite, setting, seed)] += n
     else:
         combos.update((job.model, job.suite, job.setting, job.seed)
-                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors))
+                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors, ids=ids))
     return combos
 
 

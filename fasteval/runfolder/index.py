@@ -14,6 +14,12 @@ index update) are indexed on open, so every reader sees every complete record.
 
 A job's row follows the records' own rule: its latest ok record, else its latest record. That
 rule is a maximum over (ok, offset), so applying lines twice or in any order gives one answer.
+
+A row is **superseded** when its model × suite × setting is in the manifest's current groups
+under another fingerprint (an edited entry): kept, readable by its job id or with
+``superseded=None``, and left out of every other read (status, report, compare, the viewer).
+The flag is derived like the rest: from the record's ``components`` and the manifest, set as a
+row lands and moved, one group at a time, when the manifest's current groups change.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, Literal
 
 import orjson
 
+from fasteval.core.errors import DamagedRunFolder
 from fasteval.runfolder.index_rows import (
     COLUMNS,
     INT_MAX,
@@ -41,19 +48,21 @@ from fasteval.runfolder.index_rows import (
     storable_text,
     summarise_line,
 )
+from fasteval.runfolder.manifest import CurrentGroups, current_groups, read_manifest
 from fasteval.runfolder.names import INDEX as INDEX  # importers of index keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
+from fasteval.runfolder.superseded import dump_groups, follow, marked
 
 log = logging.getLogger("fasteval")
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 _STATS_MIN_ROWS = 1000
 
 _FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
-                      "termination", "task_type"})
+                      "termination", "task_type", "fingerprint", "superseded"})
 
 
 class RunIndexError(RuntimeError):
@@ -78,14 +87,16 @@ _SCHEMA = (
     "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
     "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
     "task_type TEXT, batch_prompt_tokens INTEGER, batch_completion_tokens INTEGER, batch_cache_read_tokens INTEGER, "
-    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
+    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, fingerprint TEXT, grp TEXT, superseded INTEGER, "
+    "ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
     "WITHOUT ROWID",
 )
 # Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
 # re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
 # A build from scratch creates them at the end: one sort each instead of a B-tree insert per row.
 _INDEXES = {"jobs_offset": "CREATE INDEX IF NOT EXISTS jobs_offset ON jobs(byte_offset)",
-            "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(model, suite, setting, task_id, seed)"}
+            # led by the flag every read filters on (superseded = 0), so current rows stay one range
+            "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(superseded, model, suite, setting, task_id, seed)"}
 
 
 def _line_digest(data: bytes) -> str:
@@ -104,6 +115,8 @@ class RunIndex:
         self._fd = -1
         self.rebuilt = False
         """Whether this open rebuilt the index from scratch (missing, stale, foreign, corrupt)."""
+        self.current: CurrentGroups = {}
+        """The manifest's current groups, which rows landing now are marked against (``follow``)."""
 
     # ---- lifecycle -------------------------------------------------------------------------
 
@@ -149,7 +162,7 @@ class RunIndex:
         self._db.execute("DELETE FROM jobs")
         self._db.execute("DELETE FROM meta")
         self._set_meta({"version": SCHEMA_VERSION, "offset": 0, "head": "", "head_len": 0,
-                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0})
+                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0, "current": dump_groups(self.current)})
         self._db.execute("COMMIT")
         self.rebuilt = True
 
@@ -288,6 +301,7 @@ class RunIndex:
         """Apply rows and keep ``n_jobs`` exact without counting the whole table."""
         if not rows:
             return
+        rows = marked(rows, self.current)
         ids = list({r[0] for r in rows})
         known = 0
         for i in range(0, len(ids), 500):
@@ -347,12 +361,23 @@ class RunIndex:
             self._db.execute("ROLLBACK")
             raise
 
+    def follow(self, groups: CurrentGroups) -> int:
+        """Mark rows superseded or current for the manifest's ``groups``; returns the rows moved
+        (fasteval.runfolder.superseded: only the groups that changed are touched)."""
+        self.current = groups
+        return follow(self._db, groups)
+
     # ---- reading ---------------------------------------------------------------------------
 
     @staticmethod
-    def _where(filters: dict[str, Any], scan: bool = False) -> tuple[str, list[Any]]:
+    def _where(filters: dict[str, Any], scan: bool = False, keyed: bool = True) -> tuple[str, list[Any]]:
+        """SQL for column = value filters; current rows only unless ``superseded`` is given (None: all).
+
+        ``keyed=False``: the current-rows test must not pick the key index (a read in file order)."""
         clauses, params = [], []
         col = "+{}" if scan else "{}"  # a unary plus keeps the planner off the column's indexes
+        if "superseded" not in filters:
+            clauses.append("superseded = 0" if keyed and not scan else "+superseded = 0")
         for key, value in filters.items():
             if key not in _FILTERS:
                 raise TypeError(f"unknown index filter {key!r}; known: {sorted(_FILTERS)}")
@@ -374,7 +399,7 @@ class RunIndex:
         ``order="offset"`` is file order (cheapest for then reading records); ``"key"`` is
         model, suite, setting, task_id, seed. ``limit``/``skip`` page (the viewer's /jobs).
         """
-        where, params = self._where(filters)
+        where, params = self._where(filters, keyed=_keyed(order, filters))
         sort = _ORDER[order]
         sql = f"SELECT {', '.join(COLUMNS)} FROM jobs{where} ORDER BY {sort}"
         if limit is not None or skip:
@@ -393,7 +418,7 @@ class RunIndex:
         for col in columns:
             if col not in COLUMNS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
-        where, params = self._where(filters, scan)
+        where, params = self._where(filters, scan, keyed=_keyed(order, filters))
         sort = ", ".join(f"+{c.strip()}" for c in _ORDER[order].split(",")) if scan else _ORDER[order]
         yield from self._db.execute(f"SELECT {', '.join(columns)} FROM jobs{where} ORDER BY {sort}", params)
 
@@ -440,7 +465,7 @@ class RunIndex:
 
     def group_sizes(self) -> dict[tuple[str, str, str], int]:
         """Jobs per model × suite × setting, counted off the key index alone (no row is read)."""
-        sql = "SELECT model, suite, setting, count(*) FROM jobs GROUP BY model, suite, setting"
+        sql = "SELECT model, suite, setting, count(*) FROM jobs WHERE superseded = 0 GROUP BY model, suite, setting"
         return {(m, s, st): n for m, s, st, n in self._db.execute(sql)}
 
     def counts(self, by: Sequence[str] = (), **filters: Any) -> dict[tuple[Any, ...], dict[str, int]]:
@@ -461,12 +486,16 @@ class RunIndex:
         return out
 
     def job_ids(self, *, ok_only: bool = False) -> set[str]:
-        """The set of indexed jobs (only ok ones with ``ok_only``): the sweep's resume set."""
-        sql = "SELECT job_id FROM jobs" + (" WHERE ok = 1" if ok_only else "")
+        """The set of current indexed jobs (only ok ones with ``ok_only``): the sweep's resume set.
+
+        A job id holds its group's fingerprint, so an id here is "this fingerprint has a record
+        under these names"; superseded rows are of other fingerprints and never match a plan."""
+        sql = "SELECT job_id FROM jobs WHERE superseded = 0" + (" AND ok = 1" if ok_only else "")
         return {r[0] for r in self._db.execute(sql)}
 
     def row(self, job_id: str) -> JobRow | None:
-        return next(self.rows(job_id=job_id), None)
+        """One job's row by its id, superseded or not (a superseded record stays readable)."""
+        return next(self.rows(job_id=job_id, superseded=None), None)
 
     def read_line(self, offset: int, length: int) -> bytes:
         """The raw bytes of one record line (newline included)."""
@@ -497,9 +526,17 @@ class RunIndex:
 
     def stats(self) -> dict[str, Any]:
         meta = self._meta()
+        superseded, unkeyed = self._db.execute(
+            "SELECT coalesce(sum(superseded = 1), 0), coalesce(sum(fingerprint IS NULL), 0) FROM jobs").fetchone()
         return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
                 "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
-                "rebuilt": self.rebuilt}
+                "superseded": superseded, "unkeyed": unkeyed, "rebuilt": self.rebuilt}
+
+
+def _keyed(order: str, filters: dict[str, Any]) -> bool:
+    """May the current-rows test lead the planner to the key index? For a key-order read or a
+    group's read (model, suite, setting given) yes; for a whole file-order read no (it would sort)."""
+    return order == "key" or any(filters.get(k) is not None for k in ("model", "suite", "setting"))
 
 
 class _ForeignIndex(sqlite3.DatabaseError):
@@ -562,17 +599,25 @@ def open_index(run_dir: Path | str) -> RunIndex:
     memory, built by one streaming pass.
     """
     run_dir = Path(run_dir)
+    try:
+        groups = current_groups(read_manifest(run_dir))
+    except DamagedRunFolder:
+        groups = {}  # the records are still read; the run's own commands say what is wrong with it
     db, path = _open_db(run_dir)
     index = RunIndex(run_dir, db, path)
+    index.current = groups
     try:
         index.refresh()
+        index.follow(groups)
     except sqlite3.DatabaseError:
         db.close()
         if path is None:
             raise
         _drop(path)
         index = RunIndex(run_dir, _connect(path), path)
+        index.current = groups
         index.refresh()
+        index.follow(groups)
         index.rebuilt = True
     return index
 

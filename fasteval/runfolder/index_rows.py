@@ -8,6 +8,7 @@ turned into text here, and the writer's row and a rebuild's row of the same line
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from collections.abc import Sequence
@@ -17,6 +18,7 @@ from typing import Any
 import orjson
 
 from fasteval.core.pricing import BATCH_TOKENS
+from fasteval.core.types import group_of
 
 log = logging.getLogger("fasteval")
 
@@ -30,8 +32,11 @@ report prices it at the batch factor, the rest at the full price (fasteval.core.
 COLUMNS = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
          "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens",
          "cache_read_tokens", "cache_write_tokens", "latency_s", "retries",
-         "task_type", *BATCH_TOKEN_COLUMNS, "image_tokens", "ok", "byte_offset", "byte_length")
+         "task_type", *BATCH_TOKEN_COLUMNS, "image_tokens", "fingerprint", "grp", "superseded", "ok",
+         "byte_offset", "byte_length")
 IndexRowTuple = tuple[Any, ...]
+GRP, SUPERSEDED = COLUMNS.index("grp"), COLUMNS.index("superseded")
+"""Positions of the group fingerprint and the superseded flag in a row (the index marks the flag)."""
 
 
 @dataclass(slots=True)
@@ -60,6 +65,12 @@ class JobRow:
     task_type: str | None
     offset: int
     length: int
+    fingerprint: str | None = None
+    """What produced the result (the results store's key); None for a record from before fingerprints."""
+    superseded: bool = False
+    """Kept aside: its model × suite × setting is in the config with another fingerprint now."""
+    grp: str | None = None
+    """The group fingerprint (model × suite × setting) its record names."""
 
     def at(self, offset: int, length: int) -> IndexRowTuple:
         """This row as an index row for the same record at another place (a merged file)."""
@@ -68,8 +79,7 @@ class JobRow:
                 self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cache_read_tokens"],
                 self.usage["cache_write_tokens"], self.latency_s, self.retries,
                 self.task_type, *(self.usage.get(c, 0) for c in BATCH_TOKEN_COLUMNS), self.usage.get("image_tokens", 0),
-                int(self.status == "ok"),
-                offset, length)
+                self.fingerprint, self.grp, int(self.superseded), int(self.status == "ok"), offset, length)
 
 
 def job_row(r: Sequence[Any]) -> JobRow:
@@ -78,7 +88,7 @@ def job_row(r: Sequence[Any]) -> JobRow:
                   {"prompt_tokens": r[13], "completion_tokens": r[14], "cache_read_tokens": r[15],
                    "cache_write_tokens": r[16], **dict(zip(BATCH_TOKEN_COLUMNS, r[20:24], strict=True)),
                    "image_tokens": r[24]},
-                  r[17], r[18], r[19], r[26], r[27])
+                  r[17], r[18], r[19], r[29], r[30], r[25], bool(r[27]), r[26])
 
 
 def _short(text: Any) -> str | None:
@@ -166,7 +176,8 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
                int(usage.get("completion_tokens", 0)), int(usage.get("cache_read_tokens", 0)),
                int(usage.get("cache_write_tokens", 0)), float(rec["latency_s"]), int(rec["retries"]),
                None if task_type is None else str(task_type), *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS),
-               int(usage.get("image_tokens", 0)), int(status == "ok"), offset, length)
+               int(usage.get("image_tokens", 0)), *identity_columns(rec.get("fingerprint"), rec.get("components")),
+               int(status == "ok"), offset, length)
         if _SQL_TYPES.issuperset(map(type, row)):
             return row
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
@@ -175,6 +186,23 @@ def row_of_dict(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
 
 
 _SQL_TYPES = frozenset({str, int, float, type(None)})
+
+
+@functools.lru_cache(maxsize=4096)
+def _group(model: str, suite: str, setting: str) -> str:
+    return group_of(model, suite, setting)
+
+
+def identity_columns(fingerprint: Any, components: Any) -> tuple[str | None, str | None, int]:
+    """The fingerprint, group fingerprint and superseded flag (0: the index marks it) of a record's
+    ``fingerprint`` and ``components``; None for a record from before fingerprints."""
+    fp = fingerprint if isinstance(fingerprint, str) and fingerprint else None
+    grp = None
+    if isinstance(components, dict):
+        parts = (components.get("model"), components.get("suite"), components.get("setting"))
+        if all(isinstance(p, str) for p in parts) and any(parts):
+            grp = _group(*parts)
+    return fp, grp, 0
 
 
 def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple:
@@ -199,8 +227,8 @@ def _careful_row(rec: dict[str, Any], offset: int, length: int) -> IndexRowTuple
             _int(usage.get("completion_tokens")), _int(usage.get("cache_read_tokens")),
             _int(usage.get("cache_write_tokens")), _num(rec.get("latency_s")),
             _int(rec.get("retries")), None if task_type is None else storable_text(task_type),
-            *(_int(usage.get(c)) for c in BATCH_TOKEN_COLUMNS), _int(usage.get("image_tokens")), int(status == "ok"),
-            offset, length)
+            *(_int(usage.get(c)) for c in BATCH_TOKEN_COLUMNS), _int(usage.get("image_tokens")),
+            *identity_columns(rec.get("fingerprint"), rec.get("components")), int(status == "ok"), offset, length)
 
 
 def _score(v: Any) -> float | None:
@@ -226,7 +254,7 @@ def row_of_record(rec: Any, offset: int, length: int) -> IndexRowTuple | None:
                       int(usage.get("cache_write_tokens", 0)), float(rec.latency_s), int(rec.retries),
                       None if task_type is None else str(task_type),
                       *(int(usage.get(c, 0)) for c in BATCH_TOKEN_COLUMNS), int(usage.get("image_tokens", 0)),
-                      int(rec.status == "ok"), offset, length)
+                      *identity_columns(rec.fingerprint, rec.components), int(rec.status == "ok"), offset, length)
     except (TypeError, ValueError, OverflowError, AttributeError):
         return None
     # Types exactly as a rebuild reads them back (a bool is no int, inf no float of JSON), so the

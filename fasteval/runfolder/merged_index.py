@@ -42,7 +42,8 @@ from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 # Every column but the location, in schema order (the location is computed).
 _KEEP = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
          "termination", "rounds", "tool_calls", "prompt_tokens", "completion_tokens", "cache_read_tokens",
-         "cache_write_tokens", "latency_s", "retries", "task_type", *BATCH_TOKEN_COLUMNS, "image_tokens", "ok")
+         "cache_write_tokens", "latency_s", "retries", "task_type", *BATCH_TOKEN_COLUMNS, "image_tokens", "fingerprint",
+         "grp", "superseded", "ok")
 _COPY_CHUNK = 64 << 20
 
 

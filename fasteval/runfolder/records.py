@@ -9,7 +9,6 @@ appending, so finished records are never rewritten.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import os
@@ -21,12 +20,13 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from fasteval.core.errors import DamagedRunFolder
 from fasteval.core.redact import redact_bytes, redact_text
 from fasteval.core.types import Record
 from fasteval.runfolder.diskfaults import database_failure, vanished, write_failure
 from fasteval.runfolder.index import RunIndex
 from fasteval.runfolder.index_rows import IndexRowTuple, row_of_written
+from fasteval.runfolder.manifest import read_manifest as read_manifest
+from fasteval.runfolder.manifest import write_manifest as write_manifest
 from fasteval.runfolder.names import MANIFEST as MANIFEST  # importers of records keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
 from fasteval.runfolder.safe_open import open_nofollow, refuse_symlink
@@ -180,6 +180,8 @@ class RecordWriter:
         the index up (it runs on the event loop; readers catch the index up later)."""
         self.on_failure = on_failure
         self.failure: RuntimeError | None = None
+        self.mirror: Callable[[list[tuple[bytes, Record]]], None] | None = None
+        """Given each batch once its lines are written (the results store takes a copy); must not block."""
         self._queue: asyncio.Queue[tuple[bytes, Record] | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._fd = -1
@@ -267,6 +269,8 @@ class RecordWriter:
                     batch.append(nxt)
             # A batch cut short is left to the index's own catch-up on the next start.
             if batch and self.failure is None and self._write_batch(batch):
+                if self.mirror is not None:
+                    self.mirror(batch)
                 now = time.monotonic()
                 if self.index is not None:
                     self._index_batch(batch, now, flush=stop)
@@ -332,28 +336,3 @@ class RecordWriter:
             except OSError as e:
                 log.warning("closing %s: %s", self.path, e)
             self._fd = -1
-
-
-def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
-    tmp = run_dir / (MANIFEST + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # a leftover (or a planted link) is replaced, never written through
-    fd = open_nofollow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, MANIFEST)
-    with os.fdopen(fd, "wb") as f:
-        f.write(orjson.dumps(manifest, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
-    os.replace(tmp, run_dir / MANIFEST)
-
-
-def read_manifest(run_dir: Path) -> dict[str, Any] | None:
-    p = run_dir / MANIFEST
-    refuse_symlink(p, MANIFEST)  # a linked manifest would hand rescore and resume another config
-    if not p.exists():
-        return None
-    try:
-        data = orjson.loads(p.read_bytes())
-    except orjson.JSONDecodeError as e:
-        raise DamagedRunFolder(f"{p}: not the manifest fasteval writes ({e}); restore it or use a new --run-dir") from None
-    if not isinstance(data, dict):
-        raise DamagedRunFolder(f"{p}: not the manifest fasteval writes (a JSON {type(data).__name__}, not an object); "
-                               "restore it or use a new --run-dir")
-    return data

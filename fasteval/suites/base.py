@@ -63,6 +63,9 @@ class Suite(ABC):
     """A benchmark: tasks, settings, prompts and scoring in one place."""
 
     name: ClassVar[str]
+    scorer_version: ClassVar[str] = "1"
+    """The loader's, prompts' and scorer's version: part of every job's fingerprint, so a change to
+    what the suite sends or how it scores is bumped here and its old results stop being reused."""
     options_schema: ClassVar[OptionSchema | None] = None
     """The suite's ``options`` (checked before a run; None: not declared, not checked)."""
     setting_options: ClassVar[OptionSchema | None] = None

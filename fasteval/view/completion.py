@@ -15,7 +15,7 @@ from typing import Any
 
 from fasteval.runfolder.control import sweep_answers
 from fasteval.runfolder.index import RunIndex, open_index
-from fasteval.runfolder.records import read_manifest
+from fasteval.runfolder.manifest import read_manifest
 
 _WHY_NOISE = re.compile(r"^incomplete: |;? *rerun (the same command )?to continue$")
 """What the terminal's line of an incomplete sweep says that the partial-run line says itself."""

@@ -17,6 +17,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fasteval.core.cells import markdown_text, spreadsheet_text
@@ -89,6 +90,8 @@ def _cell(row: Mapping[str, Any], published: list[PublishedScore]) -> dict[str, 
     if all(isinstance(metrics.get(k), int | float) for k in ("reference", "fixed")):
         cell.update((k, metrics.get(k)) for k in ("fixed", "fixed_std", "reference", "reference_std"))
     cell["published"] = [p.as_dict() for p in published]
+    if row.get("origin"):  # the leaderboard across runs: which runs, and when the newest record was computed
+        cell["origin"] = row["origin"]
     return cell
 
 
@@ -129,6 +132,8 @@ def cell_lines(cell: Mapping[str, Any] | None) -> list[str]:
                      f"ref {pct(cell['reference'])} ± {pct(cell.get('reference_std'))}")
     lines += [f"paper {round(100 * p['value'], 2):g} ({short_paper(p['paper'])} {p['table']}, as {p['model']})"
               for p in cell["published"]]
+    if cell.get("origin"):
+        lines.append(origin_text(cell["origin"]))
     return [clean(line) for line in lines]
 
 
@@ -141,6 +146,13 @@ def partial_jobs(row: Mapping[str, Any]) -> str:
 def completion_line(board: Mapping[str, Any]) -> str:
     """The run's partial-run line (``fasteval.view.completion``), ``""`` for a complete run."""
     return clean(str((board.get("completion") or {}).get("line") or ""))
+
+
+def origin_text(origin: Mapping[str, Any]) -> str:
+    """'run <folder> (+k), <date>': where a cell of the leaderboard across runs came from."""
+    runs = [Path(str(r)).name for r in origin.get("runs") or []]
+    more = f" (+{len(runs) - 1})" if len(runs) > 1 else ""
+    return f"run {runs[0] if runs else '?'}{more}, {str(origin.get('date') or '?')[:10]}"
 
 
 def markdown(board: Mapping[str, Any]) -> str:
@@ -172,9 +184,11 @@ def csv_text(board: Mapping[str, Any]) -> str:
     buf = io.StringIO()
     w = csv.writer(buf)
     head = ["model", "average", "n_columns", "jobs done", "jobs planned"]
+    origin = any("origin" in cell for r in board["rows"] for cell in r["cells"].values())
+    extra = ("origin",) if origin else ()
     for c in board["columns"]:
         head += [spreadsheet_text(f"{c['label']} {x}")
-                 for x in ("mean", "std", "fixed", "reference", "published", "published source")]
+                 for x in ("mean", "std", "fixed", "reference", "published", "published source", *extra)]
     w.writerow(head)
     for r in board["rows"]:  # names and sources are text a spreadsheet must not run; numbers are ours
         jobs = r.get("jobs") or {}
@@ -186,6 +200,8 @@ def csv_text(board: Mapping[str, Any]) -> str:
             line += [_csv_pct(cell.get(k)) for k in ("mean", "std", "fixed", "reference")]
             line += [pct(pub["value"]) if pub else "",
                      spreadsheet_text(clean(f"{pub['paper']}, {pub['table']}")) if pub else ""]
+            if origin:
+                line.append(spreadsheet_text(clean(origin_text(cell["origin"]))) if cell.get("origin") else "")
         w.writerow(line)
     return buf.getvalue()
 

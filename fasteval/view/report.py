@@ -17,7 +17,7 @@ from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import RunIndex, open_index
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
-from fasteval.runfolder.records import read_manifest
+from fasteval.runfolder.manifest import read_manifest
 from fasteval.view.completion import completion
 from fasteval.view.curves import learning_curves
 from providers import price_terms
@@ -38,7 +38,9 @@ def status(run_dir: Path) -> dict[str, Any]:
     out: dict[str, Any] = {"run_dir": str(run_dir), "config_hash": manifest.get("config_hash")}
     with open_index(run_dir) as index:
         grouped = index.counts(by=_DIMS)
-        out["bad_lines"] = index.stats()["bad_lines"]  # lines of records.jsonl no reader takes as a record
+        stats = index.stats()
+        out["bad_lines"] = stats["bad_lines"]  # lines of records.jsonl no reader takes as a record
+        out["superseded"] = stats["superseded"]  # records kept aside: their entry's fingerprint changed
 
     def counts(total: int | None, by_status: dict[str, int]) -> dict[str, int]:
         done = by_status.get("ok", 0)

@@ -22,27 +22,32 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.options import Opt
 
 SERVE_OPTIONS: dict[str, Opt] = {
-    "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True),
-    "tensor_parallel_size": Opt("int", "GPUs per replica"),
-    "replicas": Opt("int", "data-parallel server processes, each on its own GPUs"),
-    "max_model_len": Opt("int"), "gpu_memory_utilization": Opt("float"),
+    # A served checkpoint is identified by its fingerprint, not its path (shapes=False on model);
+    # how many servers and how they are kept up shape no result.
+    "model": Opt("str", "checkpoint folder or hub id (vllm serve MODEL)", required=True, shapes=False),
+    "tensor_parallel_size": Opt("int", "GPUs per replica", shapes=False),
+    "replicas": Opt("int", "data-parallel server processes, each on its own GPUs", shapes=False),
+    "max_model_len": Opt("int"), "gpu_memory_utilization": Opt("float", shapes=False),
     "args": Opt("str_list", "extra server arguments, appended last"),
     "env": Opt("dict", "extra environment for the server", values=Opt("any")),
     "lora_modules": Opt("dict", "LoRA adapter name -> path", values=Opt("str")),
-    "startup_timeout_s": Opt("float", "ready within this or the start fails"),
-    "max_restarts": Opt("int", "restarts per replica after a death or hang"),
+    "startup_timeout_s": Opt("float", "ready within this or the start fails", shapes=False),
+    "max_restarts": Opt("int", "restarts per replica after a death or hang", shapes=False),
     "command": Opt("str_list", "template replacing `vllm serve`: {model} {port} {host} {served_model_name} "
                    "{tensor_parallel_size} {replica} {cpus} {gpus} {python}; one element: the vllm binary"),
-    "cpus": Opt("int", "cores per replica on a CPU node (default: the node's cores split evenly)"),
-    "kv_cache_gib": Opt("int", "KV cache GiB per replica on a CPU node (VLLM_CPU_KVCACHE_SPACE, whole GiB)"),
+    "cpus": Opt("int", "cores per replica on a CPU node (default: the node's cores split evenly)", shapes=False),
+    "kv_cache_gib": Opt("int", "KV cache GiB per replica on a CPU node (VLLM_CPU_KVCACHE_SPACE, whole GiB)",
+                        shapes=False),
     "prompt_tokens_details": Opt("bool", "start vLLM with --enable-prompt-tokens-details (default true): "
-                                 "records carry each request's cached prompt tokens"),
-    "admission": Opt("str", "kv: each replica's window follows its /metrics", choices=("kv",)),
-    "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin")),
-    "health_interval_s": Opt("float"), "restart_backoff_s": Opt("float"), "stop_timeout_s": Opt("float"),
-    "allowed_local_media_path": Opt("str", "passed as --allowed-local-media-path"),
+                                 "records carry each request's cached prompt tokens", shapes=False),
+    "admission": Opt("str", "kv: each replica's window follows its /metrics", choices=("kv",), shapes=False),
+    "routing": Opt("str", "how requests pick a replica", choices=("sticky", "least_loaded", "round_robin"),
+                   shapes=False),
+    "health_interval_s": Opt("float", shapes=False), "restart_backoff_s": Opt("float", shapes=False),
+    "stop_timeout_s": Opt("float", shapes=False),
+    "allowed_local_media_path": Opt("str", "passed as --allowed-local-media-path", shapes=False),
     "api_server_count": Opt("int", "vLLM API server processes per replica (--api-server-count): image "
-                            "preprocessing runs there, so more of them lift an image-heavy ceiling"),
+                            "preprocessing runs there, so more of them lift an image-heavy ceiling", shapes=False),
 }
 """The ``serve:`` block of a model or role entry (checked by the strict config validator)."""
 SERVE_KEYS = frozenset(SERVE_OPTIONS)

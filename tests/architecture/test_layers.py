@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("fasteval.suites",),),
     (("fasteval.tools",),),
     (("fasteval.images",), ("fasteval.services",)),
+    (("fasteval.store",),),
     (("fasteval.runfolder",),),
     (("providers",), ("sandbox",), ("cache",)),
     (("fasteval.core",),),

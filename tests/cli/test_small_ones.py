@@ -44,7 +44,7 @@ def test_the_dry_run_plan_has_a_row_per_group_with_its_seeds(two_suites: tuple[P
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     cfg, run = two_suites
     code, out, _ = cli(capsys, "run", str(cfg), "--run-dir", str(run.parent / "fresh"), "--dry-run")
-    plan = out.split("first jobs to run")[0]
+    plan = out.split("per model and suite")[0]  # the plan's table, before the growth table
     rows = [line for line in plan.splitlines() if "sim-" in line]
     assert code == 0 and len(rows) == 4, plan  # 2 models × 2 suites, not × 3 seeds
     assert all("0-2" in r for r in rows) and any(" 9 " in r for r in rows) and any(" 6 " in r for r in rows), plan

@@ -22,6 +22,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from fasteval.view.report import status
 from providers.local.fingerprint import checkpoint_identity
 from tests.providers.local.conftest import env, fasteval_argv, records, serve_block, state, write_config
 
@@ -92,10 +93,12 @@ def test_same_size_weights_rewritten_in_place_are_a_changed_checkpoint(tmp_path:
     size = (step / "model.safetensors").stat().st_size
     write_weights(step / "model.safetensors", seed=2)  # retrained with the same shapes
     assert (step / "model.safetensors").stat().st_size == size
-    proc = _run(config, run_dir)
-    assert proc.returncode == 2, proc.stderr
-    assert "served checkpoint changed" in proc.stderr and "run7@100" in proc.stderr
-    assert len(records(run_dir)) == 1  # nothing ran on the other weights under the same name
+    proc = _run(config, run_dir)  # a changed fingerprint: every job of the step runs on the new weights
+    assert proc.returncode == 0, proc.stderr
+    assert f"{N_TASKS} ok, 0 error, 0 already done" in proc.stderr
+    assert "run7@100/demo/tools changed (model checkpoint:" in (run_dir / "run.log").read_text()
+    assert len(records(run_dir)) == 1 + N_TASKS  # the old weights' record kept, aside: never counted with these
+    assert status(run_dir)["done"] == N_TASKS
 
 
 def test_the_fingerprint_follows_every_tensor_and_not_the_copy(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import yaml
 
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import load_config
-from fasteval.core.errors import ConfigChanged
 from fasteval.engine.plan import RunOptions
 from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.merge import MergeConflict, merge_runs
@@ -121,21 +120,21 @@ def test_repair_tail_cases(tmp_path: Path) -> None:
     assert repair_tail(p) == 6 and p.read_bytes() == b""
 
 
-async def test_changed_config_is_refused_unless_forced(tmp_path: Path) -> None:
+async def test_an_edited_config_runs_only_what_changed_without_a_flag(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     await run_sweep(load_config(make_config(tmp_path, n_tasks=2, seeds=1)), RunOptions(run_dir=run_dir, progress=False))
+    # more tasks: the suite's data changed, so its groups are new fingerprints and run again
     changed = load_config(make_config(tmp_path, n_tasks=3, seeds=1))
-    with pytest.raises(ConfigChanged) as info:
-        await run_sweep(changed, RunOptions(run_dir=run_dir, progress=False))
-    assert "suites[0].options.n_tasks: 2 -> 3" in str(info.value)
-    res = await run_sweep(changed, RunOptions(run_dir=run_dir, progress=False, force=True))
-    assert res.ok == 2 and res.skipped == 4  # the new task, both models
-    # operational knobs may change freely
-    ops = load_config(make_config(tmp_path, n_tasks=3, seeds=1, ))
+    res = await run_sweep(changed, RunOptions(run_dir=run_dir, progress=False))
+    assert res.ok == 6 and res.skipped == 0
+    assert status(run_dir)["done"] == 6  # the 4 old records are kept aside, not counted
+    # operational knobs change nothing
+    ops = load_config(make_config(tmp_path, n_tasks=3, seeds=1))
     ops.raw["run"]["max_concurrency"] = 3
-    await run_sweep(ops, RunOptions(run_dir=run_dir, progress=False))
-    cli = run_cli("run", str(make_config(tmp_path, n_tasks=4, seeds=1)), "--run-dir", str(run_dir))
-    assert cli.returncode == 2 and "--force" in cli.stderr
+    again = await run_sweep(ops, RunOptions(run_dir=run_dir, progress=False))
+    assert again.ok == 0 and again.skipped == 6
+    cli = run_cli("run", str(make_config(tmp_path, n_tasks=3, seeds=1)), "--run-dir", str(run_dir), "--no-progress")
+    assert cli.returncode == 0, cli.stderr
 
 
 async def test_shards_merged_equal_an_unsharded_run(tmp_path: Path) -> None:
@@ -214,7 +213,7 @@ async def test_provider_errors_become_error_records_and_rerun_on_resume(tmp_path
     # the endpoint is fixed (no more 401): the errored job, and only it, runs again
     fixed = load_config(cfg_path)
     fixed.models[0] = EndpointSpec.of(fixed.models[0].name, {**fixed.models[0].options, "faults": {}})
-    again = await run_sweep(fixed, RunOptions(run_dir=run_dir, progress=False, force=True))
+    again = await run_sweep(fixed, RunOptions(run_dir=run_dir, progress=False))  # faults shape no result
     assert (again.ok, again.errors) == (1, 0)
     st = status(run_dir)
     assert (st["done"], st["error"], st["remaining"]) == (4, 0, 0)

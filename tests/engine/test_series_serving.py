@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from fasteval.view.report import status
 from tests.providers.local.conftest import (
     env,
     fasteval_argv,
@@ -75,7 +76,7 @@ def write_slowly(folder: Path, pieces: int = 8, pause_s: float = 0.1) -> datetim
 
 
 @pytest.mark.slow
-def test_a_series_runs_in_step_order_a_new_checkpoint_adds_only_its_jobs_and_a_rewrite_is_refused(
+def test_a_series_runs_in_step_order_a_new_checkpoint_adds_only_its_jobs_and_a_rewrite_reruns_its_own(
         tmp_path: Path) -> None:
     for step in (300, 20, 100):
         make_checkpoint(tmp_path / "ckpts" / f"checkpoint-{step}")
@@ -89,12 +90,16 @@ def test_a_series_runs_in_step_order_a_new_checkpoint_adds_only_its_jobs_and_a_r
     proc = run(config, run_dir)  # the same config: no --force, only the new step's jobs run
     assert proc.returncode == 0, proc.stderr
     assert f"{N_TASKS} ok, 0 error, {3 * N_TASKS} already done" in proc.stderr
-    # step 100 is saved again under the same folder after it was evaluated: its results would mix
+    # step 100 is saved again under the same folder after it was evaluated: a new fingerprint, so
+    # its jobs (and only its) run again and its old records are kept aside, never mixed in
+    whole = (run_dir / "records.jsonl").read_bytes()
     make_checkpoint(tmp_path / "ckpts" / "checkpoint-100", marker="retrained")
     proc = run(config, run_dir)
-    assert proc.returncode == 2
-    assert "served checkpoint changed" in proc.stderr and "run7@100" in proc.stderr
-    assert len(records(run_dir)) == 4 * N_TASKS
+    assert proc.returncode == 0, proc.stderr
+    assert f"{N_TASKS} ok, 0 error, {3 * N_TASKS} already done" in proc.stderr
+    assert "run7@100/demo/tools changed (model checkpoint:" in (run_dir / "run.log").read_text()
+    assert (run_dir / "records.jsonl").read_bytes().startswith(whole) and len(records(run_dir)) == 5 * N_TASKS
+    assert status(run_dir)["done"] == 4 * N_TASKS
 
 
 @pytest.mark.slow
@@ -183,5 +188,7 @@ def test_a_lora_series_runs_every_adapter_on_one_server_of_its_base(tmp_path: Pa
     assert ids["run7@10"]["base"] == str(base.resolve()) and len({ids[f"run7@{s}"]["fingerprint"]
                                                                  for s in (10, 20, 30)}) == 3
     (tmp_path / "adapters" / "checkpoint-20" / "adapter_model.safetensors").write_bytes(b"\1" * 128)
-    proc = run(config, run_dir)  # an adapter retrained under its step's folder
-    assert proc.returncode == 2 and "run7@20" in proc.stderr
+    proc = run(config, run_dir)  # an adapter retrained under its step's folder: its step's jobs run again
+    assert proc.returncode == 0, proc.stderr
+    assert f"{N_TASKS} ok, 0 error, {2 * N_TASKS} already done" in proc.stderr
+    assert "run7@20/demo/tools changed (model checkpoint:" in (run_dir / "run.log").read_text()

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from fasteval.runfolder.index import open_index
+from fasteval.view.report import status
 from tests.providers.local.conftest import (
     env,
     fasteval_argv,
@@ -55,7 +57,7 @@ def test_three_served_models_share_one_gpu_in_turn_while_an_api_model_runs(tmp_p
 
 
 @pytest.mark.slow
-def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_a_changed_checkpoint_is_refused(
+def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_changed_weights_are_a_new_fingerprint(
         tmp_path: Path) -> None:
     ckpt = make_checkpoint(tmp_path / "ckpt")
     models = [{"name": "ck", "provider": "vllm", "serve": serve_block(ckpt, "--log-requests", replicas=2)}]
@@ -67,11 +69,17 @@ def test_sticky_routing_keeps_each_trajectory_on_one_replica_and_a_changed_check
     assert per_replica[0] and per_replica[1], "both replicas got trajectories"
     assert not per_replica[0] & per_replica[1], "a trajectory's requests all reach one replica"
     assert len(per_replica[0] | per_replica[1]) == 8
-    # the checkpoint is retrained under the same path: resuming is refused like a changed config
-    make_checkpoint(ckpt, marker="2")
+    # the weights are retrained under the same path: a new fingerprint, so every job runs again
+    # and the old records are kept aside (superseded), never counted beside the new ones
+    (ckpt / "model.safetensors").write_bytes(b"\1" * 96)
     proc = run(config, run_dir)
-    assert proc.returncode == 2
-    assert "served checkpoint changed" in proc.stderr and str(ckpt) in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    assert "8 ok, 0 error, 0 already done" in proc.stderr
+    assert "ck/demo/tools changed (model checkpoint:" in (run_dir / "run.log").read_text()
+    st = status(run_dir)
+    assert (st["done"], st["total"]) == (8, 8)
+    with open_index(run_dir) as index:
+        assert index.stats()["superseded"] == 8
 
 
 @pytest.mark.slow

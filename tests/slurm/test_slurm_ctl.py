@@ -40,8 +40,9 @@ async def test_slurm_ctl_reaches_every_running_shard_and_says_which_is_not(tmp_p
     await server.start()
     try:
         run_dir = tmp_path / "run"
+        # 8 tasks: shards 0 and 1 each get jobs (job ids hash the group fingerprint; 4 left shard 0 none)
         cfg = write_config(tmp_path, [{"name": "m", "provider": "openai", "base_url": server.base_url, "model": "m"}],
-                           n_tasks=4, tools=False, run={"max_concurrency": 1})
+                           n_tasks=8, tools=False, run={"max_concurrency": 1})
         (run_dir / "slurm").mkdir(parents=True)
         write_jobs(run_dir, {"options": SubmitOptions(config=cfg, run_dir=run_dir, shards=3).to_json()})
         shards = [start(cfg, run_dir / "shards" / str(i), shard=(i, 3)) for i in range(2)]  # shard 2 never started

@@ -102,7 +102,8 @@ class JobRunner:
         """
         t0 = time.monotonic()
         state = _Job(job, Record(job_id=job.job_id, model=job.model, suite=job.suite, setting=job.setting,
-                                 task_id=job.task_id, seed=job.seed, status="error", score=None, answer=None))
+                                 task_id=job.task_id, seed=job.seed, status="error", score=None, answer=None,
+                                 fingerprint=job.fingerprint, components=job.identity.components()))
         try:
             if isinstance(item, LoadError):
                 state.fail("load_error", item.message)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import shutil
 import sys
@@ -26,6 +25,7 @@ from typing import Any
 from fasteval.config.endpoint import EndpointSpec
 from fasteval.config.load import SweepConfig
 from fasteval.core.exitcodes import RunIncomplete
+from fasteval.engine.identity import checkpoint_identities, lora_groups
 from fasteval.runfolder.names import BLOBS
 from providers import (
     GpuPool,
@@ -36,7 +36,6 @@ from providers import (
     ServerGroup,
     ServerStartError,
     ServeSpec,
-    checkpoint_identity,
     detect_cpus,
     detect_gpus,
     missing_vllm_message,
@@ -48,11 +47,6 @@ log = logging.getLogger("fasteval.engine.run.serving")
 
 def is_served(ep: EndpointSpec) -> bool:
     return ep.serve is not None
-
-
-def lora_groups(cfg: SweepConfig) -> dict[str, str]:
-    """Model name -> the server it shares: every checkpoint of a LoRA series, on its series' server."""
-    return {f"{name}@{c.step}": name for name, ckpts in cfg.series.items() for c in ckpts if c.adapter}
 
 
 def serve_specs(cfg: SweepConfig, run_dir: Path) -> dict[str, ServeSpec]:
@@ -72,34 +66,6 @@ def serve_specs(cfg: SweepConfig, run_dir: Path) -> dict[str, ServeSpec]:
         if entry.images.local_media and spec.allowed_local_media_path is None:
             spec.allowed_local_media_path = str((run_dir / BLOBS).resolve())
         out[group] = spec
-    return out
-
-
-def checkpoint_identities(cfg: SweepConfig, *, legacy: bool = False) -> dict[str, dict[str, Any]]:
-    """{served name: {path, kind, fingerprint, scheme}} for the manifest (resume refuses a changed one).
-
-    A LoRA series' step is its adapter on its base: a new adapter or a new base is a new identity.
-    ``legacy``: the names-and-sizes fingerprints of run folders older than content sampling.
-    """
-    entries = [(m.name, m) for m in cfg.models] + list(cfg.roles.items())
-    shared = lora_groups(cfg)
-    out: dict[str, dict[str, Any]] = {}
-    seen: dict[str, dict[str, Any]] = {}  # a LoRA series' base is read once, not once per step
-
-    def identity(model: str) -> dict[str, Any]:
-        if model not in seen:
-            seen[model] = checkpoint_identity(model, legacy=legacy)
-        return seen[model]
-
-    for name, e in entries:
-        if e.serve is None:
-            continue
-        base = identity(str(e.serve.get("model", "")))
-        if name in shared:
-            adapter = identity(str(e.serve["lora_modules"][name]))
-            key = f"{base['fingerprint']}+{adapter['fingerprint']}"
-            base = {**adapter, "base": base["path"], "fingerprint": hashlib.sha256(key.encode()).hexdigest()[:16]}
-        out[name] = base
     return out
 
 

@@ -21,19 +21,22 @@ import platform
 import signal
 import sqlite3
 import time
+import uuid
 from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fasteval.config.load import SweepConfig, config_diff
-from fasteval.core.errors import ConfigChanged, OutOfDescriptors
+from fasteval.core.errors import OutOfDescriptors
 from fasteval.core.exitcodes import EXIT_INCOMPLETE, EXIT_INTERRUPTED, EXIT_JOB_ERRORS, EXIT_OK, RunIncomplete
 from fasteval.core.pricing import model_prices
 from fasteval.core.redact import add_secrets_from_env, secret_env_names, secret_like_env_names
 from fasteval.core.types import Job, Record, Task
 from fasteval.engine.batch.batching import BatchesPending, BatchLane, concurrency_caps, pending_line
+from fasteval.engine.growth import GroupChange, GroupKey, classify, describe, identity_section
+from fasteval.engine.identity import Fingerprints, checkpoint_identities, fingerprints
 from fasteval.engine.ledger import Ledger, already_done
 from fasteval.engine.plan import (
     RunOptions,
@@ -50,7 +53,8 @@ from fasteval.engine.run.clients import model_processor
 from fasteval.engine.run.job import JobRunner
 from fasteval.engine.run.progress import ProgressDisplay
 from fasteval.engine.run.runtime import open_runtime
-from fasteval.engine.run.serving import Serving, checkpoint_identities
+from fasteval.engine.run.serving import Serving
+from fasteval.engine.run.store_link import StoreLink
 from fasteval.engine.steer.control import Controller
 from fasteval.engine.steer.control_server import control_channel
 from fasteval.engine.steer.notify import Health, Notifier, watching
@@ -65,7 +69,11 @@ from fasteval.suites.base import LoadError, Setting
 from fasteval.tools.base import TOOLS
 from providers import AdaptiveLimit, EndpointDown, ModelClient, price_terms
 
+if TYPE_CHECKING:  # the store (and numpy with it) loads only for a run that names one
+    from fasteval.store.writer import StoreMirror
+
 log = logging.getLogger("fasteval")
+
 
 @dataclass(slots=True)
 class SweepResult:
@@ -77,6 +85,10 @@ class SweepResult:
     stats: dict[str, Any] = field(default_factory=dict)
     batches: dict[str, int] = field(default_factory=dict)
     """Batched models with batches still at the provider when the run stopped: name -> how many."""
+    reused: int = 0
+    """Jobs copied from the results store instead of run (among ``skipped``: the run folder holds them)."""
+    stored: int = 0
+    """Records this run also wrote into the results store."""
 
     @property
     def ok(self) -> int:
@@ -143,44 +155,56 @@ def _versions() -> dict[str, str]:
             "libvips": f"{pyvips.version(0)}.{pyvips.version(1)}.{pyvips.version(2)}"}
 
 
-def prepare_run_dir(cfg: SweepConfig, opts: RunOptions) -> None:
-    """Create or check the run folder's manifest; refuse a changed config unless forced."""
+def prepare_run_dir(cfg: SweepConfig, opts: RunOptions, runs: list[SuiteRun] | None = None,
+                    ids: Fingerprints | None = None,
+                    checkpoints: dict[str, dict[str, Any]] | None = None) -> dict[GroupKey, GroupChange]:
+    """Create or update the run folder's manifest; returns what each group of the config is to it.
+
+    Nothing is refused: an edited config's groups get new fingerprints (their jobs run, their old
+    records are kept aside as superseded, the index reads which from ``identity``), and a change no
+    fingerprint sees reruns nothing. What changed is written to run.log, group by group.
+    """
     from fasteval.suites.base import suites_with_tables
 
     opts.run_dir.mkdir(parents=True, exist_ok=True)
     old = read_manifest(opts.run_dir)
     now = datetime.now(UTC).isoformat()
+    changes: list[str] = []
     if old is not None and old.get("config_hash") != cfg.hash():
         changes = config_diff(old.get("config", {}), cfg.raw)
-        if not opts.force:
-            raise ConfigChanged(
-                f"the config differs from the one this run folder was started with ({opts.run_dir}):\n  "
-                + "\n  ".join(changes[:20]) + "\nuse --force to continue anyway, or a new --run-dir")
-        log.warning("config changed (forced): %s", "; ".join(changes))
-    checkpoints = checkpoint_identities(cfg)
-    recorded = {n: o for n, o in ((old or {}).get("checkpoints") or {}).items() if n in checkpoints}
-    # a run folder from before content sampling recorded names and sizes: compared as it was meant
-    legacy = checkpoint_identities(cfg, legacy=True) if any("scheme" not in o for o in recorded.values()) else {}
-    moved = [f"{n}: {o.get('fingerprint')} -> {checkpoints[n]['fingerprint']} ({checkpoints[n]['path']})"
-             for n, o in recorded.items()
-             if o.get("fingerprint") != (checkpoints if "scheme" in o else legacy)[n]["fingerprint"]]
-    if moved and not opts.force:
-        raise ConfigChanged(f"a served checkpoint changed since this run folder was started ({opts.run_dir}):\n  "
-                            + "\n  ".join(moved) + "\nuse --force to continue anyway, or a new --run-dir")
+        log.info("config changed since the last run of this folder: %s", "; ".join(changes[:50]))
+    checkpoints = checkpoint_identities(cfg) if checkpoints is None else checkpoints
     manifest = {
         "config": cfg.raw, "config_hash": cfg.hash(), "config_path": str(cfg.path.resolve()),
         "created": (old or {}).get("created", now), "updated": now, "versions": _versions(),
+        "run_id": (old or {}).get("run_id") or uuid.uuid4().hex,
         "shard": f"{opts.shard[0]}/{opts.shard[1]}" if opts.shard else None,
         # a series' checkpoints not in this config any more (``last: N``, watch mode) keep their fingerprints
         "checkpoints": {**((old or {}).get("checkpoints") or {}), **checkpoints},
-        "history": ((old or {}).get("history") or []) + [{"started": now, "forced": bool(old and opts.force)}],
+        "history": ((old or {}).get("history") or []) + [{"started": now, "config_hash": cfg.hash(),
+                                                           "changed": changes[:50]}],
         "suite_tables": suites_with_tables(str(s.get("name")) for s in cfg.suites),
     }
+    if old is not None and "store_synced" in old:  # how far the records are in the results store
+        manifest["store_synced"] = old["store_synced"]
+    grown: dict[GroupKey, GroupChange] = {}
+    if runs is not None:
+        ids = ids if ids is not None else fingerprints(cfg, runs, checkpoints)
+        before = (old or {}).get("identity")
+        manifest["identity"] = identity_section(before, cfg, runs, ids, now)
+        grown = classify(before, manifest["identity"])
+        for key, change in grown.items():
+            if change.state == "changed" or change.note:
+                log.warning("%s", describe(key, change))
+    elif old is not None and "identity" in old:
+        manifest["identity"] = old["identity"]
     if old is not None and old.get("config_hash") == manifest["config_hash"]:
         # What the sweep derives from this same config stays until it is written again: a kill in
         # between must not leave status without the plan's totals.
         manifest.update({k: old[k] for k in ("plan", "texts", "image_resize") if k in old})
     write_manifest(opts.run_dir, manifest)
+    return grown
+
 
 class Sweep:
     """Runs one config into one run folder (started only through ``fasteval.api``'s run path)."""
@@ -205,6 +229,14 @@ class Sweep:
         self.tracking: Tracking | None = None
         self.cap = opts.max_concurrency or cfg.run.max_concurrency
         """The global in-flight cap the run starts with (``ctl set global concurrency=N`` moves it)."""
+        self.ids: Fingerprints | None = None
+        """Every model, suite and setting's fingerprint (set once the suites are loaded)."""
+        self.reused = 0
+        """Jobs copied from the results store at the start."""
+        self.store = StoreLink(cfg.store, opts.run_dir, cfg.run.fsync, self._fault) if cfg.store is not None else None
+        """The results store (``store:``), or None."""
+        self.changes: dict[GroupKey, GroupChange] = {}
+        """What each model × suite × setting of the config is to this run folder (new, changed, same)."""
 
     def _fault(self, err: RuntimeError) -> None:
         """A fault no job can survive (full disk, vanished run folder): stop everything now.
@@ -237,7 +269,8 @@ class Sweep:
             self.serving.preflight()  # before the run folder is written: exit 2, nothing written
         add_secrets_from_env(secret_env_names(self.cfg.raw) | secret_like_env_names())
         try:
-            prepare_run_dir(self.cfg, self.opts)
+            self.opts.run_dir.mkdir(parents=True, exist_ok=True)
+            read_manifest(self.opts.run_dir)  # a damaged one stops the start before anything is loaded
             blobs = BlobStore(self.opts.run_dir / BLOBS)
         except OSError as e:
             raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
@@ -246,6 +279,12 @@ class Sweep:
         runs = [await asyncio.to_thread(load_suite, entry, blobs) for entry in self.cfg.suites]
         check_setting_selectors(runs, self.opts.selectors)
         check_roles(self.cfg, runs, self.opts.selectors)
+        checkpoints = await asyncio.to_thread(checkpoint_identities, self.cfg)
+        self.ids = fingerprints(self.cfg, runs, checkpoints)
+        try:
+            self.changes = prepare_run_dir(self.cfg, self.opts, runs, self.ids, checkpoints)
+        except OSError as e:
+            raise write_failure(e, self.opts.run_dir / MANIFEST, self.opts.run_dir) from None
         try:
             return await self._run(blobs, runs, t0)
         except OutOfDescriptors as e:  # one that struck outside a job (the plan's loader, a batch lane)
@@ -260,12 +299,21 @@ class Sweep:
         except (OSError, sqlite3.Error) as e:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
         finished = index.job_ids(ok_only=not self.opts.keep_errors)
-        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by)
+        if self.store is not None:  # the store's records of jobs not done here, copied in: not run
+            try:
+                todo = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
+                            ids=self.ids)
+                self.reused = await self.store.take((job for job, _, _, _ in todo), index, finished, blobs.root)
+            except BaseException:
+                index.close()
+                raise
+        jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, ids=self.ids)
         self._record_plan(runs, jobs_total, by)
         if self._fatal is not None:  # a loader's blob write hit a full disk
             raise self._fatal
         if self.opts.selectors:
-            jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors)
+            jobs_total, by = plan_totals(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
+                                         ids=self.ids)
         sel = self.opts.selectors
         done = already_done(index, by["model"], (sel.suites, sel.settings, [str(s) for s in sel.seeds]),
                             self.opts.keep_errors)
@@ -274,9 +322,9 @@ class Sweep:
             self.ledger.seed_groups(self._group_totals(runs), done["group"])
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
             for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
-                                     done=finished):
+                                     done=finished, ids=self.ids):
                 self.serving.expect(job.model)
-        result = SweepResult(self.ledger)
+        result = SweepResult(self.ledger, reused=self.reused)
         needed = self._services_needed(runs)
         async with contextlib.AsyncExitStack() as stack:
             stack.callback(self._remove_signals)
@@ -300,6 +348,10 @@ class Sweep:
                 lane.journal.on_failure = self._blob_fault
             for line in concurrency_caps(self.lanes, self.cap, jobs_total):
                 log.warning("%s", line)
+            if self.store is not None:  # closed after the writer's last batch (callbacks run last-in first)
+                mirror = self.store.mirror(blobs.root)
+                writer.mirror = mirror.offer
+                stack.push_async_callback(asyncio.to_thread, self._close_mirror, self.store, mirror, result)
             await writer.start()
             stack.push_async_callback(writer.close)  # every job has ended by then: the last records flush first
             admission, control = self._admission(writer, blobs)
@@ -333,6 +385,9 @@ class Sweep:
             raise SweepIncomplete(steered, result)  # drained or cancelled: a rerun continues
         return result
 
+    def _close_mirror(self, link: StoreLink, mirror: StoreMirror, result: SweepResult) -> None:
+        result.stored = link.close(mirror, whole=self._fatal is None)
+
     def _record_plan(self, runs: list[SuiteRun], jobs_total: int, by: dict[str, dict[str, int]]) -> None:
         """The whole plan's totals, settings, texts and image sizes in the manifest (status reads them)."""
         manifest = read_manifest(self.opts.run_dir) or {}
@@ -349,7 +404,7 @@ class Sweep:
         """The plan's jobs per model × suite × setting (within the selectors)."""
         out: dict[tuple[str, str, str], int] = {}
         for (model, suite, setting, _), n in plan_combos(self.cfg, runs, self.opts.shard, self.opts.shard_by,
-                                                         self.opts.selectors).items():
+                                                         self.opts.selectors, self.ids).items():
             out[model, suite, setting] = out.get((model, suite, setting), 0) + n
         return out
 
@@ -421,7 +476,7 @@ class Sweep:
     async def _launch(self, runs: list[SuiteRun], finished: set[str], admission: Admission, control: Controller,
                       result: SweepResult) -> None:
         planned = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
-                       on_done=self.ledger.skip)
+                       on_done=self.ledger.skip, ids=self.ids)
         # Waiting on two events, not on every running task: asyncio.wait over a thousand tasks per
         # completion would cost O(n) callbacks each time.
         stop_wait = asyncio.create_task(self._stop.wait())

@@ -36,7 +36,9 @@ def hostile_run(run_folder: Path, tmp_path: Path) -> Path:
     linked = "ab" * 32  # a blob name whose file is a link out of the folder
     (copy / "blobs" / "ab").mkdir(exist_ok=True)
     (copy / "blobs" / "ab" / linked).symlink_to(outside)
-    base = {k: template[k] for k in ("model", "suite", "setting", "task_id")}
+    # the template's components: a record whose model, suite and setting the config has under no
+    # fingerprint of its own would be kept aside as superseded, not exported (run-folder.md)
+    base = {k: template[k] for k in ("model", "suite", "setting", "task_id", "components")}
     hostile = [
         {**base, "job_id": "h-string-trajectory", "seed": 90, "status": "ok", "score": 1.0, "trajectory": "oops",
          "usage": [1, 2], "metadata": "not an object"},
