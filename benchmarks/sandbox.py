@@ -1,6 +1,7 @@
 """Latency and throughput of the sandbox pool vs a fresh ``python -c`` per call, same run.
 
-Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G] [--phases]``. The baseline
+Run: ``.venv/bin/python benchmarks/sandbox.py [--json] [--calls N] [--gap-ms G] [--phases]
+[--baseline-ref REF [--rounds R]]``. The baseline
 spawns an interpreter that does the same imports (numpy, PIL, cv2, matplotlib) and the same work,
 which is what an unpooled sandbox pays on every call.
 
@@ -11,12 +12,20 @@ sweep does while the model thinks. ``fork_*`` is the CPU every call costs at lea
 ``os.fork()`` / ``os._exit(0)`` / ``waitpid`` loop in a process with the template's imports and
 environment. ``--phases`` also prints where a trivial call's time goes (median per hop), back to
 back and paced.
+
+``--baseline-ref REF``: the same figures for the sandbox of commit REF (benchmarks/_baseline.py), in
+the same run and on the same load: both sides' pools (2 workers and 1) are alive at once, each in
+its own process, and every measurement is taken in turns, side after side, ``--rounds`` times
+(first side alternating), then medians and ours/baseline per figure. On a shared machine whole
+passes run one after the other differed by 30% with identical code; measured in turns, the two
+sides see the same moments. The ``python -c`` spawn baseline is left out then.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import io
 import json
@@ -29,7 +38,21 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent
+
+
+def _code_root() -> Path:
+    """Where ``sandbox`` comes from: this tree, or the checkout a --baseline-ref run hands its child."""
+    if "--code-root" in sys.argv[:-1]:
+        return Path(sys.argv[sys.argv.index("--code-root") + 1]).resolve()
+    return HERE.parent
+
+
+CODE_ROOT = _code_root()
+sys.path.insert(0, str(CODE_ROOT))
+sys.path.append(str(HERE))
+
+from _baseline import checkout, describe  # noqa: E402
 
 from sandbox import SandboxPool  # noqa: E402
 
@@ -91,9 +114,10 @@ def fork_floor(n: int) -> dict[str, float]:
     """Fork, exit and reap a process that has the zygote's imports and environment, ``n`` times."""
     with tempfile.TemporaryDirectory() as d:
         env = SandboxPool(isolation="process")._worker_env(Path(d))
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = str(CODE_ROOT)
         out = subprocess.run(
-            [sys.executable, __file__, "--fork-floor", str(n)], env=env, check=True, capture_output=True, text=True
+            [sys.executable, __file__, "--fork-floor", str(n), "--code-root", str(CODE_ROOT)], env=env, check=True,
+            capture_output=True, text=True,
         )
     return dict(json.loads(out.stdout))
 
@@ -165,16 +189,118 @@ async def throughput(workers: int, code: str, images: list[bytes], calls: int) -
         return calls / (time.perf_counter() - t)
 
 
+COMPARED = (
+    ("trivial call p50, back to back (ms)", "b2b", 50),
+    ("trivial call p95, back to back (ms)", "b2b", 95),
+    ("trivial call p50, paced (ms)", "paced", 50),
+    ("image call p50 (ms)", "image", 50),
+    ("trivial calls/s, 1 worker", "burst 1 t", 50),
+    ("trivial calls/s, 2 workers", "burst 2 t", 50),
+    ("image calls/s, 1 worker", "burst 1 i", 50),
+    ("image calls/s, 2 workers", "burst 2 i", 50),
+    ("floor: fork+exit+wait p50 (ms)", "floor", 50),
+)
+
+
+async def agent(gap_s: float) -> None:
+    """One side of --baseline-ref: pools of 2 and 1 workers on CODE_ROOT's sandbox, measuring on command.
+
+    Reads one command a line (``b2b N``, ``paced N``, ``image N``, ``burst W t|i N``, ``floor N``) and
+    answers one JSON list a line: latencies in ms, or one rate in calls/s, or one floor in ms.
+    """
+    loop = asyncio.get_running_loop()
+    png = test_png()
+    async with SandboxPool(2) as two, SandboxPool(1) as one:
+        for pool in (two, one):
+            await pool_latency(pool, TRIVIAL, [], 20)
+            await pool_latency(pool, IMAGE, [png], 2)
+        print("ready", flush=True)
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            cmd, *rest = line.split()
+            n = int(rest[-1])
+            out: list[float]
+            if cmd in ("b2b", "paced", "image"):
+                code, images = (IMAGE, [png]) if cmd == "image" else (TRIVIAL, [])
+                out = [t * 1000 for t in await pool_latency(two, code, images, n, gap_s if cmd == "paced" else 0.0)]
+            elif cmd == "burst":
+                pool = two if rest[0] == "2" else one
+                code, images = (IMAGE, [png]) if rest[1] == "i" else (TRIVIAL, [])
+                t0 = time.perf_counter()
+                await asyncio.gather(*(pool.run(code, images=images) for _ in range(n)))
+                out = [n / (time.perf_counter() - t0)]
+            else:
+                out = [fork_floor(n)["fork_exit_wait_p50_ms"]]
+            print(json.dumps(out), flush=True)
+
+
+ROUND = ("b2b 20", "paced 10", "image 3", "burst 2 t 100", "burst 1 t 60", "burst 2 i 8", "burst 1 i 6", "floor 30")
+
+
+def compare(args: argparse.Namespace) -> None:
+    """Both sides' pools alive at once, measured in turns (see the module docstring)."""
+    with checkout(args.baseline_ref) as base, contextlib.ExitStack() as stack:
+        sides: dict[str, subprocess.Popen[str]] = {}
+        for side, root in (("ours", HERE.parent), ("baseline", base)):
+            sides[side] = stack.enter_context(subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--agent", "--gap-ms", str(args.gap_ms),
+                 "--code-root", str(root)], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
+        for proc in sides.values():
+            assert proc.stdin is not None and proc.stdout is not None
+            if proc.stdout.readline().strip() != "ready":
+                raise SystemExit("a side's sandbox pool did not start")
+        got: dict[str, dict[str, list[float]]] = {side: {} for side in sides}
+        for i in range(args.rounds):
+            for cmd in ROUND:
+                for side in list(sides) if i % 2 == 0 else list(sides)[::-1]:
+                    proc = sides[side]
+                    assert proc.stdin is not None and proc.stdout is not None
+                    proc.stdin.write(cmd + "\n")
+                    proc.stdin.flush()
+                    key = cmd.rsplit(" ", 1)[0]
+                    got[side].setdefault(key, []).extend(json.loads(proc.stdout.readline()))
+            if not args.json:
+                b2b = {s: statistics.median(got[s]["b2b"]) for s in sides}
+                print(f"  round {i + 1}: back to back p50 so far ours {b2b['ours']:.2f} ms, "
+                      f"baseline {b2b['baseline']:.2f} ms", file=sys.stderr)
+        for proc in sides.values():
+            assert proc.stdin is not None
+            proc.stdin.close()
+    table = {label: {side: statistics.quantiles(got[side][key], n=100)[q - 1] if q != 50
+                     else statistics.median(got[side][key]) for side in sides}
+             for label, key, q in COMPARED}
+    if args.json:
+        print(json.dumps({"figures": table, "rounds": args.rounds, "baseline_ref": describe(args.baseline_ref)}))
+        return
+    print(f"sandbox, this tree vs {describe(args.baseline_ref)}: both pools alive, {args.rounds} rounds measured "
+          f"in turns ({', '.join(ROUND)}); medians (p95 where named)")
+    print(f"{'':38}{'ours':>10}{'baseline':>10}{'ours/base':>11}")
+    for label, row in table.items():
+        ratio = row["ours"] / row["baseline"] if row["baseline"] else 0.0
+        print(f"{label:38}{row['ours']:10.2f}{row['baseline']:10.2f}{ratio:10.2f}x")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--gap-ms", type=float, default=20.0, help="pause between paced calls")
     parser.add_argument("--phases", action="store_true", help="also time each hop of a trivial call")
+    parser.add_argument("--baseline-ref", metavar="REF", help="also measure the sandbox of git commit REF, same run")
+    parser.add_argument("--rounds", type=int, default=8, help="with --baseline-ref: rounds of measurements (default 8)")
+    parser.add_argument("--no-spawn", action="store_true", help="leave out the `python -c` per call baseline")
     parser.add_argument("--fork-floor", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--code-root", help=argparse.SUPPRESS)
+    parser.add_argument("--agent", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.fork_floor:
         _fork_floor_child(args.fork_floor)
+        return
+    if args.agent:
+        await agent(args.gap_ms / 1000)
+        return
+    if args.baseline_ref:
+        compare(args)
         return
     png = test_png()
     async with SandboxPool() as pool:
@@ -183,9 +309,9 @@ async def main() -> None:
         paced = await pool_latency(pool, TRIVIAL, [], max(20, args.calls // 2), args.gap_ms / 1000)
         image = await pool_latency(pool, IMAGE, [png], max(20, args.calls // 5))
         isolation, size = pool.isolation, pool.size
-    n_spawn = max(5, args.calls // 20)
-    spawn_trivial = spawn_latency(TRIVIAL, png, n_spawn)
-    spawn_image = spawn_latency(IMAGE, png, n_spawn)
+    n_spawn = 0 if args.no_spawn else max(5, args.calls // 20)
+    spawn_trivial = spawn_latency(TRIVIAL, png, n_spawn) or [float("nan")]
+    spawn_image = spawn_latency(IMAGE, png, n_spawn) or [float("nan")]
     tput = {w: await throughput(w, IMAGE, [png], 40) for w in (1, 2)}
     tput_trivial = {w: await throughput(w, TRIVIAL, [], 400) for w in (1, 2)}
     floor = fork_floor(max(50, args.calls // 2))

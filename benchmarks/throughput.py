@@ -1,7 +1,8 @@
 """Engine throughput: ``fasteval run`` against a minimal raw-aiohttp agent loop, same requests, same run.
 
     .venv/bin/python benchmarks/throughput.py [--n 1000] [--k 3] [--latency-ms 200] [--concurrency 128]
-                                              [--repeats 3] [--json]
+                                              [--repeats 3] [--tool calculator|python_interpreter]
+                                              [--baseline-ref REF] [--json]
 
 N trajectories of K tool rounds each (a ~50 KB noise PNG in the first user message, the
 ``calculator`` tool offered, the whole growing history re-sent every round, then a final answer:
@@ -26,6 +27,7 @@ alternate within each repeat; figures are medians over repeats.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -37,6 +39,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+sys.path.append(str(Path(__file__).resolve().parent))  # when imported, not run as a script
+
+from _baseline import checkout, describe, ratio  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 MODEL = "sim-tools"
@@ -47,7 +53,10 @@ _OURS_CHILD = r"""
 import json, resource, sys, time
 t0 = time.perf_counter()
 from fasteval.cli.main import main
-import fasteval.engine.run.sweep  # the CLI imports the engine lazily (in `run`): count it as start-up, as before
+try:  # the CLI imports the engine lazily (in `run`): count it as start-up, as before
+    import fasteval.engine.run.sweep
+except ImportError:  # a --baseline-ref from before the engine's rooms
+    import fasteval.engine.sweep
 t1 = time.perf_counter()
 r1 = resource.getrusage(resource.RUSAGE_SELF)
 code = main(sys.argv[2:])
@@ -66,9 +75,10 @@ def _raise_nofile() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def _env() -> dict[str, str]:
+def _env(code_root: Path = ROOT) -> dict[str, str]:
+    """``code_root`` first on the path: this tree, or a --baseline-ref checkout."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONPATH"] = str(code_root) + os.pathsep + env.get("PYTHONPATH", "")
     return env
 
 
@@ -83,7 +93,8 @@ def make_image(path: Path) -> int:
 
 
 def write_dataset(folder: Path, n: int, port: int, concurrency: int, *, image_name: str = "image.png",
-                  tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None) -> Path:
+                  tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None,
+                  run_extra: dict[str, Any] | None = None) -> Path:
     """The jsonl dataset and the sweep config that points at the external sim."""
     with (folder / "tasks.jsonl").open("w") as f:
         for i in range(n):
@@ -96,7 +107,7 @@ def write_dataset(folder: Path, n: int, port: int, concurrency: int, *, image_na
         "models": [{"name": "bench", "provider": "openai", "base_url": f"http://127.0.0.1:{port}/v1",
                     "model": MODEL, "limits": {"concurrency": concurrency}, **(model_extra or {})}],
         "suites": [{"name": "jsonl", "options": {"path": str(folder / "tasks.jsonl"), "max_rounds": 10}}],
-        "run": {"max_concurrency": concurrency, "fsync": "batch"},
+        "run": {"max_concurrency": concurrency, "fsync": "batch", **(run_extra or {})},
     }, indent=1))
     return cfg
 
@@ -126,10 +137,10 @@ class Sim:
         return ru.ru_utime + ru.ru_stime
 
 
-def _run_child(cmd: list[str]) -> tuple[int, Any, str]:
+def _run_child(cmd: list[str], code_root: Path = ROOT) -> tuple[int, Any, str]:
     """Run one measured child; returns (exit status, its rusage, its stderr+stdout tail)."""
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(cmd, cwd=code_root, env=_env(code_root), stdout=log, stderr=subprocess.STDOUT,
                                 preexec_fn=_raise_nofile)
         _, status, ru = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -148,16 +159,19 @@ def _metrics(n_ok: int, wall_s: float, cpu_s: float, cpu_startup_s: float, maxrs
 
 def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurrency: int, *,
              tools: tuple[str, ...] = ("calculator",), model_extra: dict[str, Any] | None = None,
-             sim_args: tuple[str, ...] = ()) -> dict[str, Any]:
+             sim_args: tuple[str, ...] = (), code_root: Path = ROOT,
+             run_extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``fasteval run`` of ``code_root``'s code (this tree, or a --baseline-ref checkout) against a fresh sim
+    of this tree (the same mock for both)."""
     folder = Path(tempfile.mkdtemp(prefix="ours-", dir=work))
     (folder / image.name).write_bytes(image.read_bytes())
     sim = Sim(k, latency_ms, sim_args)
     try:
         cfg = write_dataset(folder, n, sim.port, concurrency, image_name=image.name, tools=tools,
-                            model_extra=model_extra)
+                            model_extra=model_extra, run_extra=run_extra)
         run_dir, stats = folder / "run", folder / "child.json"
-        code, _, tail = _run_child([PY, "-c", _OURS_CHILD, str(stats), "run", str(cfg), "--run-dir", str(run_dir),
-                                    "--max-concurrency", str(concurrency), "--no-progress"])
+        code, tree, tail = _run_child([PY, "-c", _OURS_CHILD, str(stats), "run", str(cfg), "--run-dir", str(run_dir),
+                                    "--max-concurrency", str(concurrency), "--no-progress"], code_root)
     finally:
         sim_cpu = sim.stop()
     if code != 0 or not stats.exists():
@@ -170,8 +184,12 @@ def run_ours(work: Path, image: Path, n: int, k: int, latency_ms: float, concurr
         print(f"warning: ours: {len(ok)}/{n} trajectories ok with {k + 1} rounds; e.g. "
               f"{ {key: bad.get(key) for key in ('status', 'error', 'rounds')} if bad else 'missing'}",
               file=sys.stderr)
-    return _metrics(len(ok), child["wall_s"], child["cpu_s"], child["cpu_startup_s"], child["maxrss_kb"], sim_cpu,
-                    n, k, latency_ms / 1000, concurrency)
+    out = _metrics(len(ok), child["wall_s"], child["cpu_s"], child["cpu_startup_s"], child["maxrss_kb"], sim_cpu,
+                   n, k, latency_ms / 1000, concurrency)
+    # The process and every child it collected (sandbox workers and their calls): a tool's own
+    # processes do work for the client that the client's CPU alone leaves out.
+    out["tree_cpu_ms_per_traj"] = 1000 * (tree.ru_utime + tree.ru_stime) / n
+    return out
 
 
 def run_raw(image: Path, n: int, k: int, latency_ms: float, concurrency: int, *, raw_args: tuple[str, ...] = (),
@@ -198,6 +216,19 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
 
 
+TOOLS = ("calculator", "python_interpreter")
+"""What the trajectories call: the raw client implements the calculator only, so with
+``python_interpreter`` (every call runs ``print('hello')`` in the sandbox) there is no raw side
+and the figure to read is the efficiency against the ideal (and, with --baseline-ref, the ratio)."""
+
+
+def _row(name: str, r: dict[str, Any]) -> str:
+    tree = r.get("tree_cpu_ms_per_traj")
+    return (f"{name:10}{r['traj_per_s']:9.1f}{r['efficiency']:8.2f}{r['cpu_ms_per_traj']:13.2f}"
+            f"{r['cpu_ms_per_traj_steady']:10.2f}{'-' if tree is None else f'{tree:.2f}':>11}"
+            f"{r['peak_rss_mb']:13.0f}{r['sim_cpu_ms_per_traj']:17.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000, help="trajectories per side (default 1000)")
@@ -205,40 +236,55 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-ms", type=float, default=200.0, help="sim latency per model call (default 200)")
     ap.add_argument("--concurrency", type=int, default=128, help="trajectories in flight (default 128)")
     ap.add_argument("--repeats", type=int, default=3, help="runs per side; medians are reported (default 3)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object {ours, raw, params}")
+    ap.add_argument("--tool", choices=TOOLS, default="calculator",
+                    help="the tool each round calls (python_interpreter: the sandbox; no raw side)")
+    ap.add_argument("--sandbox-workers", type=int, metavar="W",
+                    help="run.sandbox.workers for the python tool (default: the sandbox's, the CPU count)")
+    ap.add_argument("--baseline-ref", metavar="REF",
+                    help="also run `ours` on the code of git commit REF (e.g. a release), alternating, same run")
+    ap.add_argument("--json", action="store_true", help="print one JSON object {ours, raw, [baseline], params}")
     a = ap.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="fasteval-throughput-") as tmp:
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory(prefix="fasteval-throughput-") as tmp:
+        base_root = stack.enter_context(checkout(a.baseline_ref)) if a.baseline_ref else None
         work = Path(tmp)
         image = work / "image.png"
         image_bytes = make_image(image)
-        runs: dict[str, list[dict[str, Any]]] = {"ours": [], "raw": []}
+        sides = ["ours", *(["baseline"] if base_root else []), *(["raw"] if a.tool == "calculator" else [])]
+        runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
         for i in range(a.repeats):
-            for side in ("ours", "raw") if i % 2 == 0 else ("raw", "ours"):
-                if side == "ours":
-                    r = run_ours(work, image, a.n, a.k, a.latency_ms, a.concurrency)
-                else:
+            for side in sides if i % 2 == 0 else sides[::-1]:
+                if side == "raw":
                     r = run_raw(image, a.n, a.k, a.latency_ms, a.concurrency)
+                else:
+                    r = run_ours(work, image, a.n, a.k, a.latency_ms, a.concurrency, tools=(a.tool,),
+                                 code_root=base_root if side == "baseline" and base_root else ROOT,
+                                 run_extra={"sandbox": {"workers": a.sandbox_workers}} if a.sandbox_workers else None)
                 runs[side].append(r)
                 if not a.json:
-                    print(f"  repeat {i + 1} {side:>4}: {r['traj_per_s']:7.1f} traj/s  "
+                    print(f"  repeat {i + 1} {side:>8}: {r['traj_per_s']:7.1f} traj/s  "
                           f"{r['cpu_ms_per_traj']:6.2f} ms CPU/traj  {r['peak_rss_mb']:6.0f} MB", file=sys.stderr)
-    ours, raw = _median(runs["ours"]), _median(runs["raw"])
+    med = {side: _median(rs) for side, rs in runs.items()}
     params = {"n": a.n, "k": a.k, "latency_ms": a.latency_ms, "concurrency": a.concurrency, "repeats": a.repeats,
-              "image_bytes": image_bytes, "ideal_traj_per_s": a.concurrency / ((a.k + 1) * a.latency_ms / 1000),
-              "cpus": os.cpu_count()}
+              "tool": a.tool, "sandbox_workers": a.sandbox_workers, "image_bytes": image_bytes,
+              "ideal_traj_per_s": a.concurrency / ((a.k + 1) * a.latency_ms / 1000), "cpus": os.cpu_count(),
+              **({"baseline_ref": describe(a.baseline_ref)} if a.baseline_ref else {})}
     if a.json:
-        print(json.dumps({"ours": ours, "raw": raw, "params": params}))
+        print(json.dumps({**med, "params": params}))
         return 0
-    print(f"N={a.n} K={a.k} L={a.latency_ms:g} ms C={a.concurrency} image={image_bytes / 1024:.1f} KB "
+    print(f"N={a.n} K={a.k} L={a.latency_ms:g} ms C={a.concurrency} tool={a.tool} image={image_bytes / 1024:.1f} KB "
           f"ideal={params['ideal_traj_per_s']:.1f} traj/s, medians of {a.repeats} on {os.cpu_count()} CPUs")
-    print(f"{'':6}{'traj/s':>9}{'effic.':>8}{'CPU ms/traj':>13}{'(steady)':>10}{'peak RSS MB':>13}"
+    print(f"{'':10}{'traj/s':>9}{'effic.':>8}{'CPU ms/traj':>13}{'(steady)':>10}{'(+tools)':>11}{'peak RSS MB':>13}"
           f"{'sim CPU ms/traj':>17}")
-    for name, r in (("ours", ours), ("raw", raw)):
-        print(f"{name:6}{r['traj_per_s']:9.1f}{r['efficiency']:8.2f}{r['cpu_ms_per_traj']:13.2f}"
-              f"{r['cpu_ms_per_traj_steady']:10.2f}{r['peak_rss_mb']:13.0f}{r['sim_cpu_ms_per_traj']:17.2f}")
-    print(f"ours/raw: throughput {ours['traj_per_s'] / raw['traj_per_s']:.2f}x, "
-          f"CPU/traj {ours['cpu_ms_per_traj'] / raw['cpu_ms_per_traj']:.2f}x")
+    for side in sides:
+        print(_row(side, med[side]))
+    ours = med["ours"]
+    for other in [s for s in sides if s != "ours"]:
+        r = med[other]
+        label = f"baseline {params['baseline_ref']}" if other == "baseline" else "raw"
+        print(f"ours/{label}: throughput {ratio(ours['traj_per_s'], r['traj_per_s'])}, "
+              f"CPU/traj {ratio(ours['cpu_ms_per_traj'], r['cpu_ms_per_traj'])}, "
+              f"peak RSS {ratio(ours['peak_rss_mb'], r['peak_rss_mb'])}")
     return 0
 
 

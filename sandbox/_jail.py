@@ -25,7 +25,6 @@ lists what it still exposes).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import resource
 import signal
@@ -33,6 +32,20 @@ import sys
 import sysconfig
 import time
 from typing import Any
+
+from sandbox._libc import (
+    MS_BIND,
+    MS_NODEV,
+    MS_NOEXEC,
+    MS_NOSUID,
+    MS_PRIVATE,
+    MS_RDONLY,
+    MS_REC,
+    MS_REMOUNT,
+    check,
+    libc,
+    mount,
+)
 
 JAIL_HOME = "/sandbox"
 
@@ -43,26 +56,8 @@ _CLONE_NEWIPC = 0x08000000
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
-_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_REMOUNT = 1, 2, 4, 32
-_MS_NOEXEC = 8
-_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 _PR_SET_NO_NEW_PRIVS = 38
 _DEVICES = ("null", "zero", "full", "random", "urandom")
-
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return None if s is None else s.encode()
-
-    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
 
 
 def readonly_trees() -> list[str]:
@@ -81,8 +76,8 @@ def _bind_readonly(src: str, dst: str) -> None:
     else:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         open(dst, "a").close()
-    _mount(src, dst, None, _MS_BIND | _MS_REC)
-    _mount(None, dst, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    mount(src, dst, None, MS_BIND | MS_REC)
+    mount(None, dst, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 def enter_namespaces() -> None:
@@ -92,15 +87,33 @@ def enter_namespaces() -> None:
     the pool kills the shim, and the zygote dies with it (parent-death signal), taking the whole
     namespace with it.
     """
-    _check(_libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
+    check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWNET | _CLONE_NEWPID | _CLONE_NEWIPC), "unshare")
     pid = os.fork()
     if pid:
         _shim(pid)
     set_parent_death_signal()
 
 
+_WAIT_FOR = """
+import os, signal, sys
+_, status = os.waitpid(int(sys.argv[1]), 0)
+code = os.waitstatus_to_exitcode(status)
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code & 0xFF)
+"""
+
+
 def _shim(child: int) -> None:
+    """Wait for the zygote and exit as it did, in a bare interpreter: this process holds its own
+    copy of every import (the zygote's heap was collapsed into fresh huge pages), about 150 MB
+    per worker kept for nothing while it waits."""
     os.closerange(3, 65536)  # the protocol pipes belong to the zygote alone
+    try:
+        os.execv(sys.executable, [sys.executable, "-I", "-S", "-c", _WAIT_FOR, str(child)])
+    except OSError:
+        pass
     _, status = os.waitpid(child, 0)
     code = os.waitstatus_to_exitcode(status)
     if code < 0:
@@ -110,23 +123,23 @@ def _shim(child: int) -> None:
 
 
 def set_parent_death_signal() -> None:
-    _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    check(libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
 
 
 def harden_zygote() -> None:
     """No core dumps, no ptrace and no /proc/<pid>/{mem,fd,environ} of the zygote for same-uid code;
     orphans of calls are reparented to it so it can reap them."""
-    _check(_libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
-    _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(DUMPABLE)")
+    libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def _mount_proc(target: str) -> None:
     os.makedirs(target)
-    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
     try:
-        _mount("proc", target, "proc", flags, "hidepid=2")
+        mount("proc", target, "proc", flags, "hidepid=2")
     except OSError:  # older kernels: still a private /proc, only without hiding other uids
-        _mount("proc", target, "proc", flags)
+        mount("proc", target, "proc", flags)
 
 
 def _disable_ipc(proc: str) -> None:
@@ -147,9 +160,9 @@ def enter_jail(host_dir: str, mount_point: str) -> None:
 
     The zygote stays root here; each call child drops to its own uid (``drop_to``).
     """
-    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
     root = mount_point
-    _mount("tmpfs", root, "tmpfs", _MS_NOSUID | _MS_NODEV, "size=1m,mode=755")
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=755")
     for tree in readonly_trees():
         dst = root + tree
         if os.path.islink(tree) and os.path.dirname(tree) == "/":
@@ -160,17 +173,17 @@ def enter_jail(host_dir: str, mount_point: str) -> None:
         if os.path.exists(f"/dev/{dev}"):
             os.makedirs(f"{root}/dev", exist_ok=True)
             open(f"{root}/dev/{dev}", "a").close()
-            _mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, _MS_BIND)
+            mount(f"/dev/{dev}", f"{root}/dev/{dev}", None, MS_BIND)
     _mount_proc(f"{root}/proc")
     _disable_ipc(f"{root}/proc")
     os.makedirs(root + JAIL_HOME)
-    _mount(host_dir, root + JAIL_HOME, None, _MS_BIND)
-    _mount(None, root + JAIL_HOME, None, _MS_REMOUNT | _MS_BIND | _MS_NOSUID | _MS_NODEV)
-    _mount(None, root, None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+    mount(host_dir, root + JAIL_HOME, None, MS_BIND)
+    mount(None, root + JAIL_HOME, None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)
+    mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chroot(root)
     os.chdir(JAIL_HOME)
     os.chmod(JAIL_HOME, 0o711)  # calls may traverse to /sandbox/work, not list or write /sandbox
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+    check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
     harden_zygote()
 
 
@@ -181,24 +194,20 @@ def drop_to(uid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
-def kill_uid(uid: int, wait: bool = True) -> None:
-    """SIGKILL every live process of ``uid`` until none is left (a fork bomb may still be forking)."""
-    kill_uids({uid}, wait)
-
-
-def kill_uids(uids: set[int] | frozenset[int], wait: bool = True) -> set[int]:
+def kill_uids(uids: set[int] | frozenset[int], wait: bool = True, skip: frozenset[int] = frozenset()) -> set[int]:
     """SIGKILL every live process of any of ``uids``; one scan of /proc kills them all.
 
     Inside the jail this scans the namespace's own /proc: a handful of entries, not the host's.
     ``wait=True`` repeats until a scan finds none (a fork bomb may still be forking);
     ``wait=False`` makes one pass. Returns the uids that still had live processes in the last
     pass: a uid not returned had none, and (as only its own processes can make more) has none.
+    ``skip``: pids known to be none of them (the template, the manager, unused spares).
     """
     found: set[int] = set()
     for _ in range(200):
         found = set()
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
+            if not entry.name.isdigit() or int(entry.name) in skip:
                 continue
             owner = _live_uid(entry.name)
             if owner is not None and owner in uids:
@@ -216,18 +225,20 @@ def kill_uids(uids: set[int] | frozenset[int], wait: bool = True) -> set[int]:
 def _live_uid(pid: str) -> int | None:
     """The real uid of a live (not zombie) process, or None."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            status = f.read()
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY)
     except OSError:
         return None
-    uid: int | None = None
-    for line in status.splitlines():
-        if line.startswith("State:") and line[6:].strip().startswith("Z"):
-            return None
-        if line.startswith("Uid:"):
-            uid = int(line.split()[1])
-            break  # State comes before Uid
-    return uid
+    try:
+        status = os.read(fd, 4096)  # State and Uid are in the first lines
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    state = status.find(b"\nState:")
+    uid = status.find(b"\nUid:")
+    if state < 0 or uid < 0 or status[state + 7:state + 9].strip().startswith(b"Z"):
+        return None
+    return int(status[uid + 5:status.index(b"\n", uid + 5)].split()[0])
 
 
 def apply_limits(limits: dict[str, Any]) -> None:

@@ -10,9 +10,11 @@ once. A worker that dies takes its folders with it; the pool zeroes its slot.
 
 from __future__ import annotations
 
+import array
 import fcntl
 import os
 import struct
+import sys
 from pathlib import Path
 
 SLOTS = 1000
@@ -49,9 +51,11 @@ class DiskLedger:
         self.fd, self.slot, self.budget = fd, slot, budget
 
     def _others(self) -> int:
-        data = os.pread(self.fd, SLOTS * _SLOT.size, 0)
-        values = [v for (v,) in _SLOT.iter_unpack(data)]
-        return sum(max(v, 0) for i, v in enumerate(values) if i != self.slot)
+        # Summed in C: a Python loop over the 1000 slots cost ~0.15 ms, twice per call.
+        values = array.array("q", os.pread(self.fd, SLOTS * _SLOT.size, 0))
+        if sys.byteorder != "little":
+            values.byteswap()
+        return sum(values) - values[self.slot]
 
     def reserve(self, held: int, want: int) -> int:
         """Room for one call (at most ``want`` bytes) beside the ``held`` bytes of this worker;

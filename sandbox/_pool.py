@@ -177,12 +177,41 @@ class SandboxPool:
         self._counts = {"calls": 0, "timeouts": 0, "crashes": 0, "restarts": 0}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._starting: asyncio.Task[None] | None = None
         self._limits_dict = asdict(self.limits)
         self._bounds = reply_bounds(self._limits_dict)
 
     # --- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
-        """Start all workers; ``auto`` isolation falls back to ``process`` where namespaces are refused."""
+        """Start all workers now; ``auto`` isolation falls back to ``process`` where namespaces are
+        refused. Optional: the first ``run`` starts a pool that was not started (``start_soon``)."""
+        self.start_soon()
+        assert self._starting is not None
+        await asyncio.shield(self._starting)
+
+    def start_soon(self) -> None:
+        """Begin starting the workers in the background, once (the import of numpy, PIL, OpenCV and
+        matplotlib takes seconds per worker): a sweep does it when its first job that offers a
+        Python tool opens, beside that job's first model request, and never when no such job is
+        left to run. Calls wait for it; a start that failed fails every call with its reason."""
+        if self._starting is None and not self._closed:
+            self._starting = asyncio.ensure_future(self._start())
+            self._starting.add_done_callback(lambda t: t.cancelled() or t.exception())  # read: no warning
+
+    async def _started(self) -> None:
+        """Wait for the start (begin it if nobody did); its failure, as a SandboxStartError."""
+        self.start_soon()
+        if self._closed or self._starting is None:
+            raise RuntimeError("SandboxPool is closed")
+        if not self._starting.done():
+            await asyncio.wait([self._starting])  # a cancelled caller leaves the start running
+        if self._starting.cancelled():
+            raise RuntimeError("SandboxPool is closed")
+        if (exc := self._starting.exception()) is not None:
+            reason = str(exc) if isinstance(exc, SandboxStartError) else f"{type(exc).__name__}: {exc}"
+            raise SandboxStartError(reason) from exc
+
+    async def _start(self) -> None:
         if self._root_arg is None:
             # A sweep killed with -9 leaves its folder behind; remove those whose owner is dead.
             await asyncio.to_thread(clean_stale_roots, Path(tempfile.gettempdir()))
@@ -197,19 +226,28 @@ class SandboxPool:
                 self._slots[0] = await self._spawn()
             except SandboxStartError:
                 self.isolation = "process"
-        workers = await asyncio.gather(*(self._spawn() for s in self._slots if s is None))
         free = [i for i, s in enumerate(self._slots) if s is None]
-        for i, w in zip(free, workers, strict=True):
-            self._slots[i] = w
+        results = await asyncio.gather(*(self._spawn() for _ in free), return_exceptions=True)
+        for i, w in zip(free, results, strict=True):
+            if isinstance(w, _Worker):
+                self._slots[i] = w  # stopped by close() even when a sibling failed
+        for w in results:
+            if isinstance(w, BaseException):
+                raise w
 
     async def close(self) -> None:
         self._closed = True
+        if self._starting is None:  # never started: no worker, no folder
+            return
+        if not self._starting.done():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await asyncio.gather(*(self._stop(w) for w in self._slots if w is not None))
         self._slots = []
-        if self._root_arg is None:
+        if self._root_arg is None and self.root != Path():
             await asyncio.to_thread(shutil.rmtree, self.root, True)
 
     async def __aenter__(self) -> SandboxPool:
@@ -296,8 +334,7 @@ class SandboxPool:
             await self._release_slot(worker)
 
     async def _acquire(self, session_id: str | None) -> tuple[int, _Worker]:
-        if self._closed or not self._slots:
-            raise RuntimeError("SandboxPool is not started")
+        await self._started()
         async with self._cond:
             self._waiting += 1
             try:
@@ -456,6 +493,10 @@ class SandboxPool:
         except (TimeoutError, asyncio.IncompleteReadError, FrameError) as exc:
             await self._stop(worker, graceful=False)
             raise SandboxStartError(f"worker did not start: it {exit_reason(proc.returncode)}") from exc
+        except asyncio.CancelledError:  # the pool closed while this worker started
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            raise
         if hello.get("op") != "ready":
             await self._stop(worker, graceful=False)
             raise SandboxStartError(f"worker failed to start: {hello.get('error')}")

@@ -21,36 +21,29 @@ meets the same full folder (jail) or emptied folder (process isolation) as one p
 
 from __future__ import annotations
 
-import ctypes
+import fcntl
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from sandbox._ledger import DiskLedger
-
-_MS_NOSUID, _MS_NODEV, _MS_REMOUNT, _MS_MOVE = 2, 4, 32, 8192
-_MNT_DETACH = 2
-_libc = ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _mount(src: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    def enc(s: str | None) -> bytes | None:
-        return s.encode() if s is not None else None
-
-    _check(_libc.mount(enc(src), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+from sandbox._libc import MS_MOVE, MS_NODEV, MS_NOSUID, MS_REMOUNT, mount, umount_lazy
 
 
 def usage(path: Path) -> tuple[int, int]:
     """Bytes and inodes a tmpfs folder holds (statvfs: constant time, whatever it holds)."""
-    st = os.statvfs(path)
+    return _held(os.statvfs(path))
+
+
+def _held(st: os.statvfs_result) -> tuple[int, int]:
     return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree
+
+
+RECYCLE_INODES = 64
+"""A stateless folder holding more entries than this is unmounted, not emptied file by file."""
+_FS_IOC_GETFLAGS = 0x80086601
 
 
 def walk_usage(path: Path, stop_at: int) -> tuple[int, int]:
@@ -85,6 +78,8 @@ class FolderQuota:
         self.ledger = ledger
         self._before: dict[str, tuple[int, int]] = {}
         self.held: dict[str, int] = {}
+        self._reserved = False  # the ledger's slot holds a call's reservation that nothing settled yet
+        self._parent_dev: dict[Path, int] = {}
         """Bytes each session's folder held after its last call (what this worker adds to the ledger)."""
 
     def _options(self, size: int, inodes: int, uid: int | None) -> str:
@@ -96,54 +91,128 @@ class FolderQuota:
         if not (self.mounts and path.is_dir()):  # in the jail ``work`` stays as the mount point's folder
             path.mkdir(mode=0o700)
         if self.mounts:
-            _mount("tmpfs", str(path), "tmpfs", _MS_NOSUID | _MS_NODEV, self._options(*self.call, uid))
+            mount("tmpfs", str(path), "tmpfs", MS_NOSUID | MS_NODEV, self._options(*self.call, uid))
         elif chown:
             os.chown(path, uid, uid)
 
     def occupied(self, path: Path) -> bool:
         """Whether a folder is at ``path`` (in the jail: a tmpfs mounted there)."""
-        return os.path.ismount(path) if self.mounts else path.exists()
+        return self._mounted(path) if self.mounts else path.exists()
+
+    def _mounted(self, path: Path) -> bool:
+        """``os.path.ismount`` in one ``lstat``: that one also resolves the parent's real path
+        (a system call per component), several times per call; our folders' parents
+        (``/sandbox`` and its parking folder) are plain folders that stay where they are."""
+        try:
+            dev = os.lstat(path).st_dev
+        except FileNotFoundError:
+            return False
+        parent = self._parent_dev.get(path.parent)
+        if parent is None:
+            parent = self._parent_dev[path.parent] = os.stat(path.parent).st_dev
+        return dev != parent
 
     def move(self, src: Path, dst: Path, keep_src: bool = False) -> None:
         """``os.replace`` for folders that may be mount points. ``dst`` may be an empty folder
         (the mount point ``work``); ``keep_src`` leaves ``src``'s empty folder for the next move."""
-        if self.mounts and os.path.ismount(src):
+        if self.mounts and self._mounted(src):
             if not dst.is_dir():
                 dst.mkdir(mode=0o700)
-            _mount(str(src), str(dst), None, _MS_MOVE)
+            mount(str(src), str(dst), None, MS_MOVE)
             if not keep_src:
                 os.rmdir(src)
         else:
             os.replace(src, dst)
 
-    def before_call(self, path: Path, key: str | None) -> None:
+    def before_call(self, path: Path, key: str | None, held_as: str | None = None) -> None:
         """Give the call's folder room for one more call, within the trajectory's quota and what
-        the pool's budget has left (a stateless call's folder too, when there is a ledger)."""
+        the pool's budget has left (a stateless call's folder too, when there is a ledger).
+        ``held_as``: the name its bytes go by in ``held`` (the session's key, or the stateless
+        folder's)."""
         if key is None and self.ledger is None:
             return
+        held_as = held_as or key
         if not self.mounts:
             if key is not None:
                 self._before[key] = walk_usage(path, self.trajectory[1])
             return
-        used, inodes = usage(path)
+        st = os.statvfs(path)
+        used, inodes = _held(st)
         if key is not None:
             self._before[key] = used, inodes
         size = min(self.trajectory[0], used + self.call[0]) if key is not None else self.call[0]
         if self.ledger is not None:
-            others = sum(v for k, v in self.held.items() if k != key)
+            others = sum(v for k, v in self.held.items() if k != held_as)
             size = used + self.ledger.reserve(others + used, max(size - used, 0))
+            self._reserved = True
         count = min(self.trajectory[1], inodes + self.call[1]) if key is not None else self.call[1]
-        _mount(None, str(path), None, _MS_REMOUNT | _MS_NOSUID | _MS_NODEV,
-               f"size={max(size, used, 1 << 16)},nr_inodes={max(count, inodes, 2)}")
+        size, count = max(size, used, 1 << 16), max(count, inodes, 2)
+        if st.f_blocks * st.f_frsize == -(-size // st.f_frsize) * st.f_frsize and st.f_files == count:
+            return  # already this size (a recycled stateless folder, as a rule): no remount
+        mount(None, str(path), None, MS_REMOUNT | MS_NOSUID | MS_NODEV, f"size={size},nr_inodes={count}")
 
     def _settle(self, key: str | None, used: int) -> int:
-        """Record a session folder's bytes after its call; the bytes the other workers hold."""
+        """Record a folder's bytes after its call; the bytes the other workers hold."""
         if key is not None:
             self.held[key] = used
+        self._reserved = False
         return self.ledger.settle(sum(self.held.values())) if self.ledger is not None else 0
 
-    def after_call(self, path: Path, key: str | None, wipe: Callable[[Path], None]) -> str | None:
+    def forget(self, held_as: str) -> None:
+        """A folder's bytes leave the ledger (it was emptied or removed), and so does a
+        reservation that no ``after_call`` settled (the call crashed or timed out)."""
+        if (self.held.pop(held_as, None) is not None or self._reserved) and self.ledger is not None:
+            self._settle(None, 0)
+
+    def empty(self, path: Path) -> bool:
+        """Delete what a stateless call left in its tmpfs (no process of its uid is left); True
+        when it then holds nothing (no byte, one inode: its root). False, and nothing deleted,
+        when it holds too many entries to delete one by one: unmounting it is cheaper."""
+        if not self.mounts:
+            return False
+        used, inodes = usage(path)
+        if (used, inodes) == (0, 1):
+            return True
+        if inodes > RECYCLE_INODES:
+            return False
+        for entry in list(os.scandir(path)):
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)  # never follows a symlink, even one swapped in
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass  # what is left fails the check below: the folder is unmounted instead
+        return usage(path) == (0, 1)
+
+    def recycle(self, path: Path, uid: int) -> bool:
+        """Make a stateless call's tmpfs ready for the next call of the same ``uid``, whose
+        processes are all gone; False when it cannot be made as good as a fresh one (then
+        unmount it).
+
+        Reusing the mount spares the next call a mount and, above all, this one an unmount:
+        ``umount`` waits for an RCU grace period (1-2 ms on the development VM). As good as
+        fresh means: nothing in it (statvfs: no byte, one inode), and its root as ``create``
+        made it (mode 0700, owned by ``uid``, no extended attribute or ACL, no inode flag), so
+        nothing one call set on it reaches a later one.
+        """
+        if not self.empty(path):
+            return False
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            st = os.fstat(fd)
+            flags = fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8))
+            return (st.st_mode & 0o7777 == 0o700 and st.st_uid == uid and st.st_gid == uid
+                    and not os.listxattr(fd) and not any(flags))
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+
+    def after_call(self, path: Path, key: str | None, wipe: Callable[[Path], None],
+                   held_as: str | None = None) -> str | None:
         """A note for the call's reply when the folder hit a quota (None when it did not)."""
+        held_as = held_as or key
         if self.mounts:
             try:
                 st = os.statvfs(path)
@@ -151,10 +220,10 @@ class FolderQuota:
                 return None
             # tmpfs keeps no reserve: a full folder has (next to) no free block or no free inode.
             before = self._before.pop(key, (0, 0)) if key is not None else (0, 0)
-            self._settle(key, usage(path)[0])
+            self._settle(held_as, _held(st)[0])
             if st.f_bavail * st.f_frsize >= 1 << 16 and st.f_favail > 0:
                 return None
-            if usage(path) == before:  # a call that only read a full folder hit nothing
+            if _held(st) == before:  # a call that only read a full folder hit nothing
                 return None
             return self._note("the work folder is full")
         if not path.is_dir():
@@ -163,13 +232,13 @@ class FolderQuota:
         before = self._before.pop(key, (0, 1)) if key is not None else (0, 1)
         over_call = used - before[0] > self.call[0] or inodes - before[1] > self.call[1]
         over_traj = used > self.trajectory[0] or inodes > self.trajectory[1]
-        others = self._settle(key, used)
-        over_pool = self.ledger is not None and others + sum(self.held.values()) + (0 if key else used) > self.ledger.budget
+        others = self._settle(held_as, used)
+        over_pool = self.ledger is not None and others + sum(self.held.values()) + (0 if held_as else used) > self.ledger.budget
         if not (over_call or over_traj or over_pool):
             return None
         for entry in list(os.scandir(path)):
             wipe(Path(entry.path))
-        self._settle(key, 0)
+        self._settle(held_as, 0)
         return self._note("the work folder went over its quota and its files were removed")
 
     def _note(self, what: str) -> str:
@@ -184,9 +253,9 @@ class FolderQuota:
         if key is not None:
             self.held.pop(key, None)
         if self.ledger is not None:  # also ends a reservation no after_call settled (a crashed call)
-            self.ledger.settle(sum(self.held.values()))
-        if self.mounts and os.path.ismount(path):
-            _check(_libc.umount2(str(path).encode(), _MNT_DETACH), f"umount {path}")
+            self._settle(None, 0)
+        if self.mounts and self._mounted(path):
+            umount_lazy(str(path))
             os.rmdir(path)
         else:
             fallback(path)

@@ -49,8 +49,10 @@ from sandbox._ledger import DiskLedger
 from sandbox._protocol import UID_BLOCK, Bounds, FrameBuffer, FrameError, encode, read_frame, write_frame
 from sandbox._quota import FolderQuota
 
-"""uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions."""
-STATELESS_UIDS = 8
+STATELESS_UIDS = 32
+"""uids per worker: the first STATELESS_UIDS for stateless calls (in turn), the rest for sessions.
+A uid comes back 32 stateless calls later: by then its last call's processes, killed at low
+priority, have died and its folder is emptied (``_make_clean`` waits for them otherwise)."""
 SPARES = 3
 """Children forked ahead per worker: back to back, each has about two calls' time to warm up."""
 DYING_NICE = 19
@@ -103,6 +105,8 @@ class Zygote:
         self._after: list[tuple[int, _Child]] = []  # (uid, child) to kill once the reply is sent
         self._dirty: set[int] = set()  # uids whose processes must all be dead before the uid is used again
         self._trash = 0
+        self._used: set[int] = set()  # stateless uids whose parked folder still holds their last call's files
+        self._last_stateless = uid
         self._ready_at = 0.0  # when the tidying between calls ended (phase timestamps, on request)
         self._child_marks: dict[str, float] = {}
         self._chores: list[Callable[[], None]] = []  # tidying left over from the last call
@@ -143,9 +147,20 @@ class Zygote:
                 self.forks.top_up(SPARES)
             while self._chores and not _readable(self.req_fd):
                 self._chores.pop(0)()
+            self._await_parked()
             self._ready_at = time.monotonic()
             if not self._serve_one():
                 return
+
+    def _await_parked(self) -> None:
+        """While no request comes: sweep again until the stateless folders parked after their
+        calls can be emptied (their uids' processes were still dying at the first sweep), so an
+        idle worker does not sit on what they hold."""
+        wait_s = 0.002
+        while self._used and not self._chores and not _readable(self.req_fd, wait_s):
+            self._sweep()
+            self._tidy_folders()
+            wait_s = min(wait_s * 2, 1.0)
 
     def _serve_one(self) -> bool:
         """One request and its answer; False once the pool has gone.
@@ -187,9 +202,10 @@ class Zygote:
             uid = self.uid + self.turn
             self._make_clean(uid)  # leftovers of its last call: usually swept long ago
             self._enter_folder(None, uid)
-            self.quota.before_call(self.work, None)  # within what the pool's budget has left
+            self._last_stateless = uid
+            self.quota.before_call(self.work, None, _held_as(uid))  # within what the pool's budget has left
             reply, out = self._one_call(uid, req, blobs, deadline)
-            self._disk_note(reply, None)
+            self._disk_note(reply, None, _held_as(uid))
         else:
             session = self.sessions.get(key)
             if session is not None and session.keep != keep:
@@ -197,7 +213,7 @@ class Zygote:
                 session = None
             if session is None:
                 if not self.free_uids:
-                    msg = f"SandboxError: more than {UID_BLOCK - 1} open sessions on one worker"
+                    msg = f"SandboxError: more than {UID_BLOCK - STATELESS_UIDS} open sessions on one worker"
                     return _failure("error", msg), []
                 session = self.sessions[key] = _Session(self.free_uids.pop(), keep)
             self._enter_folder(key, session.uid)
@@ -220,11 +236,11 @@ class Zygote:
             self._disk_note(reply, key)
         return cap_reply(reply, out, self.limits)
 
-    def _disk_note(self, reply: dict[str, Any], key: str | None) -> None:
+    def _disk_note(self, reply: dict[str, Any], key: str | None, held_as: str | None = None) -> None:
         """Say so when the call's folder hit its disk quota (the code saw ENOSPC or lost its files)."""
         if reply.get("status") not in ("ok", "error") or not self.quota.occupied(self.work):
             return
-        note = self.quota.after_call(self.work, key, _remove)
+        note = self.quota.after_call(self.work, key, _remove, held_as)
         if note is None:
             return
         reply["stderr"] = f"{reply.get('stderr') or ''}\n{note}".lstrip("\n")
@@ -288,8 +304,9 @@ class Zygote:
                 os.setpgid(0, 0)
                 _jail.set_parent_death_signal()
             runner = CallRunner(self.home, self.limits, self.jailed)
-            runner.warm()
-            encode({"warm": True}, [])
+            if not _readable(req_r):  # a call already waiting touches those pages itself, sooner
+                runner.warm()
+                encode({"warm": True}, [])
             req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
             start = time.monotonic()
             mode = req["mode"]
@@ -308,6 +325,9 @@ class Zygote:
                     reply["phases"] = {"child_start": start, "child_done": time.monotonic()}
                 write_frame(resp_w, {**reply, "nonce": req["nonce"]}, out)
                 if mode == "call":
+                    # Its exit (~1.5 ms of the kernel freeing its memory) at low priority, from now:
+                    # the manager it just woke often waited for it on the same core.
+                    _renice(0, DYING_NICE)
                     break
                 req, blobs = read_frame(req_r, _REQUEST_BOUNDS)
                 start = time.monotonic()
@@ -352,40 +372,72 @@ class Zygote:
 
     # --- folders and processes ------------------------------------------------------------
     def _enter_folder(self, key: str | None, uid: int) -> None:
-        """Put the call's folder at ``work`` with renames only; removal and creation happen between calls."""
+        """Put the call's folder at ``work`` with renames only; emptying, removal and creation
+        happen between calls, as a rule.
+
+        A stateless uid keeps one folder of its own, parked between its calls and emptied for
+        the next one once every process of the uid is gone (``_recycle``), so a stateless call
+        costs two moves of a mount and no mount or unmount; a folder that cannot be made as good
+        as new goes to the trash and the call gets a fresh one.
+        """
         here = self.quota.occupied(self.work)
         if key is not None and key == self.current and here:
             return
         if self.current is not None and here:
             self.quota.move(self.work, self.parked / self.current, keep_src=True)
         elif here:
-            self._trash += 1
-            self.quota.move(self.work, self.parked / f".trash-{self._trash}", keep_src=True)
-        source = self.parked / (key or f".ready-{uid}")
-        if source.exists():
-            self.quota.move(source, self.work)
+            self._to_trash(self.work)
+        if key is None:
+            source = self._stateless(uid)
+            if uid in self._used:
+                self._recycle(uid)  # ``_make_clean`` has just swept the uid
+        else:
+            source = self.parked / key
+        if self.quota.occupied(source):
+            self.quota.move(source, self.work, keep_src=key is None)
         else:
             self._new_folder(self.work, uid)
         self.current = key
 
+    def _stateless(self, uid: int) -> Path:
+        return self.parked / f".stateless-{uid}"
+
     def _retire_stateless(self) -> None:
-        """A stateless call's folder is nobody's once the call answered: to the trash now (its
-        tmpfs is memory), not when this worker's next call comes, which may be never."""
+        """A stateless call's folder is nobody's once the call answered: parked now, to be
+        emptied as soon as its uid has no process left (its tmpfs is memory), not when this
+        worker's next call comes, which may be never."""
         if self.current is None and self.quota.occupied(self.work):
-            self._trash += 1
-            self.quota.move(self.work, self.parked / f".trash-{self._trash}", keep_src=True)
+            self.quota.move(self.work, self._stateless(self._last_stateless), keep_src=True)
+            self._used.add(self._last_stateless)
+
+    def _recycle(self, uid: int) -> None:
+        """Empty the parked folder of ``uid`` (no process of it is left) for its next call, or
+        trash it when it cannot be made as good as new."""
+        self._used.discard(uid)
+        folder = self._stateless(uid)
+        if self.quota.occupied(folder) and not self.quota.recycle(folder, uid):
+            self._to_trash(folder)
+        self.quota.forget(_held_as(uid))
+
+    def _to_trash(self, path: Path) -> None:
+        self._trash += 1
+        self.quota.move(path, self.parked / f".trash-{self._trash}", keep_src=True)
 
     def _new_folder(self, path: Path, uid: int) -> None:
         self.quota.create(path, uid, chown=self.jailed)
 
     def _tidy_folders(self) -> None:
-        """Between calls: empty the trash, and make the folder of the next stateless call ready."""
+        """Between calls: empty the folders parked after stateless calls whose uid has no process
+        left (a live one could race the deletion), empty the trash, and make the folder of the
+        next stateless call ready."""
+        for uid in sorted(self._used - self._dirty):
+            self._recycle(uid)
         for entry in os.scandir(self.parked):
             if entry.name.startswith(".trash-"):
                 self.quota.remove(Path(entry.path), _remove)
-        ready = self.parked / f".ready-{self.uid + (self.turn + 1) % STATELESS_UIDS}"
-        if not ready.exists():
-            self._new_folder(ready, self.uid + (self.turn + 1) % STATELESS_UIDS)
+        nxt = self.uid + (self.turn + 1) % STATELESS_UIDS
+        if not self.quota.occupied(self._stateless(nxt)):
+            self._new_folder(self._stateless(nxt), nxt)
 
     def release(self, key: str) -> None:
         if key in self.sessions:
@@ -451,13 +503,19 @@ class Zygote:
     def _make_clean(self, uid: int, force: bool = False) -> None:
         """Before ``uid`` runs a call: no process of its earlier calls is left (jail only)."""
         if self.jailed and (force or uid in self._dirty):
-            _jail.kill_uid(uid)
+            _jail.kill_uids({uid}, skip=self._ours())
             self._dirty.discard(uid)
 
     def _sweep(self) -> None:
         """One scan of our /proc kills what is left of every finished call; uids found empty are clean."""
         if self._dirty:
-            self._dirty &= _jail.kill_uids(frozenset(self._dirty), wait=False)
+            self._dirty &= _jail.kill_uids(frozenset(self._dirty), wait=False, skip=self._ours())
+
+    def _ours(self) -> frozenset[int]:
+        """Processes of the namespace that run as root and no model code: the template (PID 1),
+        this manager and the spares no call has taken yet; a sweep need not read their status."""
+        assert self.forks is not None
+        return frozenset((1, os.getpid(), *(spare[0] for spare in self.forks.spares)))
 
     def _reap(self) -> None:
         """Have exited children and orphans collected (by the template, their parent or reaper)."""
@@ -468,6 +526,11 @@ class Zygote:
         """The exit code (negative: signal) of call child ``pid``; None if it was not ours to collect."""
         assert self.forks is not None
         return self.forks.wait(pid)
+
+
+def _held_as(uid: int) -> str:
+    """The name a stateless uid's folder goes by in the disk ledger's tally (session keys are hex)."""
+    return f".stateless-{uid}"
 
 
 def _failure(status: str, message: str) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
     config = (read_manifest(run_dir) or {}).get("config") or {}
     try:
         published = [*(published_file(extra) if extra else []), *all_scores(config)]
-        board = leaderboard(report(run_dir), config, sort=sort, published=published)
+        board = leaderboard(report(run_dir, per_task=False), config, sort=sort, published=published)
     except UsageError as e:  # ours (a bad --sort, a published file); a bug is an internal error (cli/main.py)
         print_error(e)
         return exit_code_for(e)

@@ -8,6 +8,7 @@ blob store, so records stay small and memory stays flat as concurrency grows.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -109,6 +110,23 @@ def job_id_of(model: str, suite: str, setting: str, task_id: str, seed: int, gro
 def fingerprint_of(group: str, task_id: str, seed: int) -> str:
     """``Job(...).fingerprint`` (32 hex): the group's fingerprint, the task and the seed; no names."""
     return hashlib.sha256(f"{group}\x1f{task_id}\x1f{seed}".encode()).hexdigest()[:32]
+
+
+JOB_ID_BYTES = 10
+"""A job id is the hex of this many bytes of its sha256."""
+
+
+def job_keys_of(models: Sequence[str], suite: str, setting: str, task_ids: Sequence[str],
+                seeds: Sequence[int], groups: Sequence[str] | None = None) -> bytes:
+    """The ids (``job_id_of``, each model's with its ``groups`` fingerprint) of every (task, seed,
+    model), in that nesting order, as their raw bytes end to end (``JOB_ID_BYTES`` each): a plan's
+    block at once, for a look-up that never needs their hex."""
+    sha = hashlib.sha256
+    pairs = [(f"{m}\x1f{suite}\x1f{setting}\x1f", f"\x1f{g}")
+             for m, g in zip(models, groups if groups is not None else [""] * len(models), strict=True)]
+    tails = [f"\x1f{s}" for s in seeds]
+    return b"".join([sha(f"{p}{t}{tail}{g}".encode()).digest()[:JOB_ID_BYTES]
+                     for t in task_ids for tail in tails for p, g in pairs])
 
 
 @dataclass(slots=True)

@@ -94,9 +94,9 @@ class Ledger:
         self.groups = {g: Tally(to_run=max(0, n - done.get(g, 0))) for g, n in planned.items()}
 
     # -- the hot path ------------------------------------------------------------------------
-    def skip(self) -> None:
-        """The plan passed a job the run folder already holds."""
-        self.resumed += 1
+    def skip(self, n: int = 1) -> None:
+        """The plan passed ``n`` jobs the run folder already holds (it counts them a block at a time)."""
+        self.resumed += n
 
     def start(self, job: Job) -> None:
         self.started += 1
@@ -239,8 +239,8 @@ def already_done(index: IndexCounts, models: Container[str], selected: tuple[Seq
     holds of the planned ``models`` within the selectors (suites, settings, seeds): ok records, and
     error ones too with ``--keep-errors``. The ledger's seed.
 
-    The one place the ledger reads the run index (its ``counts`` today): a source of aggregates
-    replaces this function, and nothing else.
+    The one place the ledger reads the run index: its ``counts``, answered from the index's
+    aggregates (no job's row is read, however many are done).
     """
     suites, settings, seeds = selected
     out: dict[str, dict[Any, int]] = {"model": {}, "suite": {}, "group": {}}

@@ -14,7 +14,7 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig
 from fasteval.core.errors import ConfigError
-from fasteval.core.types import Identity, Job, Task, job_id_of
+from fasteval.core.types import JOB_ID_BYTES, Identity, Job, Task, job_keys_of
 from fasteval.engine.identity import Fingerprints, data_hash, fingerprints
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.suites.base import LoadError, Setting, Suite, make_suite
@@ -123,40 +123,109 @@ def load_suite(entry: dict[str, Any], blobs: BlobStore) -> SuiteRun:
 
 def plan(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
          selectors: Selectors | None = None, done: Container[str] = frozenset(),
-         on_done: Callable[[], None] | None = None,
+         on_done: Callable[[int], None] | None = None,
          ids: Fingerprints | None = None) -> Iterator[tuple[Job, SuiteRun, Setting, Task | LoadError]]:
     """Every job of the sweep in a deterministic order (models interleaved so endpoints share work).
 
     Selectors only drop jobs: a job keeps its id, so a narrowed run and a full one resume each other.
     A job's id holds its group's fingerprint (``ids``, computed here when not given): jobs whose id
-    is in ``done`` (the resume set: the fingerprint has an ok record under these names) are left
-    out, each with a call of ``on_done``: resuming a finished sweep builds no Job at all.
+    is in ``done`` (the resume set: a ``DoneKeys`` array, or any container of ids; the fingerprint
+    has an ok record under these names) are left out and counted to ``on_done`` a block at a time:
+    resuming a finished sweep builds no Job. The plan is made lazily, a block of a few thousand
+    jobs at a time, so its first jobs come at once and it never holds more than a block.
     """
     sel = selectors or Selectors()
-    all_models = [m.name for m in cfg.models]
-    slot = {name: i for i, name in enumerate(all_models)} if shard_by == "model" else {}
     models, seeds = _plan_axes(cfg, sel)
     ids = ids if ids is not None else fingerprints(cfg, runs)
-    need_id = shard is not None or bool(done)  # unsharded with nothing done: no hash
-    groups: dict[str, Identity] = {}
-    at: tuple[int, str] | None = None
+    if shard is None and not done:  # unsharded with nothing done: no hash
+        for run, setting, item, tid in _plan_items(runs, sel):
+            groups = [ids.identity(model, run, setting) for model in models]  # cached per group
+            for seed in seeds:
+                for model, identity in zip(models, groups, strict=True):
+                    yield Job(model=model, suite=run.suite.name, setting=setting.name, task_id=tid, seed=seed,
+                              identity=identity), run, setting, item
+        return
+    n_models = len(models)
+    for run, setting, block, keep, n_done, groups in _keyed_blocks(cfg, runs, shard, shard_by, sel, done, ids):
+        if n_done and on_done is not None:
+            on_done(n_done)
+        for i in keep:
+            item, tid = block[i // (n_models * len(seeds))]
+            rest = i % (n_models * len(seeds))
+            yield Job(model=models[rest % n_models], suite=run.suite.name, setting=setting.name, task_id=tid,
+                      seed=seeds[rest // n_models], identity=groups[rest % n_models]), run, setting, item
+
+
+_BLOCK_JOBS = 4096
+"""Jobs keyed at once: one vectorised look-up each, a few milliseconds of the event loop."""
+
+Block = list[tuple[Task | LoadError, str]]
+
+
+def _keyed_blocks(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str,
+                  sel: Selectors, done: Container[str], ids: Fingerprints
+                  ) -> Iterator[tuple[SuiteRun, Setting, Block, list[int], int, list[Identity]]]:
+    """The plan in blocks: each block's (item, task id) pairs, the positions of its jobs left to run
+    (item by item, then seed, then model: the plan's order), how many of its jobs are done, and the
+    models' identities in its suite × setting."""
+    models, seeds = _plan_axes(cfg, sel)
+    per_item = len(models) * len(seeds)
+    if not per_item:
+        return
+    slot = {m.name: i for i, m in enumerate(cfg.models)} if shard_by == "model" else {}
+    contains_keys = getattr(done, "contains_keys", None)
+    any_done = bool(done)
+    width = JOB_ID_BYTES
+    for run, setting, block in _item_blocks(runs, sel, max(1, _BLOCK_JOBS // per_item)):
+        groups = [ids.identity(model, run, setting) for model in models]
+        keys = job_keys_of(models, run.suite.name, setting.name, [tid for _, tid in block], seeds,
+                           [g.group for g in groups])
+        n = len(keys) // width
+        positions = list(range(n)) if shard is None else \
+            [i for i in range(n) if in_shard(keys[i * width:(i + 1) * width].hex(), shard,
+                                             slot.get(models[i % len(models)]))]
+        if not any_done:
+            keep = positions
+        elif contains_keys is not None:  # the run index's resume array: the whole block at once
+            import numpy as np
+
+            left = np.flatnonzero(~contains_keys(keys, width))
+            keep = left.tolist() if shard is None else sorted(set(left.tolist()).intersection(positions))
+        else:
+            keep = [i for i in positions if keys[i * width:(i + 1) * width].hex() not in done]
+        yield run, setting, block, keep, len(positions) - len(keep), groups
+
+
+def _item_blocks(runs: list[SuiteRun], sel: Selectors, size: int) -> Iterator[tuple[SuiteRun, Setting, Block]]:
+    """The plan's items, ``size`` at a time, each block within one suite × setting."""
+    block: Block = []
+    current: tuple[SuiteRun, Setting] | None = None
     for run, setting, item, tid in _plan_items(runs, sel):
-        suite = run.suite.name
-        if at != (id(run), setting.name):  # once per suite × setting, not per task
-            at = (id(run), setting.name)
-            groups = {model: ids.identity(model, run, setting) for model in models}
-        for seed in seeds:
-            for model in models:
-                if need_id:
-                    job_id = job_id_of(model, suite, setting.name, tid, seed, groups[model].group)
-                    if shard is not None and not in_shard(job_id, shard, slot.get(model)):
-                        continue
-                    if job_id in done:
-                        if on_done is not None:
-                            on_done()
-                        continue
-                yield (Job(model=model, suite=suite, setting=setting.name, task_id=tid, seed=seed,
-                           identity=groups[model]), run, setting, item)
+        if current is not None and (current[0] is not run or current[1] is not setting or len(block) >= size):
+            yield current[0], current[1], block
+            block = []
+        current = (run, setting)
+        block.append((item, tid))
+    if current is not None and block:
+        yield current[0], current[1], block
+
+
+def plan_left(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
+              selectors: Selectors | None = None, done: Container[str] = frozenset(),
+              ids: Fingerprints | None = None) -> Counter[tuple[str, str, str, int]]:
+    """Jobs of the plan not in ``done`` per (model, suite, setting, seed), keyed in blocks like ``plan``
+    but without building a Job: what a served model has left to run, what a dry run would run."""
+    sel = selectors or Selectors()
+    if shard is None and not done:
+        return _plan_combos(cfg, runs, sel)
+    models, seeds = _plan_axes(cfg, sel)
+    left: Counter[tuple[str, str, str, int]] = Counter()
+    per_item = len(models) * len(seeds)
+    ids = ids if ids is not None else fingerprints(cfg, runs)
+    for run, setting, _, keep, _, _ in _keyed_blocks(cfg, runs, shard, shard_by, sel, done, ids):
+        for rest, n in Counter(i % per_item for i in keep).items():
+            left[(models[rest % len(models)], run.suite.name, setting.name, seeds[rest // len(models)])] += n
+    return left
 
 
 def _plan_axes(cfg: SweepConfig, sel: Selectors) -> tuple[list[str], list[int]]:
@@ -190,6 +259,7 @@ def spread(items: list[Any], n: int) -> list[Any]:
 def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None,
                 ids: Fingerprints | None = None) -> tuple[int, dict[str, dict[str, int]]]:
+    """The plan's size, and per model, suite, setting and seed (the manifest's ``plan``)."""
     combos = plan_combos(cfg, runs, shard, shard_by, selectors, ids)
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
     for (model, suite, setting, seed), n in combos.items():
@@ -203,22 +273,22 @@ def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] |
 def plan_combos(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] | None, shard_by: str = "job",
                 selectors: Selectors | None = None,
                 ids: Fingerprints | None = None) -> Counter[tuple[str, str, str, int]]:
-    """Jobs of the plan per (model, suite, setting, seed)."""
-    # One counter per combination, split per dimension by the caller: the plan is walked once more
-    # to launch, so this pass must stay cheap at a million jobs. Unsharded, every model and seed
-    # runs every planned task: counting tasks is enough (no job is built).
+    """Jobs of the plan per (model, suite, setting, seed): unsharded, counted from the tasks (no job
+    built, no id hashed); a shard's, keyed in blocks without building a job (``plan_left``)."""
+    sel = selectors or Selectors()
+    return _plan_combos(cfg, runs, sel) if shard is None else plan_left(cfg, runs, shard, shard_by, sel, ids=ids)
+
+
+def _plan_combos(cfg: SweepConfig, runs: list[SuiteRun], sel: Selectors) -> Counter[tuple[str, str, str, int]]:
+    """Jobs per (model, suite, setting, seed) of an unsharded plan. Every model and seed runs every
+    planned task, so counting tasks is enough: no job is built, no id hashed."""
     combos: Counter[tuple[str, str, str, int]] = Counter()
-    if shard is None:
-        sel = selectors or Selectors()
-        models, seeds = _plan_axes(cfg, sel)
-        per = Counter((run.suite.name, setting.name) for run, setting, _, _ in _plan_items(runs, sel))
-        for (suite, setting), n in per.items():
-            for seed in seeds:
-                for model in models:
-                    combos[(model, suite, setting, seed)] += n
-    else:
-        combos.update((job.model, job.suite, job.setting, job.seed)
-                      for job, _, _, _ in plan(cfg, runs, shard, shard_by, selectors, ids=ids))
+    models, seeds = _plan_axes(cfg, sel)
+    per = Counter((run.suite.name, setting.name) for run, setting, _, _ in _plan_items(runs, sel))
+    for (suite, setting), n in per.items():
+        for seed in seeds:
+            for model in models:
+                combos[(model, suite, setting, seed)] += n
     return combos
 
 

@@ -36,6 +36,8 @@ from typing import Any, Literal
 import orjson
 
 from fasteval.core.errors import DamagedRunFolder
+from fasteval.runfolder import index_aggregates as _agg
+from fasteval.runfolder.index_reads import FILTERS, DerivedReads
 from fasteval.runfolder.index_rows import (
     COLUMNS,
     INT_MAX,
@@ -48,6 +50,10 @@ from fasteval.runfolder.index_rows import (
     storable_text,
     summarise_line,
 )
+from fasteval.runfolder.index_schema import INDEXES as _INDEXES
+from fasteval.runfolder.index_schema import ForeignIndex as _ForeignIndex
+from fasteval.runfolder.index_schema import connect as _connect
+from fasteval.runfolder.index_schema import derive, derived_ok, drop_triggers
 from fasteval.runfolder.manifest import CurrentGroups, current_groups, read_manifest
 from fasteval.runfolder.names import INDEX as INDEX  # importers of index keep their names
 from fasteval.runfolder.names import RECORDS as RECORDS
@@ -56,13 +62,12 @@ from fasteval.runfolder.superseded import dump_groups, follow, marked
 
 log = logging.getLogger("fasteval")
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 _HASH_BYTES = 4096
 _CHUNK_LINES = 2000
 _STATS_MIN_ROWS = 1000
 
-_FILTERS = frozenset({"job_id", "model", "suite", "setting", "task_id", "seed", "status", "error_kind",
-                      "termination", "task_type", "fingerprint", "superseded"})
+_FILTERS = FILTERS
 
 
 class RunIndexError(RuntimeError):
@@ -80,30 +85,11 @@ _UPSERT = (
     f"ON CONFLICT(job_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in COLUMNS[1:])} "
     "WHERE (excluded.ok, excluded.byte_offset) > (jobs.ok, jobs.byte_offset)"
 )
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS jobs(job_id TEXT PRIMARY KEY, model TEXT, suite TEXT, setting TEXT, task_id TEXT, "
-    "seed INTEGER, status TEXT, score REAL, error_kind TEXT, error TEXT, termination TEXT, rounds INTEGER, "
-    "tool_calls INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cache_read_tokens INTEGER, "
-    "cache_write_tokens INTEGER, latency_s REAL, retries INTEGER, "
-    "task_type TEXT, batch_prompt_tokens INTEGER, batch_completion_tokens INTEGER, batch_cache_read_tokens INTEGER, "
-    "batch_cache_write_tokens INTEGER, image_tokens INTEGER, fingerprint TEXT, grp TEXT, superseded INTEGER, "
-    "ok INTEGER, byte_offset INTEGER, byte_length INTEGER) "
-    "WITHOUT ROWID",
-)
-# Both orders of ``rows`` without a sort, so a deep page (the viewer's) costs its offset, not a
-# re-sort of every row; the key index also serves report's per-(model, suite, setting) reads.
-# A build from scratch creates them at the end: one sort each instead of a B-tree insert per row.
-_INDEXES = {"jobs_offset": "CREATE INDEX IF NOT EXISTS jobs_offset ON jobs(byte_offset)",
-            # led by the flag every read filters on (superseded = 0), so current rows stay one range
-            "jobs_key": "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(superseded, model, suite, setting, task_id, seed)"}
-
-
 def _line_digest(data: bytes) -> str:
     return hashlib.sha256(data[:_HASH_BYTES]).hexdigest()
 
 
-class RunIndex:
+class RunIndex(DerivedReads):
     """The index of one run folder. Use ``open_index``; close it (or use ``with``) when done."""
 
     def __init__(self, run_dir: Path, db: sqlite3.Connection, path: Path | None) -> None:
@@ -159,12 +145,23 @@ class RunIndex:
 
     def _reset(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
-        self._db.execute("DELETE FROM jobs")
-        self._db.execute("DELETE FROM meta")
+        self._drop_triggers()  # before the DELETE: per-row triggers would make it a walk of every row
+        for table in ("jobs", "meta", "agg", "done_log", "done_blob"):
+            self._db.execute(f"DELETE FROM {table}")
         self._set_meta({"version": SCHEMA_VERSION, "offset": 0, "head": "", "head_len": 0,
-                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0, "current": dump_groups(self.current)})
+                        "tail": "", "tail_off": 0, "n_jobs": 0, "bad_lines": 0, "derived": "no",
+                        "current": dump_groups(self.current)})
         self._db.execute("COMMIT")
         self.rebuilt = True
+
+    def _drop_triggers(self) -> None:
+        drop_triggers(self._db)
+
+    def _derived_ok(self) -> bool:
+        return derived_ok(self._db)
+
+    def _derive(self) -> None:
+        derive(self._db, self._set_meta)
 
     def _pread(self, offset: int, length: int) -> bytes:
         if self._fd < 0:
@@ -221,6 +218,12 @@ class RunIndex:
             self._reset()
         from_scratch = self._db.execute("SELECT value FROM meta WHERE key = 'offset'").fetchone()[0] == "0"
         if from_scratch:
+            # One sort per index and one GROUP BY for the aggregates at the end, not a B-tree
+            # insert and a trigger per row.
+            self._db.execute("BEGIN IMMEDIATE")
+            self._drop_triggers()
+            self._set_meta({"derived": "no"})
+            self._db.execute("COMMIT")
             for name in _INDEXES:
                 self._db.execute(f"DROP INDEX IF EXISTS {name}")
         added = 0
@@ -234,6 +237,8 @@ class RunIndex:
             if from_scratch:
                 for sql in _INDEXES.values():
                     self._db.execute(sql)
+        if not self._derived_ok():
+            self._derive()
         self._keep_statistics()
         return added
 
@@ -427,6 +432,10 @@ class RunIndex:
         for col in columns:
             if col not in COLUMNS:
                 raise TypeError(f"unknown index column {col!r}; known: {list(COLUMNS)}")
+        if set(columns).issubset(_agg.INT_SUMS) and _agg.covers((), filters):
+            summed = _agg.sums(self._db, columns, filters)
+            if summed is not None:
+                return summed
         where, params = self._where(filters, scan)
         sql = f"SELECT count(*), {', '.join(f'coalesce(sum({c}), 0)' for c in columns)} FROM jobs{where}"
         try:
@@ -459,20 +468,19 @@ class RunIndex:
             self._db.execute("COMMIT")
 
     def count(self, **filters: Any) -> int:
+        if _agg.covers((), filters):
+            return _agg.sums(self._db, (), filters)[0]  # type: ignore[index]  # counts never overflow
         where, params = self._where(filters)
         n: int = self._db.execute(f"SELECT count(*) FROM jobs{where}", params).fetchone()[0]
         return n
-
-    def group_sizes(self) -> dict[tuple[str, str, str], int]:
-        """Jobs per model × suite × setting, counted off the key index alone (no row is read)."""
-        sql = "SELECT model, suite, setting, count(*) FROM jobs WHERE superseded = 0 GROUP BY model, suite, setting"
-        return {(m, s, st): n for m, s, st, n in self._db.execute(sql)}
 
     def counts(self, by: Sequence[str] = (), **filters: Any) -> dict[tuple[Any, ...], dict[str, int]]:
         """Jobs per group of ``by`` columns (e.g. ``("model", "error_kind")``): {key: {status: n}}."""
         for col in by:
             if col not in _FILTERS:
                 raise TypeError(f"unknown index dimension {col!r}; known: {sorted(_FILTERS)}")
+        if _agg.covers(by, filters):
+            return _agg.counts(self._db, by, filters)
         where, params = self._where(filters)
         cols = ", ".join(["status", *by])
         out: dict[tuple[Any, ...], dict[str, int]] = {}
@@ -526,8 +534,11 @@ class RunIndex:
 
     def stats(self) -> dict[str, Any]:
         meta = self._meta()
-        superseded, unkeyed = self._db.execute(
-            "SELECT coalesce(sum(superseded = 1), 0), coalesce(sum(fingerprint IS NULL), 0) FROM jobs").fetchone()
+        # Off the aggregates (the rows they count are the current ones) and a partial index: no scan.
+        counted = int(self._db.execute("SELECT coalesce(sum(n), 0) FROM agg").fetchone()[0])
+        unkeyed = self._db.execute("SELECT count(*) FROM jobs INDEXED BY jobs_unkeyed WHERE fingerprint IS NULL"
+                                   ).fetchone()[0]
+        superseded = int(meta.get("n_jobs", 0)) - counted
         return {"path": str(self.path) if self.path else None, "jobs": int(meta.get("n_jobs", 0)),
                 "indexed_bytes": int(meta.get("offset", 0)), "bad_lines": int(meta.get("bad_lines", 0)),
                 "superseded": superseded, "unkeyed": unkeyed, "rebuilt": self.rebuilt}
@@ -537,30 +548,6 @@ def _keyed(order: str, filters: dict[str, Any]) -> bool:
     """May the current-rows test lead the planner to the key index? For a key-order read or a
     group's read (model, suite, setting given) yes; for a whole file-order read no (it would sort)."""
     return order == "key" or any(filters.get(k) is not None for k in ("model", "suite", "setting"))
-
-
-class _ForeignIndex(sqlite3.DatabaseError):
-    """An index.sqlite whose tables are not ours (another tool's, an older schema)."""
-
-
-def _connect(target: str | Path) -> sqlite3.Connection:
-    db = sqlite3.connect(str(target), timeout=60.0, isolation_level=None, check_same_thread=False)
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        # The index is derived: a power cut that loses its last commits is caught by verify().
-        db.execute("PRAGMA synchronous=OFF")
-        for stmt in _SCHEMA:
-            db.execute(stmt)
-        jobs = tuple(r[1] for r in db.execute("PRAGMA table_info(jobs)"))
-        meta = tuple(r[1] for r in db.execute("PRAGMA table_info(meta)"))
-        if jobs != COLUMNS or meta != ("key", "value"):
-            raise _ForeignIndex(f"index tables are not this version's (jobs columns {list(jobs)[:4]}…)")
-        for stmt in _INDEXES.values():
-            db.execute(stmt)
-    except BaseException:
-        db.close()
-        raise
-    return db
 
 
 def _drop(path: Path) -> None:

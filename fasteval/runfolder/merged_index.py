@@ -25,19 +25,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fasteval.runfolder import done_keys as _done
+from fasteval.runfolder import index_aggregates as _agg
 from fasteval.runfolder.index import (
     _HASH_BYTES,
-    _INDEXES,
     _STATS_MIN_ROWS,
     INDEX,
     RECORDS,
     SCHEMA_VERSION,
     RunIndex,
     RunIndexError,
-    _connect,
     _line_digest,
 )
 from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
+from fasteval.runfolder.index_schema import INDEXES as _INDEXES
+from fasteval.runfolder.index_schema import connect as _connect
+from fasteval.runfolder.index_schema import derive, drop_triggers, keep
 
 # Every column but the location, in schema order (the location is computed).
 _KEEP = ("job_id", "model", "suite", "setting", "task_id", "seed", "status", "score", "error_kind", "error",
@@ -86,7 +89,9 @@ def write_merged(out_dir: Path, indexes: Sequence[RunIndex], choose: Chooser) ->
         db.execute("PRAGMA cache_size = -65536")  # 64 MiB: the bulk inserts stay in memory
         db.execute("PRAGMA temp_store = MEMORY")
         db.execute("CREATE TEMP TABLE skip(src INTEGER, job_id TEXT, PRIMARY KEY (src, job_id)) WITHOUT ROWID")
-        # The secondary indexes are built once at the end (one sort each), not row by row.
+        # The secondary indexes are built once at the end (one sort each), not row by row, and the
+        # aggregates and resume set once from the merged rows (``derive``), not by a trigger per row.
+        drop_triggers(db)
         for name in _INDEXES:
             db.execute(f"DROP INDEX {name}")
         try:
@@ -101,6 +106,13 @@ def write_merged(out_dir: Path, indexes: Sequence[RunIndex], choose: Chooser) ->
             db.execute("ANALYZE jobs")  # as RunIndex keeps them: a merged run is read at once
         _copy_records(out_dir / RECORDS, indexes, sources)
         _write_meta(db, out_dir / RECORDS, total)
+        if any(src.skipped for src in sources):  # duplicates dropped: the sources' sums overcount
+            derive(db, lambda values: _set_meta(db, values))
+        else:  # every source's rows went in: their aggregates and resume sets add up
+            for src in sources:
+                with _attached(db, src):
+                    db.execute(_agg.add_sql("src"))
+            keep(db, lambda values: _set_meta(db, values), _done.union([ix.done_keys(ok_only=False) for ix in indexes]))
     finally:
         db.close()
         for i, ix in enumerate(indexes):
@@ -241,6 +253,10 @@ def _copy_range(in_fd: int, out_fd: int, offset: int, length: int, name: Path) -
         if done == 0:
             raise RunIndexError(f"{name}: shorter than its index says (byte {offset}); run `fasteval index rebuild`")
         offset += done
+
+
+def _set_meta(db: sqlite3.Connection, values: dict[str, Any]) -> None:
+    db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)", [(k, str(v)) for k, v in values.items()])
 
 
 def _write_meta(db: sqlite3.Connection, records: Path, total: int) -> None:

@@ -325,6 +325,12 @@ class RecordWriter:
             self._queue.put_nowait(None)
             await self._task
             self._task = None
+            if self.index is not None and self.failure is None:
+                # The next resume reads the resume set as one array, not this run's rows one by one.
+                try:
+                    await asyncio.to_thread(self.index.fold_done)
+                except (OSError, sqlite3.Error) as e:
+                    log.warning("run index: resume set not folded (%s); the next reader folds it", e)
         if self._fd >= 0:
             if self.fsync != "never" and self.failure is None:
                 try:

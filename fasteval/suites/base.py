@@ -52,6 +52,14 @@ class Score:
     error: str | None = None
     """Set when scoring itself failed (e.g. judge_error): the record gets status error."""
 
+    @property
+    def error_kind(self) -> str:
+        """The record's error kind for a failed score: ``scorer_error`` when our own rule could not
+        judge (a pattern past its time limit, an unreadable gold answer: the task or the rule must
+        change), else ``judge_error`` (a judge model or extractor failed: a rescore may succeed).
+        One rule, so a live run and a rescore file the same failure under the same kind."""
+        return "scorer_error" if (self.error or "").startswith("scorer_error") else "judge_error"
+
 
 @dataclass(slots=True)
 class ScoreContext:

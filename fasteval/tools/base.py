@@ -82,6 +82,11 @@ class Tool(ABC):
     async def end_session(self, session_id: str, services: dict[str, Any]) -> None:  # noqa: B027
         """Free what this tool keeps for one job; the job runner calls it whatever ended the job."""
 
+    def prepare(self, services: dict[str, Any]) -> None:  # noqa: B027
+        """The first job that offers this tool opens: begin, in the background, what its calls
+        will need (the sandbox's workers start beside that job's first model request, and not
+        at all in a run that has no such job left). Must not block."""
+
 
 # Built-in tools by the module that defines them; a tool's module is imported when it is named.
 TOOLS: LazyRegistry[type[Tool]] = LazyRegistry("tool", {

@@ -20,7 +20,8 @@ from fasteval.core.errors import ConfigError
 from fasteval.core.options import Opt
 from fasteval.services.registry import Closer, register_service
 from fasteval.tools.base import Tool, ToolContext, ToolResult, register_tool
-from sandbox import RunResult, SandboxLimits, SandboxPool
+from providers import EndpointDown
+from sandbox import RunResult, SandboxLimits, SandboxPool, SandboxStartError
 
 MAX_CODE_CHARS = 5000
 _CODE_SCHEMA: dict[str, Any] = {
@@ -94,6 +95,12 @@ class _SandboxTool(Tool):
         if isinstance(pool, SandboxPool):
             await pool.release(session_id)
 
+    def prepare(self, services: dict[str, Any]) -> None:
+        """Start the pool's workers in the background, beside the first job's first model request."""
+        pool = services.get("sandbox")
+        if isinstance(pool, SandboxPool):
+            pool.start_soon()
+
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         code = args.get("code") if isinstance(args, dict) else None
         if not isinstance(code, str) or not code.strip():
@@ -106,12 +113,16 @@ class _SandboxTool(Tool):
                 f"{self.name} needs a sandbox.SandboxPool in ctx.services['sandbox']; none is configured"
             )
         fidelity: Literal["reference", "fixed"] = "reference" if ctx.fidelity == "reference" else "fixed"
-        images = await asyncio.to_thread(lambda: [ctx.blobs.get(ref) for ref in ctx.images])
+        images = await asyncio.to_thread(lambda: [ctx.blobs.get(ref) for ref in ctx.images]) if ctx.images else []
         stateful, files = bool(self.options.get("stateful")), bool(self.options.get("persist_files"))
         session = ctx.session_id if (stateful or files) and ctx.session_id else None
-        result = await pool.run(code, images=images, session_id=session, keep="state" if stateful else "files",
-                                fidelity=fidelity, tool=self.kind)
-        refs = await asyncio.to_thread(lambda: [ctx.blobs.put(img.data) for img in result.images])
+        try:
+            result = await pool.run(code, images=images, session_id=session, keep="state" if stateful else "files",
+                                    fidelity=fidelity, tool=self.kind)
+        except SandboxStartError as e:  # no job that needs the sandbox can run: left for a rerun
+            raise EndpointDown("sandbox", f"the Python sandbox could not start: {e}") from None
+        refs = await asyncio.to_thread(lambda: [ctx.blobs.put(img.data) for img in result.images]) \
+            if result.images else []
         hint = missing_extra_hint(result.stderr) if self.kind == "interpreter" and not result.ok else None
         if hint is not None:  # say which extra provides the name, on the result and the record
             result.stderr = f"{result.stderr.rstrip()}\n{hint}\n"
@@ -171,13 +182,19 @@ class PythonInterpreter(_SandboxTool):
 
 @register_service("sandbox")
 async def start_sandbox(run_cfg: dict[str, Any]) -> tuple[SandboxPool, Closer]:
-    """One warm pool per sweep, sized by ``run.sandbox.workers`` (default: the CPU count), with
-    ``run.sandbox.limits`` over the defaults of SandboxLimits."""
+    """One pool per sweep, sized by ``run.sandbox.workers`` (default: the CPU count), with
+    ``run.sandbox.limits`` over the defaults of SandboxLimits.
+
+    Not started here: its workers take seconds to start (numpy, PIL, OpenCV and matplotlib,
+    imported once each), which a run with no job left that offers a Python tool should not pay.
+    The first such job starts it in the background (``prepare``); a call waits for it. A pool
+    that cannot start leaves every job that needs it unrun (``EndpointDown``): the sweep ends
+    incomplete with the reason, and a rerun runs them.
+    """
     opts = dict(run_cfg.get("sandbox") or {})
     try:
         limits = SandboxLimits(**(opts.get("limits") or {}))
     except (TypeError, ValueError) as e:
         raise ConfigError(f"run.sandbox.limits: {e}") from None
     pool = SandboxPool(opts.get("workers"), isolation=opts.get("isolation", "auto"), limits=limits)
-    await pool.start()
     return pool, pool.close

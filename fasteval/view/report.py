@@ -8,25 +8,30 @@ mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fasteval.core.headline import over_seeds
 from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import RunIndex, open_index
-from fasteval.runfolder.index_rows import BATCH_TOKEN_COLUMNS
 from fasteval.runfolder.manifest import read_manifest
 from fasteval.view.completion import completion
 from fasteval.view.curves import learning_curves
+from fasteval.view.report_groups import (
+    SUMMARY_COLUMNS as SUMMARY_COLUMNS,  # importers of report keep the names
+)
+from fasteval.view.report_groups import SUMMED_COLUMNS as SUMMED_COLUMNS
+from fasteval.view.report_groups import TOKEN_FIELDS as TOKEN_FIELDS
+from fasteval.view.report_groups import bootstrap_ci as bootstrap_ci
+from fasteval.view.report_groups import fold, group_summary
+from fasteval.view.report_groups import prefix_cache_hit_rate as prefix_cache_hit_rate
+from fasteval.view.report_groups import summarise as summarise
 from providers import price_terms
 
 if TYPE_CHECKING:  # the suites load only when a run has tables of its own
     pass
 
 _DIMS = ("model", "suite", "setting", "seed")
-TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
 def status(run_dir: Path) -> dict[str, Any]:
@@ -75,93 +80,9 @@ def errors_by_kind(run_dir: Path) -> list[dict[str, Any]]:
     out = []
     with open_index(run_dir) as index:
         for (model, kind), by_status in index.counts(by=("model", "error_kind"), status="error").items():
-            example = next(index.rows(model=model, error_kind=kind, status="error", limit=1), None)
             out.append({"model": model, "error_kind": kind, "jobs": sum(by_status.values()),
-                        "example": example.error if example is not None else None})
+                        "example": index.error_example(model, kind)})
     return sorted(out, key=lambda e: (-e["jobs"], str(e["model"]), str(e["error_kind"])))
-
-
-def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tuple[float, float] | None:
-    """95% percentile bootstrap CI of the mean over tasks (tasks resampled, seeds averaged).
-
-    Vectorised in blocks of resamples: 20,000 tasks x 1,000 resamples is 20M draws, which a
-    Python loop takes seconds over and a single numpy array would need 160 MB for.
-    """
-    if len(per_task) < 2:
-        return None
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    values = np.asarray(per_task, dtype=np.float64)
-    k = len(values)
-    block = max(1, min(n, 2_000_000 // k))
-    means = np.concatenate([values[rng.integers(0, k, size=(min(block, n - i), k))].mean(axis=1)
-                            for i in range(0, n, block)])
-    means.sort()
-    return float(means[int(0.025 * n)]), float(means[int(0.975 * n) - 1])
-
-
-SUMMARY_COLUMNS = ("status", "score", "seed", "task_id", "termination", "error_kind", "task_type", "latency_s")
-SUMMED_COLUMNS = ("tool_calls", *TOKEN_FIELDS, *BATCH_TOKEN_COLUMNS, "image_tokens")
-
-
-def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str, Any]:
-    """Mean ± std over seeds, CI, pass@k / pass^k, error and termination counts of one group.
-
-    ``rows`` are one group's index tuples of SUMMARY_COLUMNS in file order (``RunIndex.select``)
-    and ``sums`` its count and integer sums of SUMMED_COLUMNS (``RunIndex.sums``): no record is
-    read. File order matters: float sums (per seed, per task, latency) add in the order the
-    records were written, so the figures do not depend on how the index stores rows.
-    """
-    by_seed: dict[int, list[float]] = defaultdict(list)
-    by_task: dict[str, list[float]] = defaultdict(list)
-    by_type: dict[str, list[float]] = defaultdict(list)
-    terminations: dict[str, int] = defaultdict(int)
-    errors: dict[str, int] = defaultdict(int)
-    n_ok = n_err = 0
-    latency = 0.0
-    for status_, score, seed, task_id, termination, error_kind, task_type, latency_s in rows:
-        terminations[str(termination)] += 1
-        latency += latency_s
-        if status_ == "ok" and score is not None:
-            n_ok += 1
-            by_seed[seed].append(score)
-            by_task[task_id].append(score)
-            if task_type is not None:
-                by_type[task_type].append(score)
-        else:
-            n_err += 1
-            errors[str(error_kind)] += 1
-    n_rows, tool_calls, *token_sums, image_tokens = sums
-    tokens = dict(zip(TOKEN_FIELDS, token_sums, strict=False))
-    # The part batch APIs billed (priced at the batch factor), shown only for groups that batched.
-    tokens.update((k, v) for k, v in zip(BATCH_TOKEN_COLUMNS, token_sums[len(TOKEN_FIELDS):], strict=True) if v)
-    seed_means, mean, std = over_seeds(by_seed)  # the one headline rule (the trackers log it too)
-    # Tasks in id order: the CI must not depend on the order records were written (shards, merge).
-    per_task = [sum(v) / len(v) for _, v in sorted(by_task.items())]
-    ci = bootstrap_ci(per_task)
-    k = len(by_seed)
-    return {
-        "mean": mean, "std": std, "n_seeds": k, "seed_means": seed_means, "ci95": list(ci) if ci else None,
-        "n_ok": n_ok, "n_error": n_err, "n_tasks": len(by_task),
-        "pass_at_k": (sum(1 for v in by_task.values() if max(v) >= 1.0) / len(by_task)) if by_task else None,
-        "pass_pow_k": (sum(1 for v in by_task.values() if min(v) >= 1.0 and len(v) == k) / len(by_task))
-        if by_task else None,
-        "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
-        "prefix_cache_hit_rate": prefix_cache_hit_rate(tokens),
-        "mean_latency_s": latency / n_rows if n_rows else None,
-        "tool_calls_per_trajectory": tool_calls / n_rows if n_rows else None,
-        # Part of prompt_tokens; only servers that count them say (vLLM with --enable-prompt-tokens-details).
-        "image_tokens_per_trajectory": image_tokens / n_rows if n_rows and image_tokens else None,
-        "by_task_type": {k: sum(v) / len(v) for k, v in sorted(by_type.items())},
-    }
-
-
-def prefix_cache_hit_rate(tokens: dict[str, int]) -> float | None:
-    """Prompt tokens a prefix cache served / prompt tokens, as the server counted them per request
-    (vLLM with --enable-prompt-tokens-details, APIs' cached tokens); None when none were reported."""
-    prompt, cached = tokens.get("prompt_tokens", 0), tokens.get("cache_read_tokens", 0)
-    return round(cached / prompt, 4) if prompt and cached else None
 
 
 def aggregate_input(record: dict[str, Any]) -> dict[str, Any]:
@@ -195,22 +116,23 @@ def _suite_tables(index: RunIndex, model: str, suite: str, setting: str,
     return cls.aggregate(items)
 
 
-def report(run_dir: Path) -> dict[str, Any]:
-    """One row per model × suite × setting from the index; suites' tables stream their records."""
+def report(run_dir: Path, *, per_task: bool = True) -> dict[str, Any]:
+    """One row per model × suite × setting from the index's aggregates; the per-task figures (CI,
+    pass@k) from one covered read per group; suites' tables stream their records.
+
+    ``per_task=False`` (the leaderboard) leaves ``ci95``, ``n_tasks``, ``pass_at_k`` and ``pass_pow_k``
+    out (None): everything else is read off the aggregates alone.
+    """
     manifest = read_manifest(run_dir) or {}
     prices = model_prices(manifest.get("config") or {}, price_terms)
     total_cost: float | None = None
     rows = []
     with open_index(run_dir) as index, index.snapshot():
-        sizes = index.group_sizes()
-        total = sum(sizes.values())
-        for model, suite, setting in sorted(sizes):
-            # A group of many jobs is read by one scan of the table (a walk of the key index costs
-            # a lookup per row); a small one through the index (a scan per group would add up).
-            scan = sizes[model, suite, setting] * 8 >= total
-            summary = summarise(index.select(SUMMARY_COLUMNS, scan=scan, model=model, suite=suite, setting=setting),
-                                index.sums(SUMMED_COLUMNS, scan=scan, model=model, suite=suite, setting=setting))
-            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting, **summary}
+        groups = fold(index.aggregates())
+        for key in sorted(groups):
+            model, suite, setting = key
+            row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting,
+                                   **group_summary(index, key, groups[key], per_task)}
             price = prices.get(model)
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
             if row["cost_usd"] is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -23,6 +24,7 @@ from fasteval.engine.plan import RunOptions
 from fasteval.engine.run.sweep import run_sweep
 from fasteval.runfolder.index import open_index
 from fasteval.store.manage import listing
+from fasteval.view.export import export_run
 from fasteval.view.leaderboard import leaderboard
 from fasteval.view.report import report, status
 from fasteval.view.store_report import store_report
@@ -133,6 +135,10 @@ async def test_changing_one_models_temperature_reruns_only_its_jobs_and_the_repo
         row = index.row(old[0]["job_id"])
         assert row is not None and row.superseded and row.score == 0.0
         assert index.count(model="a") == JOBS and index.count(model="a", superseded=None) == 2 * JOBS
+    # an export holds the current records only, as the report does
+    export_run(run_dir, "parquet", tmp_path / "x.parquet")
+    table = pq.read_table(tmp_path / "x.parquet", columns=["model", "score"]).to_pylist()
+    assert len(table) == 2 * JOBS and {r["score"] for r in table if r["model"] == "a"} == {1.0}
     # back to the first temperature: its records are current again, nothing runs
     back = config(tmp_path, [model("a", servers["a"], params={"temperature": 0.2}), model("b", servers["b"])])
     before = counts(servers)

@@ -1,8 +1,9 @@
-"""``report`` read off the index in one scan gives, byte for byte, what a full read of the records gives.
+"""``report`` read off the index's aggregates gives, byte for byte, what a full read of the records gives.
 
 The reference below is the report's arithmetic done the plain way: every job's latest record,
-read from records.jsonl in file order, summed in that order (so float sums round alike), with
-the same seeded bootstrap over tasks in id order.
+read from records.jsonl, each mean of scores the exact mean rounded once (``Fraction``), latencies
+summed in whole microseconds, with the same seeded bootstrap over tasks in id order. The index
+sums scores in integer limbs in whatever order rows arrive; these figures cannot depend on it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 import statistics
 from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +37,10 @@ def _latest_in_file_order(run_dir: Path) -> list[dict[str, Any]]:
     return [rec for _, rec in sorted(chosen.values(), key=lambda v: v[0])]
 
 
+def _mean(values: list[float]) -> float:
+    return float(sum(map(Fraction, values), Fraction(0)) / len(values))
+
+
 def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
     by_seed: dict[int, list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
@@ -43,12 +49,12 @@ def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
     errors: dict[str, int] = defaultdict(int)
     tokens = dict.fromkeys(TOKEN_FIELDS, 0)
     n_ok = n_err = calls = images = 0
-    latency = 0.0
+    latency = 0
     for r in records:
         images += int(r["usage"].get("image_tokens", 0))
         terminations[str(r["termination"])] += 1
         calls += r["tool_calls"]
-        latency += r["latency_s"]
+        latency += int(r["latency_s"] * 1_000_000 + 0.5)
         for key in TOKEN_FIELDS:
             tokens[key] += int(r["usage"].get(key, 0))
         if r["status"] == "ok" and r["score"] is not None:
@@ -59,8 +65,8 @@ def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             n_err += 1
             errors[str(r["error_kind"])] += 1
-    seed_means = [sum(v) / len(v) for _, v in sorted(by_seed.items())]
-    ci = bootstrap_ci([sum(v) / len(v) for _, v in sorted(by_task.items())])
+    seed_means = [_mean(v) for _, v in sorted(by_seed.items())]
+    ci = bootstrap_ci([_mean(v) for _, v in sorted(by_task.items())])
     k = len(by_seed)
     n = len(records)
     return {
@@ -74,9 +80,9 @@ def _reference_row(records: list[dict[str, Any]]) -> dict[str, Any]:
         "terminations": dict(terminations), "errors": dict(errors), "tokens": tokens,
         "prefix_cache_hit_rate": round(tokens["cache_read_tokens"] / tokens["prompt_tokens"], 4)
         if tokens["prompt_tokens"] and tokens["cache_read_tokens"] else None,
-        "mean_latency_s": latency / n, "tool_calls_per_trajectory": calls / n,
+        "mean_latency_s": latency / (n * 1_000_000), "tool_calls_per_trajectory": calls / n,
         "image_tokens_per_trajectory": images / n if images else None,
-        "by_task_type": {t: sum(v) / len(v) for t, v in sorted(by_type.items())},
+        "by_task_type": {t: _mean(v) for t, v in sorted(by_type.items())},
     }
 
 
@@ -120,15 +126,17 @@ async def test_report_from_one_index_scan_is_byte_identical_to_a_full_read(tmp_p
         rng.shuffle(batch)
         with open_index(run_dir) as index:
             await write(run_dir, batch, index)
-    expected = orjson.dumps(_reference(run_dir))
-    assert orjson.dumps(_without_completion(report(run_dir), len(jobs + failing))) == expected
+    expected = orjson.dumps(_reference(run_dir), option=orjson.OPT_SORT_KEYS)
+    assert orjson.dumps(_without_completion(report(run_dir), len(jobs + failing)),
+                        option=orjson.OPT_SORT_KEYS) == expected
     rows = {(r["model"], r["suite"], r["setting"]): r for r in report(run_dir)["rows"]}
     assert rows[("m-c", "jsonl", "default")]["ci95"] is None
     assert rows[("m-d", "jsonl", "default")]["mean"] is None
     assert any(r["ci95"] is not None and r["ci95"][0] < r["ci95"][1] for r in rows.values())
     # The index's physical order (a rebuild inserts in file order) changes nothing.
     (run_dir / INDEX).unlink()
-    assert orjson.dumps(_without_completion(report(run_dir), len(jobs + failing))) == expected
+    assert orjson.dumps(_without_completion(report(run_dir), len(jobs + failing)),
+                        option=orjson.OPT_SORT_KEYS) == expected
 
 
 def test_bootstrap_ci_is_the_seeded_percentile_bootstrap() -> None:

@@ -119,3 +119,70 @@ def merged_reference(sources: list[Path]) -> list[bytes]:
     for i, mine in enumerate(latest):
         out += [line for _, line, _ in sorted(v for j, v in mine.items() if winner[j] == i)]
     return out
+
+
+def _limbs(score: float) -> tuple[int, int, bool]:
+    """A score's limbs as the index's SQL splits them (the same IEEE operations, in Python)."""
+    p = score * 2147483648.0
+    a = int(p)
+    rest = (p - a) * 2147483648.0
+    b = int(rest)
+    odd = rest != b or abs(score) >= 512.0
+    return (0, 0, True) if odd else (a, b, False)
+
+
+def rescan_aggregates(run_dir: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The aggregates by a full read of records.jsonl (each job's latest row, as a rebuild makes it)."""
+    from fasteval.runfolder.index_aggregates import INT_SUMS
+    from fasteval.runfolder.index_rows import COLUMNS
+
+    col = {c: i for i, c in enumerate(COLUMNS)}
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in full_scan_rows(run_dir).values():
+        key = tuple(row[col[k]] for k in ("model", "suite", "setting", "seed", "status", "error_kind", "termination",
+                                          "task_type"))
+        g = out.setdefault(key, {"n": 0, "scored": 0, "score_a": 0, "score_b": 0, "score_odd": 0, "score_frac": 0,
+                                 "latency_us": 0, **dict.fromkeys(INT_SUMS, 0)})
+        g["n"] += 1
+        g["latency_us"] += int(min(max(row[col["latency_s"]], 0.0), 1e9) * 1_000_000 + 0.5)
+        for c in INT_SUMS:
+            g[c] += row[col[c]]
+        score = row[col["score"]]
+        if row[col["ok"]] == 1 and score is not None:
+            g["scored"] += 1
+            a, b, odd = _limbs(score)
+            g["score_a"] += a
+            g["score_b"] += b
+            g["score_odd"] += odd
+            g["score_frac"] += score != int(score) if abs(score) < 2**63 else 1
+    from fasteval.runfolder.index_aggregates import saturated
+
+    return {k: {c: saturated(v) for c, v in g.items()} for k, g in out.items()}
+
+
+def index_aggregates(index: RunIndex) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The index's aggregates in the shape of ``rescan_aggregates`` (score_sq left out: a float sum)."""
+    from fasteval.runfolder.index_aggregates import INT_SUMS, KEY, saturated
+
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in index.aggregates():
+        key = tuple(r[k] for k in KEY)
+        out[key] = {k: saturated(v) for k, v in r.items() if k not in KEY and k != "score_sq"}
+        for c in INT_SUMS:  # a sum past 64 bits is REAL: readers sum that group's rows (exactly)
+            if not isinstance(r[c], int):
+                one = dict(zip(KEY, key, strict=True))
+                out[key][c] = index.sums([c], scan=True, **{k: v for k, v in one.items()})[1]
+    return out
+
+
+def assert_derived_agree(run_dir: Path, index: RunIndex) -> None:
+    """Aggregates and the resume set agree with a full read of the records."""
+    assert index_aggregates(index) == rescan_aggregates(run_dir)
+    rows = full_scan_rows(run_dir)
+    oks = [j for j, r in rows.items() if r[-3] == 1]
+    for ok_only, members in ((True, oks), (False, list(rows))):
+        keys = index.done_keys(ok_only=ok_only)
+        assert len(keys) == len(members)
+        others = [j for j in rows if j not in set(members)] + ["0" * 20, "f" * 20]
+        assert keys.contains_many(members).all() if members else True
+        assert not keys.contains_many(others).any()

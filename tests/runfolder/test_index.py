@@ -20,6 +20,7 @@ from fasteval.runfolder.index_rows import summarise_line
 from fasteval.runfolder.records import RECORDS, latest_by_job
 from fasteval.view.report import report, status
 from tests.runfolder.index_support import (
+    assert_derived_agree,
     full_scan_rows,
     index_rows,
     make_record,
@@ -47,6 +48,7 @@ def _assert_agrees(run_dir: Path, total: int) -> None:
         assert index.job_ids() == set(latest)
         kinds = Counter(str(r.get("error_kind")) for r in latest.values() if r["status"] != "ok")
         assert {k[0]: sum(v.values()) for k, v in index.counts(by=("error_kind",), status="error").items()} == kinds
+        assert_derived_agree(run_dir, index)
     st = status(run_dir)
     assert (st["done"], st["error"], st["remaining"]) == _expected_status(run_dir, total)
     rep = report(run_dir)
@@ -140,7 +142,9 @@ async def test_an_index_of_the_previous_schema_is_rebuilt_and_the_report_sums_im
     manifest(run, jobs)
     with open_index(run) as index:
         await write(run, [make_record(rng, j) for j in jobs], index)
-    db = sqlite3.connect(run / INDEX)  # the schema-3 table: no image_tokens column, version 3
+    db = sqlite3.connect(run / INDEX)  # the schema-3 table: no image_tokens column, version 3, no triggers
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+        db.execute(f"DROP TRIGGER {name}")
     db.execute("ALTER TABLE jobs DROP COLUMN image_tokens")
     db.execute("UPDATE meta SET value = '3' WHERE key = 'version'")
     db.commit()

@@ -18,6 +18,7 @@ from fasteval.runfolder.records import RECORDS, latest_by_job, repair_tail
 from fasteval.view.report import report, status
 from tests.engine.test_resume import make_config
 from tests.runfolder.index_support import (
+    assert_derived_agree,
     full_scan_rows,
     index_rows,
     make_record,
@@ -69,6 +70,7 @@ def _agree(run_dir: Path) -> None:
         assert index_rows(index) == full_scan_rows(run_dir)
         for job_id, rec in latest_by_job([run_dir / RECORDS]).items():
             assert index.read_record(job_id) == rec
+        assert_derived_agree(run_dir, index)  # aggregates and the resume set healed like the rows
 
 
 @pytest.mark.slow

@@ -148,3 +148,53 @@ HOSTILE = {
     "proc": READ_HOST_CMDLINES,
     "huge": HUGE_EXCEPTION,
 }
+
+LITTER_THE_FOLDER = """
+import json, os, time
+open('secret.txt', 'w').write('SECRET-OF-AN-EARLIER-CALL')
+os.makedirs('out/deep/er', exist_ok=True)
+open('out/deep/er/transformed_image_0.png', 'wb').write(b'SECRET')
+os.symlink('/etc/passwd', 'link')
+os.mkfifo('fifo')
+if os.fork() == 0:  # a grandchild that keeps writing into the folder after the call answered
+    while True:
+        try:
+            open('late.txt', 'a').write('LATE')
+        except OSError:
+            pass
+        time.sleep(0.001)
+print(os.getuid())
+"""
+"""Leaves files, a symlink, a fifo and a live writer in its stateless folder, which is kept for
+the next call of the same uid."""
+
+LOOSEN_THE_FOLDER = """
+import os
+os.chmod('.', 0o755)
+print(os.getuid())
+"""
+"""Leaves nothing in its folder but a looser mode on the folder itself."""
+
+TAG_THE_FOLDER = """
+import os
+os.setxattr('.', 'user.secret', b'SECRET')
+print(os.getuid())
+"""
+"""Leaves nothing in its folder but an extended attribute on the folder itself."""
+
+MANY_FILES = """
+import os
+for i in range(200):
+    open(f'f{i}.txt', 'w').write('SECRET')
+print(os.getuid())
+"""
+
+LOOK_AT_THE_FOLDER = """
+import json, os
+names, out = sorted(os.listdir('.')), sorted(os.listdir('out'))
+print(json.dumps({'uid': os.getuid(), 'out_inode': os.stat('out').st_ino, 'entries': names[:5] + [f'+{len(names) - 5}'] * (len(names) > 5),
+                  'out': out[:5], 'xattrs': os.listxattr('.')[:5],
+                  'mode': oct(os.stat('.').st_mode & 0o7777), 'owner': os.stat('.').st_uid}))
+"""
+"""What a call finds in its folder; ``out_inode`` is 2 in a fresh tmpfs (its root is 1, ``out`` the
+first inode made in it) and larger in a folder kept from an earlier call."""

@@ -182,3 +182,34 @@ async def test_process_fallback_rejects_forged_and_oversized_frames() -> None:
             ok = await p.run(hostile.innocent(k))
             assert (ok.status, ok.stdout) == ("ok", hostile.innocent_stdout(k)), ok
         assert time.monotonic() - t0 < 60
+
+
+async def test_a_stateless_folder_reaches_the_next_call_of_its_uid_as_new(pool: SandboxPool) -> None:
+    """A stateless uid's tmpfs is emptied and kept for its next call instead of unmounted (an
+    unmount waits for an RCU grace period): whatever a call left in or on it (files, a symlink, a
+    fifo, a process still writing, a looser mode, an extended attribute, more files than are
+    worth deleting one by one) never reaches a later call; a folder not as good as new is replaced."""
+    import json
+
+    from sandbox._zygote import STATELESS_UIDS
+
+    hostile_uids: dict[int, str] = {}
+    for name in ("LITTER_THE_FOLDER", "LOOSEN_THE_FOLDER", "TAG_THE_FOLDER", "MANY_FILES"):
+        r = await pool.run(getattr(hostile, name))
+        assert r.status == "ok", r
+        hostile_uids[int(r.stdout)] = name
+    inodes: dict[int, list[int]] = {}
+    for _ in range(2 * STATELESS_UIDS + 3):  # every uid at least twice, the hostile ones included
+        r = await pool.run(hostile.LOOK_AT_THE_FOLDER)
+        assert r.status == "ok", r
+        seen = json.loads(r.stdout)
+        assert (seen["entries"], seen["out"], seen["xattrs"], seen["mode"], seen["owner"]) == \
+            (["out"], [], [], "0o700", seen["uid"]), seen
+        inodes.setdefault(seen["uid"], []).append(seen["out_inode"])
+    assert set(hostile_uids) <= set(inodes)
+    for uid, name in hostile_uids.items():
+        if name != "LITTER_THE_FOLDER":  # that one is as good as new once emptied and its writer dead
+            assert inodes[uid][0] == 2, (name, inodes[uid])  # a fresh folder, not the one it left
+    # the innocent folders were emptied and kept: their uid's next call found an inode used before
+    assert any(seen[-1] > 2 for uid, seen in inodes.items() if uid not in hostile_uids), inodes
+    await _innocents_are_exact(pool)

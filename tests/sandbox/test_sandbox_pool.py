@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import io
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -184,3 +185,17 @@ async def test_pool_runs_under_uvloop() -> None:
             return (await p.run("print('uv')")).stdout
 
     assert await asyncio.to_thread(uvloop.run, body()) == "uv\n"
+
+
+async def test_a_jailed_workers_waiting_shim_keeps_no_copy_of_the_imports(pool: SandboxPool) -> None:
+    """The process outside the worker's namespaces only waits for it; it used to keep its own
+    copy of numpy, PIL, OpenCV and matplotlib's memory (RSS ~220 MB per worker)."""
+    if pool.isolation != "jail":
+        pytest.skip("namespaces unavailable: without the jail there is no shim")
+    await pool.run("x = 1")
+    live = [w for w in pool._slots if w is not None]  # an earlier test's retired worker may be restarting
+    assert live
+    for worker in live:
+        status = await asyncio.to_thread(Path(f"/proc/{worker.proc.pid}/status").read_text)
+        rss_kb = int(status.split("VmRSS:")[1].split()[0])
+        assert rss_kb < 40 * 1024, status

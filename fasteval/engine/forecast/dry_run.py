@@ -10,6 +10,7 @@ model, suite or setting changed since this folder ran them: which field, from th
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Container
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,14 @@ from fasteval.config.load import SweepConfig
 from fasteval.core.types import Job
 from fasteval.engine.growth import GroupChange, GroupKey, classify, identity_section
 from fasteval.engine.identity import fingerprints
-from fasteval.engine.plan import RunOptions, check_roles, check_setting_selectors, load_suite, plan
+from fasteval.engine.plan import (
+    RunOptions,
+    check_roles,
+    check_setting_selectors,
+    load_suite,
+    plan,
+    plan_combos,
+)
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.records import RECORDS, read_manifest
@@ -75,13 +83,18 @@ def _store_view(cfg: SweepConfig) -> StoreView | None:
 
 
 def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
-    """Count the plan exactly as ``run`` would walk it (same selectors, shard, resume and reuse rules)."""
+    """Count the plan exactly as ``run`` would walk it (same selectors, shard, resume and reuse rules).
+
+    Counted per group from the tasks (``plan_combos``); the plan is keyed against the folder's
+    resume array a block at a time, so only the jobs this folder does not hold are built (and
+    sorted into store, changed and new): a finished million-job folder builds none.
+    """
     records = opts.run_dir / RECORDS
-    finished: set[str] = set()
+    finished: Container[str] = frozenset()
     out = PlanPreview(store=str(cfg.store) if cfg.store is not None else None)
-    if records.exists():  # job ids from the run index (a derived file), never the records themselves
+    if records.exists():  # the resume set from the run index (a derived file), never the records themselves
         with open_index(opts.run_dir) as index:
-            finished = index.job_ids(ok_only=not opts.keep_errors)
+            finished = index.done_keys(ok_only=not opts.keep_errors) if index.stats()["jobs"] else frozenset()
             out.unkeyed = index.stats()["unkeyed"]
     view = _store_view(cfg)
     with tempfile.TemporaryDirectory(prefix="fasteval-dry-run-") as tmp:
@@ -92,16 +105,15 @@ def preview(cfg: SweepConfig, opts: RunOptions, first: int = 10) -> PlanPreview:
         ids = fingerprints(cfg, runs)
         old = (read_manifest(opts.run_dir) or {}).get("identity") if opts.run_dir.exists() else None
         out.changes = classify(old, identity_section(old, cfg, runs, ids, ""))
+        out.groups = dict(plan_combos(cfg, runs, opts.shard, opts.shard_by, opts.selectors, ids))
+        out.total = sum(out.groups.values())
+        for (model, suite, _, _), n in out.groups.items():  # all reused, less each job left below
+            out.by_model_suite.setdefault((model, suite), dict.fromkeys(STATES, 0))["reused"] += n
+        out.resumed = out.total
         todo: list[Job] = []
-        for job, _, _, _ in plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors, ids=ids):
-            out.total += 1
-            key = (job.model, job.suite, job.setting, job.seed)
-            out.groups[key] = out.groups.get(key, 0) + 1
-            counts = out.by_model_suite.setdefault((job.model, job.suite), dict.fromkeys(STATES, 0))
-            if job.job_id in finished:
-                out.resumed += 1
-                counts["reused"] += 1
-                continue
+        for job, _, _, _ in plan(cfg, runs, opts.shard, opts.shard_by, opts.selectors, done=finished, ids=ids):
+            out.resumed -= 1
+            out.by_model_suite[(job.model, job.suite)]["reused"] -= 1
             todo.append(job)
             if len(todo) >= CHUNK:  # matched against the store a chunk at a time: memory stays flat
                 _sort_out(out, todo, view, first)

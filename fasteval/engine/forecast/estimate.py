@@ -18,6 +18,7 @@ Only jobs resume would still run are counted. Roles (judges, extractors) are not
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Container
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,10 +219,10 @@ def read_evidence(run_dirs: list[Path], plans: dict[Key, _Plan],
 def collect_plan(cfg: SweepConfig, opts: RunOptions) -> tuple[dict[Key, _Plan], int]:
     """Every job resume would still run, grouped, with each task's fixed prompt under its model's rule;
     and how many jobs have a task that did not load (they become error records and send nothing)."""
-    finished: set[str] = set()
+    finished: Container[str] = frozenset()
     if (opts.run_dir / RECORDS).exists():
         with open_index(opts.run_dir) as index:
-            finished = index.job_ids(ok_only=not opts.keep_errors)
+            finished = index.done_keys(ok_only=not opts.keep_errors)
     rules = {m.name: model_token_rule(m) for m in cfg.models}
     params = {m.name: dict(m.params or {}) for m in cfg.models}
     plans: dict[Key, _Plan] = {}

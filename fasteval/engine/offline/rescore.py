@@ -28,6 +28,9 @@ from fasteval.runfolder.records import RECORDS, RecordWriter
 from fasteval.suites.base import ScoreContext
 from providers import ProviderError
 
+RESCORABLE_ERRORS = frozenset({"judge_error", "scorer_error"})
+"""A record whose trajectory was paid for and only its scoring failed: rescoring retries it."""
+
 
 @dataclass(slots=True)
 class RescoreResult:
@@ -65,7 +68,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
     index = await asyncio.to_thread(open_index, run_dir)
     # Only (job, offset, length) per rescorable job is held; each trajectory is read when judged.
     todo = [(r.job_id, r.suite, r.setting, r.task_id, r.offset, r.length) for r in index.rows()
-            if r.status == "ok" or r.error_kind == "judge_error"]
+            if r.status == "ok" or r.error_kind in RESCORABLE_ERRORS]
     skipped = index.count() - len(todo)
     tasks = {(name, t.id): t for name, run in runs.items() for t in run.items if isinstance(t, Task)}
     settings_by_suite = {name: {s.name: s for s in build_settings(run.suite, next(
@@ -96,7 +99,7 @@ async def rescore(cfg: SweepConfig, run_dir: Path) -> RescoreResult:
             try:
                 score = await run.suite.score(task, traj, setting, ScoreContext(blobs=blobs, services=rt.services))
                 rec.score, rec.score_details = score.value, {**score.details, "rescored_at": time.time()}
-                rec.status, rec.error, rec.error_kind = ("error", score.error, "judge_error") if score.error else (
+                rec.status, rec.error, rec.error_kind = ("error", score.error, score.error_kind) if score.error else (
                     "ok", None, None)
             except ProviderError as e:
                 rec.status, rec.score, rec.error, rec.error_kind = "error", None, str(e), e.kind

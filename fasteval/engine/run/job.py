@@ -10,7 +10,7 @@ stage it came from:
 
 - load: the suite could not load the task (``error_kind`` ``load_error``);
 - agent: the model failed for good (the ProviderError's kind);
-- score: a judge failed for good (its kind), or the scorer says it could not judge (``judge_error``);
+- score: a judge failed for good (its kind), or the scorer says it could not judge (``judge_error``, ``scorer_error``);
 - internal: a bug of ours or of a suite, at any stage, opening the job included (``internal``;
   run.log has the traceback and the stage).
 
@@ -148,7 +148,7 @@ class JobRunner:
         score = await run.suite.score(task, state.traj, setting, ScoreContext(blobs=self.blobs, services=self.services))
         rec.score, rec.score_details = score.value, score.details
         if score.error:
-            state.fail("judge_error", score.error, ends_trajectory=False)
+            state.fail(score.error_kind, score.error, ends_trajectory=False)
         else:
             rec.status = "ok"
 
@@ -172,6 +172,8 @@ class JobRunner:
             opts = dict(setting.options.get("tool_options") or {})
             self._tools[key] = {n: make_tool(n, **{"fidelity": setting.fidelity, **(opts.get(n) or {})})
                                 for n in names}
+            for tool in self._tools[key].values():  # the first job that offers it: start its services
+                tool.prepare(self.services)
         return self._tools[key]
 
 

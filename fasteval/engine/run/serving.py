@@ -181,10 +181,10 @@ class Serving:
     def served(self, model: str) -> bool:
         return model in self.group_of
 
-    def expect(self, model: str) -> None:
-        """One more unfinished job of this model is in the plan."""
+    def expect(self, model: str, n: int = 1) -> None:
+        """``n`` more unfinished jobs of this model are in the plan."""
         if model in self.group_of:
-            self.expected[self.group_of[model]] += 1
+            self.expected[self.group_of[model]] += n
 
     def admission(self, model: str) -> str:
         """``run`` (servers up), ``defer`` (not up yet) or ``skip`` (servers failed).

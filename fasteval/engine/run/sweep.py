@@ -22,8 +22,8 @@ import signal
 import sqlite3
 import time
 import uuid
-from collections.abc import Coroutine
-from dataclasses import asdict, dataclass, field
+from collections.abc import Container, Coroutine
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from fasteval.engine.plan import (
     load_suite,
     plan,
     plan_combos,
+    plan_left,
     plan_totals,
 )
 from fasteval.engine.run.admission import Admission
@@ -293,17 +294,22 @@ class Sweep:
             await asyncio.to_thread(blobs.clean_temp, own=True)
 
     async def _run(self, blobs: BlobStore, runs: list[SuiteRun], t0: float) -> SweepResult:
-        # The resume set comes from the run index: job ids only, however large the records.
+        # The resume set comes from the run index: one sorted array of done keys, however many
+        # jobs are done; the plan is keyed against it a block at a time as it is launched.
         try:
             index = await asyncio.to_thread(open_index, self.opts.run_dir)
+            # a fresh folder has nothing done: no array to read (nor numpy to import before the first request)
+            finished: Container[str] = frozenset() if not index.stats()["jobs"] else \
+                await asyncio.to_thread(index.done_keys, ok_only=not self.opts.keep_errors)
         except (OSError, sqlite3.Error) as e:
             raise (database_failure(e, self.opts.run_dir / INDEX, self.opts.run_dir) or e) from None
-        finished = index.job_ids(ok_only=not self.opts.keep_errors)
         if self.store is not None:  # the store's records of jobs not done here, copied in: not run
             try:
                 todo = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
                             ids=self.ids)
-                self.reused = await self.store.take((job for job, _, _, _ in todo), index, finished, blobs.root)
+                self.reused = await self.store.take((job for job, _, _, _ in todo), index, set(), blobs.root)
+                if self.reused:  # the copies are ok rows of the index now: its resume set has them
+                    finished = await asyncio.to_thread(index.done_keys, ok_only=not self.opts.keep_errors)
             except BaseException:
                 index.close()
                 raise
@@ -321,9 +327,14 @@ class Sweep:
         if self.cfg.log_to is not None:  # the trackers are told each group once all its jobs have a record
             self.ledger.seed_groups(self._group_totals(runs), done["group"])
         if self.serving is not None:  # how many jobs each served model has left: its servers stop after them
-            for job, _, _, _ in plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors,
-                                     done=finished, ids=self.ids):
-                self.serving.expect(job.model)
+            served = [m.name for m in self.cfg.models if self.serving.served(m.name)]
+            if served:
+                narrowed = replace(self.opts.selectors, models=[m for m in served if not self.opts.selectors.models
+                                                                or m in self.opts.selectors.models])
+                left = await asyncio.to_thread(plan_left, self.cfg, runs, self.opts.shard, self.opts.shard_by,
+                                               narrowed, finished, self.ids)
+                for (model, _, _, _), n in left.items():
+                    self.serving.expect(model, n)
         result = SweepResult(self.ledger, reused=self.reused)
         needed = self._services_needed(runs)
         async with contextlib.AsyncExitStack() as stack:
@@ -410,9 +421,10 @@ class Sweep:
 
     def _services_needed(self, runs: list[SuiteRun]) -> set[str]:
         """The services the planned tools require, the cache when roles or the config ask for it."""
-        needed = {req for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
-                  for name in run.suite.tools(item, s) if name in TOOLS
-                  for req in getattr(TOOLS[name], "requires", ())}
+        # Each distinct tool name is looked up once: a million-task suite names the same few tools.
+        names = {name for run in runs for s in run.settings for item in run.items if isinstance(item, Task)
+                 for name in run.suite.tools(item, s)}
+        needed = {req for name in names if name in TOOLS for req in getattr(TOOLS[name], "requires", ())}
         if self.cfg.roles or self.cfg.run.cache:
             needed.add("cache")
         needed.add("limiters")
@@ -473,7 +485,7 @@ class Sweep:
                              admission.running)
         return admission, control
 
-    async def _launch(self, runs: list[SuiteRun], finished: set[str], admission: Admission, control: Controller,
+    async def _launch(self, runs: list[SuiteRun], finished: Container[str], admission: Admission, control: Controller,
                       result: SweepResult) -> None:
         planned = plan(self.cfg, runs, self.opts.shard, self.opts.shard_by, self.opts.selectors, done=finished,
                        on_done=self.ledger.skip, ids=self.ids)

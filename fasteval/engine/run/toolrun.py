@@ -14,8 +14,8 @@ from fasteval.engine.run.agent import AgentEnv, execute_tool
 from fasteval.runfolder.blobs import BlobStore
 from fasteval.runfolder.names import BLOBS
 from fasteval.services.registry import start_services
-from fasteval.tools.base import TOOLS, ToolContext, make_tool
-from providers import ToolCallRequest
+from fasteval.tools.base import TOOLS, ToolContext, ToolResult, make_tool
+from providers import EndpointDown, ToolCallRequest
 
 
 def _store_inputs(images: list[Path], out: Path) -> tuple[BlobStore, list[str]]:
@@ -40,7 +40,10 @@ async def run_tool_once(name: str, args: dict[str, Any], images: list[Path], fid
                           services=services)
         env = AgentEnv(client=None, suite=None, setting=None, tools={name: tool}, blobs=blobs)  # type: ignore[arg-type]
         call = ToolCallRequest(id="cli", name=name, arguments=orjson.dumps(args).decode())
-        result, _, latency = await execute_tool(call, env, ctx)
+        try:
+            result, _, latency = await execute_tool(call, env, ctx)
+        except EndpointDown as e:  # in a sweep the job is left for a rerun; here, the call failed
+            result, latency = ToolResult.fail(e.reason), 0.0
     finally:
         for closer in closers:
             await closer()

@@ -39,3 +39,30 @@ def test_the_own_tasks_example_scores_each_task_by_its_scorer(tmp_path: Path,
     share = next(r for r in first if r["task_id"] == "share")
     assert share["score_details"]["checks"][0]["reference"] == "25%"
     resume_and_rescore(capsys, config, run_dir, first)
+
+
+def test_a_pattern_past_its_time_limit_is_a_scorer_error_record_and_rescore_retries_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Our own rule failing is filed as ``scorer_error`` (not a judge's ``judge_error``) on the
+    live run and on a rescore alike, and a rescore takes the record up again."""
+    (tmp_path / "tasks.csv").write_text(
+        'id,prompt,answer,scorer\n'
+        'slow,Say the letters.,(a|aa)+$,"{""name"": ""regex"", ""timeout_s"": 0.2}"\n'
+        'fine,Say ok.,ok,exact\n')
+    config = write_config(tmp_path, {
+        "name": "slow-pattern", "seeds": 1,
+        "models": [{"name": "sim-reader", "provider": "sim", "policy": "scripted",
+                    "script": [{"match": "letters", "reply": "a" * 5000 + "b"}], "default_reply": "ok"}],
+        "suites": [{"name": "jsonl", "options": {"path": "tasks.csv"}}]})
+    run_dir = tmp_path / "run"
+    code, _, err = cli(capsys, "run", str(config), "--run-dir", str(run_dir), "--no-progress")
+    assert code == 1, err  # a finished run holding errors
+    by_task = {r["task_id"]: r for r in latest(run_dir)}
+    assert (by_task["fine"]["status"], by_task["fine"]["score"]) == ("ok", 1.0)
+    slow = by_task["slow"]
+    assert (slow["status"], slow["error_kind"]) == ("error", "scorer_error"), slow
+    assert slow["error"].startswith("scorer_error: the task's pattern ran past 0.2 s")
+    code, _, err = cli(capsys, "rescore", str(run_dir))
+    assert code == 0, err
+    again = {r["task_id"]: r for r in latest(run_dir)}["slow"]
+    assert again["error_kind"] == "scorer_error" and "rescored_at" in again["score_details"], again
