@@ -106,3 +106,13 @@ def test_run_help_explains_every_argument_and_list_policies_whole_sentences(
     code, out, _ = cli(capsys, "list", "policies")
     line = next(x for x in out.splitlines() if x.startswith("sequence"))
     assert line.rstrip().endswith("`default_reply`."), line  # was cut at the docstring's first line
+
+
+def test_data_fetch_help_lists_every_name_it_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    from fasteval.suites.data_fetch import DATASETS, REFERENCE_REPOS
+
+    with pytest.raises(SystemExit):
+        main(["data", "fetch", "--help"])
+    listing = capsys.readouterr().out.split("benchmarks (default --dest", 1)[1]
+    names = {line.split()[0] for line in listing.splitlines() if line.startswith("  ")}
+    assert names == set(DATASETS) | set(REFERENCE_REPOS), listing
