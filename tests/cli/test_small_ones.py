@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from pathlib import Path
 
 import orjson
@@ -116,3 +117,14 @@ def test_data_fetch_help_lists_every_name_it_takes(capsys: pytest.CaptureFixture
     listing = capsys.readouterr().out.split("benchmarks (default --dest", 1)[1]
     names = {line.split()[0] for line in listing.splitlines() if line.startswith("  ")}
     assert names == set(DATASETS) | set(REFERENCE_REPOS), listing
+
+
+def test_cli_md_names_every_benchmark_and_harness_data_fetch_takes() -> None:
+    """#39 item 16: cli.md's data fetch named 3 of its benchmarks."""
+    from fasteval.suites.data_fetch import DATASETS, REFERENCE_REPOS
+
+    rows = [line for line in (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text().splitlines()
+            if line.startswith("| `fasteval data fetch ")]
+    named = set(re.findall(r"[a-z0-9-]+", " ".join(rows)))
+    missing = [n for n in [*DATASETS, *REFERENCE_REPOS] if n not in named]
+    assert not missing, missing
