@@ -128,3 +128,11 @@ def test_cli_md_names_every_benchmark_and_harness_data_fetch_takes() -> None:
     named = set(re.findall(r"[a-z0-9-]+", " ".join(rows)))
     missing = [n for n in [*DATASETS, *REFERENCE_REPOS] if n not in named]
     assert not missing, missing
+
+
+def test_sim_md_names_every_policy_the_sim_has() -> None:
+    """#39 item 16: docs/sim.md lacked the `oracle` and `guess` policies."""
+    from providers import POLICIES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sim.md").read_text()
+    assert not [name for name in POLICIES if f"`{name}`" not in doc], sorted(POLICIES)
