@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import sys
 from collections.abc import Iterator
@@ -60,9 +62,22 @@ def json_object(text: str, flag: str) -> dict[str, Any]:
 def console() -> Console:
     """Wide enough for the report table even when stdout is a pipe or a CI log (Rich loads here:
     commands that print no table never import it)."""
+    cls = _console_class()
+    return cls() if sys.stdout.isatty() else cls(width=160)
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    """Rich's Console, but a closed stdout raises BrokenPipeError (cli/main.py ends the command as a
+    Unix tool does) instead of Rich's own ``SystemExit(1)``, which would read as "some jobs failed"."""
     from rich.console import Console
 
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+    return PipeConsole
 
 
 def fmt(x: float | None, pct: bool = True) -> str:

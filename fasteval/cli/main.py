@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
+import select
 import signal
 import sys
 import threading
@@ -19,7 +21,7 @@ from typing import Any
 from fasteval.cli.commands import COMMANDS, MODULE
 from fasteval.cli.common import print_error
 from fasteval.core.errors import UsageError
-from fasteval.core.exitcodes import exit_code_for
+from fasteval.core.exitcodes import EXIT_PIPE_CLOSED, exit_code_for
 from fasteval.core.redact import RedactingFilter, redact_text
 from fasteval.core.terminal import clean
 
@@ -79,6 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_error(e)
         return exit_code_for(e)
     except Exception as e:  # a bug of ours: never exit 1 ("some jobs failed") or 2 ("fix your config")
+        if isinstance(e, BrokenPipeError) and _stdout_closed():  # `| head -1` done: not a socket's
+            return _quiet_after_closed_stdout()
         print(clean(redact_text(traceback.format_exc()), block=True), file=sys.stderr, end="")
         print(f"internal error (a bug in fasteval): {type(e).__name__}; please report it with the traceback above",
               file=sys.stderr)
@@ -87,6 +91,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
     return code
+
+
+def _stdout_closed() -> bool:
+    """Has the reader of stdout gone (``| head -1`` done)? The write end of a pipe whose reader
+    closed polls as an error; a file, a terminal or a captured stream never does."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _quiet_after_closed_stdout() -> int:
+    """Stop as a Unix tool does when its reader leaves: nothing on stderr, exit 141. stdout now goes
+    to /dev/null, so the interpreter's last flush of what is still buffered cannot fail loudly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
 
 
 def _interrupt(signum: int, frame: object) -> None:
