@@ -154,8 +154,18 @@ class _Started:
     result: SweepResult | None = None
 
 
+FORCE_GONE = ("--force is gone: an edited config reruns only the jobs it changed, by itself (their old records are "
+              "kept aside as superseded; `fasteval run CONFIG --dry-run` shows what would rerun); for a fresh start, "
+              "pass a new --run-dir (docs/run-folder.md, \"A run folder that grows\")")
+"""What an old script's ``run --force`` gets instead of argparse's bare "unrecognized arguments"."""
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
+    if a.force:
+        from fasteval.core.errors import UsageError
+
+        raise UsageError(FORCE_GONE)  # one line, exit 2 (cli/main.py): before anything is read or claimed
     with private_run_files(a.shared_run_dir):
         seen = _Started()
         code = _run(a, seen)
@@ -324,6 +334,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--max-concurrency", type=int, metavar="N",
                    help="jobs in flight at once (instead of the config's run.max_concurrency)")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
+    r.add_argument("--force", action="store_true", help=argparse.SUPPRESS)  # removed: FORCE_GONE says why
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")
