@@ -297,6 +297,17 @@ def rebuild(db: sqlite3.Connection) -> dict[str, Any]:
     return store(db, _merge(_empty(), (hi[order], lo[order], states[order])))
 
 
+def forget(db: sqlite3.Connection) -> None:
+    """Drop the array (in the caller's transaction): the first resume makes it again from the rows.
+
+    A build from scratch leaves it to that resume rather than making it at once: the readers that
+    build an index (``status``, ``report`` of a copied or older run folder) never need it, nor numpy.
+    """
+    db.execute("DELETE FROM done_blob")
+    db.execute("DELETE FROM done_log")
+    db.execute("DELETE FROM meta WHERE key IN ('done_n', 'done_seq', 'done_offset')")
+
+
 def worth_folding(n_keys: int, n_log: int) -> bool:
     """Fold the log into the array once it is long enough to cost more than rewriting the array."""
     return n_log >= _FOLD_MIN and n_log * 16 >= n_keys

@@ -35,8 +35,9 @@ changed config superseded (kept, readable by their job id, counted by nothing)."
 
 KEY = ("model", "suite", "setting", "seed", "status", "error_kind", "termination", "task_type")
 """The aggregates' grouping: every dimension a reader of counts filters or groups by."""
-NULLABLE = frozenset({"error_kind", "termination", "task_type"})
-"""Stored encoded (a primary key column cannot be NULL): NULL as '' and a value v as '=' || v."""
+NULLABLE = frozenset({"model", "suite", "setting", "error_kind", "termination", "task_type"})
+"""Stored encoded (a primary key column cannot be NULL): NULL as '' and a value v as '=' || v.
+The names too: a hand-edited record without a model is still a row the readers count."""
 INT_SUMS = ("tool_calls", "prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens",
             *BATCH_TOKEN_COLUMNS, "image_tokens")
 """Integer columns summed as they are."""

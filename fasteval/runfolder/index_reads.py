@@ -28,7 +28,8 @@ class DerivedReads:
     def group_sizes(self) -> dict[tuple[str, str, str], int]:
         """Jobs per model × suite × setting, off the aggregates (no row is read)."""
         sql = "SELECT model, suite, setting, sum(n) FROM agg GROUP BY model, suite, setting"
-        return {(m, s, st): int(n) for m, s, st, n in self._db.execute(sql)}
+        return {(_agg.decode("model", m), _agg.decode("suite", s), _agg.decode("setting", st)): int(n)
+                for m, s, st, n in self._db.execute(sql)}
 
     def aggregates(self, **filters: Any) -> list[dict[str, Any]]:
         """The aggregate rows (``index_aggregates``) of the jobs under ``filters`` (columns of its key)."""

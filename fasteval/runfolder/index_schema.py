@@ -75,6 +75,11 @@ def connect(target: str | Path) -> sqlite3.Connection:
     return db
 
 
+DERIVED = "ok-2"
+"""The aggregates' encoding (2: names encoded like the other nullable keys): an index derived
+under another is derived again on open, its triggers replaced."""
+
+
 def drop_triggers(db: sqlite3.Connection) -> None:
     for name in TRIGGERS:
         db.execute(f"DROP TRIGGER IF EXISTS {name}")
@@ -91,7 +96,7 @@ def derived_ok(db: sqlite3.Connection) -> bool:
         aside = db.execute("SELECT count(*) FROM jobs WHERE superseded = 1").fetchone()[0]
     finally:
         db.execute("COMMIT")
-    if meta.get("derived") != "ok" or not names.issuperset(TRIGGERS):
+    if meta.get("derived") != DERIVED or not names.issuperset(TRIGGERS):
         return False
     return bool(counted == int(meta.get("n_jobs", -1)) - aside)
 
@@ -105,7 +110,7 @@ def keep(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None], don
         set_meta(_done.store(db, done))
         for sql in (*_agg.trigger_sql(), *_done.trigger_sql()):
             db.execute(sql)
-        set_meta({"derived": "ok"})
+        set_meta({"derived": DERIVED})
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
@@ -123,10 +128,10 @@ def derive(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None]) -
         drop_triggers(db)
         db.execute("DELETE FROM agg")
         db.execute(_agg.recompute_sql())
-        set_meta(_done.rebuild(db))
+        _done.forget(db)  # made by the first resume that reads it
         for sql in (*_agg.trigger_sql(), *_done.trigger_sql()):
             db.execute(sql)
-        set_meta({"derived": "ok"})
+        set_meta({"derived": DERIVED})
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

@@ -41,10 +41,14 @@ class LoopThread:
         self._loop = self._thread = None
         if loop is None or thread is None:
             return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.close()
+        # Async generators are closed on the loop's own thread: the caller's thread may be running
+        # a loop of its own (``--dry-run``), where ``run_until_complete`` cannot run.
+        try:
+            asyncio.run_coroutine_threadsafe(loop.shutdown_asyncgens(), loop).result()
+        finally:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
 
 
 def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
