@@ -394,8 +394,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default="100000,1000000", help="comma-separated N or NxKB (default 100000,1000000)")
     ap.add_argument("--models", type=int, default=10, help="sim models (default 10; 5 seeds each)")
     ap.add_argument("--shards", type=int, default=4)
-    # 0e32a32: main before the aggregates, the resume array and the streaming plan (issue #44).
-    ap.add_argument("--baseline-ref", default="0e32a32", help="git ref measured as 'before' (default 0e32a32)")
+    # e061baf: main before the aggregates, the resume array and the streaming plan (issue #44), with
+    # the job ids of the results store (an older ref plans other ids: its resume would run every job).
+    ap.add_argument("--baseline-ref", default="e061baf", help="git ref measured as 'before' (default e061baf)")
     ap.add_argument("--no-baseline", action="store_true", help="measure this tree only")
     ap.add_argument("--repo", default=str(ROOT), help="the git repository --baseline-ref is read from (default this "
                     "tree: give it when running a copy of the tree)")
