@@ -23,13 +23,15 @@ from typing import Any
 
 from fasteval.config.load import SweepConfig, load_config
 from fasteval.core.errors import ControlRefused, PreflightFailed, RunDirUnwritable, UsageError
-from fasteval.core.exitcodes import exit_code_for
+from fasteval.core.exitcodes import RunIncomplete, exit_code_for
+from fasteval.core.redact import redact_text
 from fasteval.engine.plan import RunOptions, Selectors, default_run_dir
 from fasteval.engine.run.sweep import SweepIncomplete, SweepResult, run_sweep
 from fasteval.runfolder.diskfaults import unwritable_run_dir
 from fasteval.runfolder.index import open_index
 from fasteval.runfolder.lock import run_folder_lock
 from fasteval.runfolder.names import MANIFEST, RECORDS
+from fasteval.runfolder.records import read_manifest, write_manifest
 
 
 @dataclass(slots=True)
@@ -97,8 +99,46 @@ class ClaimedRun:
     opts: RunOptions
 
     async def sweep(self, cfg: SweepConfig) -> SweepResult:
-        """One sweep of ``cfg`` into the claimed folder (``--watch`` runs one per round)."""
-        return await run_sweep(cfg, self.opts)
+        """One sweep of ``cfg`` into the claimed folder (``--watch`` runs one per round); how it ended
+        goes into the manifest, so a report of a partial run can say why it is partial."""
+        run_dir = self.opts.run_dir
+        try:
+            result = await run_sweep(cfg, self.opts)
+        except SweepIncomplete as e:
+            _note_ending(run_dir, "incomplete", str(e))
+            raise
+        except RunIncomplete as e:  # a local fault (a full disk): the note itself may not be written
+            _note_ending(run_dir, "stopped", str(e))
+            raise
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            _note_ending(run_dir, "interrupted")
+            raise
+        if result.interrupted:
+            _note_ending(run_dir, "interrupted")
+        else:
+            _note_ending(run_dir, "narrowed" if self.opts.selectors else "finished")
+        return result
+
+
+def _note_ending(run_dir: Path, how: str, why: str | None = None) -> None:
+    """``how`` the sweep that started last ended, on its ``history`` entry (never on an earlier
+    sweep's: a start refused before it wrote one notes nothing). Best effort: a manifest that
+    cannot be read or written leaves the ending unsaid, never the run failed."""
+    from datetime import UTC, datetime
+
+    try:
+        manifest = read_manifest(run_dir)
+        history = (manifest or {}).get("history")
+        if manifest is None or not isinstance(history, list) or not history or not isinstance(history[-1], dict) \
+                or "ended" in history[-1]:
+            return
+        ending: dict[str, Any] = {"at": datetime.now(UTC).isoformat(), "how": how}
+        if why:
+            ending["why"] = redact_text(why)[:500]
+        history[-1]["ended"] = ending
+        write_manifest(run_dir, manifest)
+    except (OSError, UsageError):
+        return
 
 
 @asynccontextmanager

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import console, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
@@ -98,7 +99,7 @@ def _endpoints(a: argparse.Namespace, run_dir: Path) -> list[EndpointSpec] | Non
 
 
 def add_parser(sub: Any) -> None:
-    b = sub.add_parser("batches", help="a run's provider batches (batch mode)")
+    b = sub.add_parser("batches", help=HELP["batches"])
     bs = b.add_subparsers(dest="batches_command", required=True)
     ls = bs.add_parser("list", help="the run's batches, from its journal")
     ls.add_argument("run_dir")

@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK, exit_code_for
 
 
@@ -42,7 +43,7 @@ def catalog(kind: str) -> dict[str, str]:
     if kind == "policies":
         from providers import POLICIES
 
-        return {n: _first_line(f.__doc__) for n, f in sorted(POLICIES.items())}
+        return {n: _first_sentence(f.__doc__).replace("``", "`") for n, f in sorted(POLICIES.items())}
     from providers import providers
 
     return {n: k.description for n, k in sorted(providers().items())}
@@ -67,7 +68,7 @@ def cmd_config_schema(a: argparse.Namespace) -> int:
 
 
 def cmd_config_check(a: argparse.Namespace) -> int:
-    from fasteval.cli.common import print_config_error
+    from fasteval.cli.common import print_config_error, print_pending
     from fasteval.config.load import load_config
     from fasteval.core.errors import ConfigError
 
@@ -80,6 +81,7 @@ def cmd_config_check(a: argparse.Namespace) -> int:
     print(f"{a.config}: ok")
     for line in placement:
         print(f"  {line}")
+    print_pending(cfg.pending)
     return EXIT_OK
 
 
@@ -98,11 +100,11 @@ def _serve_placement(cfg: Any) -> list[str]:
 
 
 def add_parser(sub: Any) -> None:
-    ls = sub.add_parser("list", help="what a config may name: suites, tools, providers, sim policies")
+    ls = sub.add_parser("list", help=HELP["list"])
     ls.add_argument("kind", choices=["suites", "tools", "providers", "policies"])
     ls.add_argument("--format", choices=["table", "json"], default="table")
     ls.set_defaults(func=cmd_list)
-    cfg = sub.add_parser("config", help="config schema and checks")
+    cfg = sub.add_parser("config", help=HELP["config"])
     csub = cfg.add_subparsers(dest="config_command", required=True)
     schema = csub.add_parser("schema", help="print the JSON Schema of sweep configs (for editors)")
     schema.set_defaults(func=cmd_config_schema)

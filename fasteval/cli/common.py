@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from fasteval.core.terminal import clean, json_text
+from fasteval.core.terminal import clean, json_text, plain
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fasteval.core.errors import ConfigError
 
 
@@ -21,9 +23,25 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json_text(obj) + "\n")
 
 
+def print_error(e: object) -> None:
+    """``error: <message>`` on stderr, redacted, control characters escaped and the message's own
+    newlines kept: a changed config lists its changes one a line, never as a literal ``\\x0a``."""
+    from fasteval.core.redact import redact_text
+
+    print(f"error: {clean(redact_text(str(e)), block=True)}", file=sys.stderr)
+
+
 def print_config_error(e: ConfigError) -> None:
     for line in str(e).splitlines():
         print(clean(f"error: {line.strip()}" if not line.startswith("  ") else line), file=sys.stderr)
+
+
+def print_pending(pending: dict[str, list[str]]) -> None:
+    """One note per checkpoint a series skipped as still being written (``config.series.unfinished``):
+    a later run, or ``--watch``, takes it once it is done."""
+    for name, lines in pending.items():
+        for line in lines:
+            print(clean(f"note: series {name}: skipped {line}; a later run takes it"), file=sys.stderr)
 
 
 def json_object(text: str, flag: str) -> dict[str, Any]:
@@ -42,8 +60,24 @@ def json_object(text: str, flag: str) -> dict[str, Any]:
 
 
 def console() -> Console:
-    """Wide enough for the report table even when stdout is a pipe or a CI log."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
+    """Wide enough for the report table even when stdout is a pipe or a CI log (Rich loads here:
+    commands that print no table never import it)."""
+    cls = _console_class()
+    return cls() if sys.stdout.isatty() else cls(width=160)
+
+
+@functools.cache
+def _console_class() -> type[Console]:
+    """Rich's Console, but a closed stdout raises BrokenPipeError (cli/main.py ends the command as a
+    Unix tool does) instead of Rich's own ``SystemExit(1)``, which would read as "some jobs failed"."""
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+    return PipeConsole
 
 
 def fmt(x: float | None, pct: bool = True) -> str:
@@ -69,3 +103,20 @@ def private_run_files(shared: bool) -> Iterator[None]:
         yield
     finally:
         os.umask(old)
+
+
+def print_completion(done: dict[str, Any] | None) -> None:
+    """A partial run says so above its numbers (``fasteval.view.completion``): done / total and why."""
+    if done and done.get("line"):
+        console().print(plain(done["line"], style="bold yellow"))
+
+
+def print_control(trace: list[dict[str, Any]] | None) -> None:
+    """The changes made to the running sweep (``fasteval ctl``): measured under them, so shown with them."""
+    if not trace:
+        return
+    from fasteval.runfolder.control import trace_summary
+
+    console().print(plain(f"steered while it ran ({len(trace)} changes, control.jsonl):"))
+    for line in trace_summary(trace).splitlines():
+        console().print(plain("  " + line))

@@ -15,10 +15,11 @@ from typing import Any
 
 from rich.table import Table
 
-from fasteval.cli.common import console, fmt, print_json
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import console, fmt, print_error, print_json
 from fasteval.core.errors import UsageError
 from fasteval.core.exitcodes import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, exit_code_for
-from fasteval.core.terminal import clean, plain
+from fasteval.core.terminal import plain
 from fasteval.runfolder.names import MANIFEST
 
 
@@ -50,8 +51,8 @@ def _pick(run: Path, wanted: str | None, hint: str | None, models: list[str]) ->
     raise CompareError(f"{run} has several models ({', '.join(models)}): name one as {run}:MODEL")
 
 
-def pairs(args: argparse.Namespace) -> list[tuple[Any, Any]]:
-    """The (A, B) sides the arguments ask for."""
+def pairs(args: argparse.Namespace, notes: list[str] | None = None) -> list[tuple[Any, Any]]:
+    """The (A, B) sides the arguments ask for; ``notes`` gets a line for each model left out."""
     from fasteval.view.compare import Side, checkpoint_series, models_of
 
     if len(args.sides) > 2:
@@ -72,32 +73,54 @@ def pairs(args: argparse.Namespace) -> list[tuple[Any, Any]]:
     if ma is None and mb is None:
         common = [m for m in models_a if m in models_b]
         if common and not (len(models_a) == len(models_b) == 1):
+            if notes is not None:
+                notes += [f"{run} has {_plural(only)} the other side lacks, not compared: {', '.join(only)} "
+                          "(compare them as RUN_A:MODEL RUN_B:MODEL)"
+                          for run, only in ((run_a, [m for m in models_a if m not in models_b]),
+                                            (run_b, [m for m in models_b if m not in models_a])) if only]
             return [(Side(run_a, m), Side(run_b, m)) for m in common]
     a = _pick(run_a, ma, mb, models_a)
     return [(Side(run_a, a), Side(run_b, _pick(run_b, mb, a, models_b)))]
 
 
+def _plural(models: list[str]) -> str:
+    return "a model" if len(models) == 1 else f"{len(models)} models"
+
+
 def cmd_compare(a: argparse.Namespace) -> int:
     from fasteval.view.compare import compare
+    from fasteval.view.completion import run_completion
 
     if not 0 < a.alpha < 1:
         print("error: --alpha must be between 0 and 1", file=sys.stderr)
         return EXIT_USAGE
+    notes: list[str] = []
     try:
-        todo = pairs(a)
+        todo = pairs(a, notes)
     except CompareError as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     results = [compare(x, y, alpha=a.alpha, n_resamples=a.resamples) for x, y in todo]
     if all(r["n_shared_jobs"] == 0 for r in results):
         print("error: the two sides share no job (same suite, setting, task and seed)", file=sys.stderr)
         return EXIT_USAGE
     worse = sum(r["worse"] for r in results)
+    # A side of a partial run is compared on what it has: the run says so above the figures.
+    runs = list(dict.fromkeys(side.run_dir for pair in todo for side in pair))
+    done = {str(run): run_completion(run) for run in runs}
     if a.format == "json":
-        print_json({"comparisons": results, "gate": "fail" if worse else "pass"})
+        print_json({"comparisons": results, "gate": "fail" if worse else "pass", "completion": done,
+                    "notes": notes})
     else:
+        for run, c in done.items():
+            if c.get("line"):
+                console().print(plain(f"{run}: {c['line']}", style="bold yellow"))
+        for line in notes:
+            console().print(plain(f"note: {line}"))
         for r in results:
             _print(r)
+        if len(results) > 1:
+            _print_summary(results)
         if a.gate:
             console().print(f"gate: {'FAIL' if worse else 'pass'} ({worse} worse at alpha={a.alpha:g})")
     return EXIT_REGRESSION if a.gate and worse else EXIT_OK
@@ -128,8 +151,21 @@ def _print(r: dict[str, Any]) -> None:
                                       + ", ".join(g[name]) + (f" and {more} more" if more else "")))
 
 
+def _print_summary(results: list[dict[str, Any]]) -> None:
+    """Every pair's groups in one table (a series' steps, or each model of two runs): B − A and the verdict."""
+    t = Table(title=f"summary: {len(results)} comparisons (B − A, points)", title_justify="left")
+    for col in ("A", "B", "suite", "setting", "items", "A %", "B %", "B-A pts", "verdict"):
+        t.add_column(col, justify="right" if col in ("items", "A %", "B %", "B-A pts") else "left")
+    for r in results:
+        for g in r["groups"]:
+            diff = "-" if not g["n_items"] else f"{100 * g['diff']:+.1f}"
+            t.add_row(plain(r["a"]["model"]), plain(r["b"]["model"]), plain(g["suite"]), plain(g["setting"]),
+                      str(g["n_items"]), fmt(g.get("mean_a")), fmt(g.get("mean_b")), diff, plain(g["verdict"]))
+    console().print(t)
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("compare", help="B against A on the jobs both ran: difference, CI, McNemar, verdict")
+    p = sub.add_parser("compare", help=HELP["compare"])
     p.add_argument("sides", nargs="+", metavar="RUN[:MODEL]", help="A then B; or one run with --series")
     p.add_argument("--series", metavar="NAME", help="compare neighbouring steps of models NAME@STEP in one run")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")

@@ -10,10 +10,11 @@ there or it refused the command.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import print_error
 from fasteval.core.errors import ControlAnswerUnreadable, NoSweepRunning
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean
@@ -63,7 +64,7 @@ def cmd_ctl(a: argparse.Namespace) -> int:
         if a.json:
             print_json({"ok": False, "running": isinstance(e, ControlAnswerUnreadable), "error": str(e)})
         else:
-            print(f"error: {clean(e)}", file=sys.stderr)
+            print_error(e)
         return exit_code_for(e)
     if a.json:
         print_json(answer)
@@ -192,7 +193,7 @@ def add_ctl_commands(p: argparse.ArgumentParser) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("ctl", help="steer a running sweep: status, pause/resume, set limits, requeue, drain, cancel")
+    p = sub.add_parser("ctl", help=HELP["ctl"])
     p.add_argument("run_dir")
     add_ctl_commands(p)
     p.set_defaults(func=cmd_ctl)

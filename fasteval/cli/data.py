@@ -8,6 +8,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK
 from fasteval.core.terminal import clean
 
@@ -58,7 +59,7 @@ _DESCRIPTION = textwrap.fill(
 
 
 def add_parser(sub: Any) -> None:
-    d = sub.add_parser("data", help="benchmark data")
+    d = sub.add_parser("data", help=HELP["data"])
     dsub = d.add_subparsers(dest="data_command", required=True, parser_class=_NamesInHelp)
     df = dsub.add_parser("fetch", help="download a benchmark's official files (resumed, checked, locked)",
                          description=_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)

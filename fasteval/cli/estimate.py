@@ -83,6 +83,7 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
     import uvloop
 
     from fasteval.api import run_planned
+    from fasteval.cli.run_log import RunLog, internal_error
     from fasteval.core.errors import PreflightFailed
     from fasteval.engine.forecast.estimate import estimate
     from fasteval.engine.run.sweep import SweepIncomplete
@@ -100,8 +101,9 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
     if not answer:
         print("pilot not run: nothing was spent", file=sys.stderr)
         return EXIT_OK
+    log = RunLog()  # run.log in the pilot's folder, and warnings (math_verify's) off the terminal, as a run
     try:
-        result = uvloop.run(run_planned(cfg, popts, preflight=preflight, command="run"))
+        result = uvloop.run(run_planned(cfg, popts, preflight=preflight, command="run", while_held=log.held))
         print(f"pilot: {result.ok} ok, {result.errors} error in {result.wall_s:.1f} s", file=sys.stderr)
     except PreflightFailed as e:
         print(f"error: preflight found {len(e.problems)} endpoint(s) not ready (the pilot did not run):",
@@ -113,6 +115,10 @@ def run_pilot(cfg: SweepConfig, opts: RunOptions, n: int, yes: bool, preflight: 
         print(f"pilot incomplete ({clean(redact_text(str(e)))}): estimating from what finished", file=sys.stderr)
     except KeyboardInterrupt as e:
         return exit_code_for(e)
+    except Exception as e:
+        if e is not log.bug:  # a bug before run.log: cli/main.py prints its traceback
+            raise
+        return internal_error(e, popts.run_dir)
     return popts.run_dir
 
 

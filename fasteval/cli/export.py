@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("export", help="a run as inspect logs, ATIF, Parquet, or to MLflow / W&B / TensorBoard",
+    p = sub.add_parser("export", help=HELP["export"],
                        description="Export a run folder for the tools you already use (docs/export.md): "
                                    "--format inspect|atif|parquet writes files; --to mlflow|wandb|tensorboard "
                                    "sends the run's scores (each model × suite × setting, checkpoint series at their "

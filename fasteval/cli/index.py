@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.runfolder.index import RECORDS, rebuild_index
 from fasteval.runfolder.names import MANIFEST
@@ -29,7 +30,7 @@ def cmd_rebuild(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("index", help="the run folder's index (derived from records.jsonl)")
+    p = sub.add_parser("index", help=HELP["index"])
     isub = p.add_subparsers(dest="index_command", required=True)
     r = isub.add_parser("rebuild", help="rebuild index.sqlite from records.jsonl")
     r.add_argument("run_dir")

@@ -8,13 +8,22 @@ from typing import Any
 
 from rich.table import Table
 
-from fasteval.cli.common import console, print_json
+from fasteval.cli.common import console, print_error, print_json
 from fasteval.core.errors import BadInput, UsageError
 from fasteval.core.exitcodes import EXIT_OK, exit_code_for
-from fasteval.core.terminal import clean, plain
+from fasteval.core.terminal import plain
 from fasteval.runfolder.records import read_manifest
 from fasteval.suites.published import PublishedScore, all_scores, published_score
-from fasteval.view.leaderboard import cell_lines, csv_text, leaderboard, markdown, pct, sort_choices
+from fasteval.view.leaderboard import (
+    cell_lines,
+    completion_line,
+    csv_text,
+    leaderboard,
+    markdown,
+    partial_jobs,
+    pct,
+    sort_choices,
+)
 from fasteval.view.report import report
 
 
@@ -44,7 +53,7 @@ def print_leaderboard(run_dir: Path, fmt: str, sort: str, extra: Path | None = N
         published = [*(published_file(extra) if extra else []), *all_scores(config)]
         board = leaderboard(report(run_dir, per_task=False), config, sort=sort, published=published)
     except UsageError as e:  # ours (a bad --sort, a published file); a bug is an internal error (cli/main.py)
-        print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     return _print_board(board, str(run_dir), fmt, sort)
 
@@ -57,7 +66,7 @@ def print_store_leaderboard(store: Path, fmt: str, sort: str, extra: Path | None
         published = [*(published_file(extra) if extra else []), *all_scores({})]
         board = leaderboard(store_report(store), {}, sort=sort, published=published)
     except UsageError as e:  # a bad --sort, a published file, a folder that is not a store
-        print(f"error: {clean(str(e).splitlines()[0] if str(e) else e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     board["store"] = str(store)
     return _print_board(board, f"{store} (every run)", fmt, sort)
@@ -71,6 +80,8 @@ def _print_board(board: dict[str, Any], title: str, fmt: str, sort: str) -> int:
     elif fmt == "markdown":
         sys.stdout.write(markdown(board))
     else:
+        if line := completion_line(board):
+            console().print(plain(line, style="bold yellow"))
         t = Table(title=plain(f"{title}: leaderboard, score (%) mean ± std over seeds"), show_lines=True)
         t.add_column("model")
         for c in board["columns"]:
@@ -78,7 +89,7 @@ def _print_board(board: dict[str, Any], title: str, fmt: str, sort: str) -> int:
         t.add_column("average", justify="right")
         for r in board["rows"]:
             avg = pct(r["average"]) + ("" if r["complete"] else f" ({r['n_columns']}/{len(board['columns'])})")
-            t.add_row(plain(r["model"]), *(plain("\n".join(cell_lines(r["cells"].get(c["key"]))), block=True)
+            t.add_row(plain(r["model"] + partial_jobs(r)), *(plain("\n".join(cell_lines(r["cells"].get(c["key"]))), block=True)
                                            for c in board["columns"]), avg)
         t.caption = plain(f"sorted by {sort} (one of: {', '.join(sort_choices(board))}); fixed/ref: both scorers "
                           "where the suite has two; paper: published numbers, sources in --format json")

@@ -1,14 +1,16 @@
 """The ``fasteval`` command line: builds the parser from each command's module and dispatches.
 
-Each built-in command lives in a module of its own under ``fasteval.cli``; command groups that
-belong to their packages (cache, slurm, index, view, ...) are added only when one of them runs.
+Each command lives in a module of its own (``fasteval.cli.commands`` names it); only the module of
+the command being run is imported, so a light command stays light.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import logging
+import os
+import select
 import signal
 import sys
 import threading
@@ -16,13 +18,12 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from fasteval.cli import compare, data, merge, report, rescore, run, score_file, status, tool
+from fasteval.cli.commands import COMMANDS, MODULE
+from fasteval.cli.common import print_error
 from fasteval.core.errors import UsageError
-from fasteval.core.exitcodes import exit_code_for
+from fasteval.core.exitcodes import EXIT_PIPE_CLOSED, exit_code_for
 from fasteval.core.redact import RedactingFilter, redact_text
 from fasteval.core.terminal import clean
-
-BUILTIN_COMMANDS = (run, status, report, compare, merge, tool, rescore, score_file, data)
 
 
 class _VersionAction(argparse.Action):
@@ -41,31 +42,22 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; given the ``command`` being run, only what it needs is imported."""
+    """The command line. Only the module of ``command`` is imported (its own arguments); every other
+    command is listed from ``fasteval.cli.commands`` by name and help, so ``fasteval --help``,
+    ``status`` or ``ctl`` never import the sweep. ``command=None`` builds every command in full."""
     ap = argparse.ArgumentParser(prog="fasteval", description="High-throughput async evaluator for "
                                  "multimodal models that think with images.")
     ap.add_argument("--version", action=_VersionAction)
     sub = ap.add_subparsers(dest="command", required=True)
-    for module in BUILTIN_COMMANDS:
-        module.add_parser(sub)
-    if command is None or command not in sub.choices:
-        _add_optional_commands(sub)  # their imports cost every built-in command ~0.2 s otherwise
+    wanted = {module for _, module, _ in COMMANDS} if command is None else {MODULE.get(command)}
+    for name, module, text in COMMANDS:
+        if name in sub.choices:
+            continue  # added with another command of its module
+        if module in wanted:
+            importlib.import_module(module).add_parser(sub)
+        else:
+            sub.add_parser(name, help=text)  # listed only: nothing of it runs in this process
     return ap
-
-
-# Command groups that live with their packages: each module has ``add_parser(sub)``.
-COMMAND_MODULES: tuple[str, ...] = ("cache.cli", "fasteval.cli.slurm", "fasteval.cli.index", "fasteval.cli.catalog",
-                                   "fasteval.cli.view", "fasteval.cli.prompts", "fasteval.cli.serve",
-                                   "fasteval.cli.batches", "fasteval.cli.ctl", "fasteval.cli.export",
-                                   "fasteval.cli.store")
-
-
-def _add_optional_commands(sub: Any) -> None:
-    """Register the command groups of COMMAND_MODULES (one line each, so packages stay apart)."""
-    import importlib
-
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).add_parser(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -73,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for h in logging.getLogger().handlers:
         h.addFilter(RedactingFilter())
     args = sys.argv[1:] if argv is None else list(argv)
-    a = build_parser(next((x for x in args if not x.startswith("-")), None)).parse_args(args)
+    command = next((x for x in args if not x.startswith("-")), "")
+    a = build_parser(command).parse_args(args)
     # A SIGTERM before the sweep installs its own handlers (a Slurm warning that arrives while the
     # suites load) stops as cleanly as Ctrl-C: nothing is written yet, and the rerun resumes.
     previous = None
@@ -85,9 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("interrupted: rerun the same command to resume", file=sys.stderr)
         return exit_code_for(e)
     except UsageError as e:  # ours, e.g. a planted link in a run folder: one line
-        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     except Exception as e:  # a bug of ours: never exit 1 ("some jobs failed") or 2 ("fix your config")
+        if isinstance(e, BrokenPipeError) and _stdout_closed():  # `| head -1` done: not a socket's
+            return _quiet_after_closed_stdout()
         print(clean(redact_text(traceback.format_exc()), block=True), file=sys.stderr, end="")
         print(f"internal error (a bug in fasteval): {type(e).__name__}; please report it with the traceback above",
               file=sys.stderr)
@@ -98,10 +93,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _stdout_closed() -> bool:
+    """Has the reader of stdout gone (``| head -1`` done)? The write end of a pipe whose reader
+    closed polls as an error; a file, a terminal or a captured stream never does."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _quiet_after_closed_stdout() -> int:
+    """Stop as a Unix tool does when its reader leaves: nothing on stderr, exit 141. stdout now goes
+    to /dev/null, so the interpreter's last flush of what is still buffered cannot fail loudly."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_PIPE_CLOSED
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
 if __name__ == "__main__":
-    asyncio.set_event_loop_policy(None)
     sys.exit(main())

@@ -15,12 +15,13 @@ from typing import Any
 
 import orjson
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK
 
 
 def add_parser(sub: Any) -> None:
     """Register ``suite prompts`` (called from fasteval.cli.main's COMMAND_MODULES)."""
-    s = sub.add_parser("suite", help="inspect a suite")
+    s = sub.add_parser("suite", help=HELP["suite"])
     ssub = s.add_subparsers(dest="suite_command", required=True)
     p = ssub.add_parser("prompts", help="print every text a suite sends (prompts, tool specs, judge texts)")
     p.add_argument("name")

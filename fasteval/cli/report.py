@@ -10,7 +10,8 @@ from typing import Any
 from rich.syntax import Syntax
 from rich.table import Table
 
-from fasteval.cli.common import console, fmt, print_json
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import console, fmt, print_completion, print_control, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, json_text, plain
 from fasteval.runfolder.names import MANIFEST
@@ -43,18 +44,21 @@ def cmd_report(a: argparse.Namespace) -> int:
         from fasteval.cli.leaderboard import print_leaderboard
 
         return print_leaderboard(run_dir, a.format, a.sort, Path(a.published) if a.published else None)
-    if a.format == "markdown" or (a.format == "csv" and a.series is None):
-        print("error: --format csv is for --leaderboard or --series, markdown for --leaderboard", file=sys.stderr)
+    if a.format == "markdown" and a.series is not None:
+        print("error: --series takes --format table, json or csv", file=sys.stderr)
         return EXIT_USAGE
     rep = report(run_dir)
     if a.series is not None:
         return _print_series(rep, a.series, a.format)
-    if a.format == "csv":
-        print("error: --format csv gives a learning curve: name the series with --series NAME", file=sys.stderr)
-        return EXIT_USAGE
+    if a.format in ("csv", "markdown"):
+        from fasteval.view.report_formats import report_csv, report_markdown
+
+        sys.stdout.write(report_csv(rep) if a.format == "csv" else report_markdown(rep))
+        return EXIT_OK
     if a.format == "json":
         print_json(rep)
         return EXIT_OK
+    print_completion(rep.get("completion"))
     t = Table(title=plain(f"{run_dir}: score (%) mean ± std over seeds"))
     for col in ("model", "suite", "setting", "mean ± std", "95% CI", "seeds", "n_ok", "n_error", "pass@k", "pass^k",
                 "cost $"):
@@ -72,17 +76,16 @@ def cmd_report(a: argparse.Namespace) -> int:
         console().print(plain(f"texts: {suite_name}: {label}"))
     print_control(rep.get("control"))
     u = Table(title="cost and behaviour per trajectory")
-    for col in ("model", "suite", "setting", "prompt tok", "completion tok", "image tok/traj", "prefix cache hit",
-                "mean latency s",
-                "tool calls/traj", "terminations"):
+    for col in ("model", "suite", "setting", "prompt tok/traj", "completion tok/traj", "image tok/traj",
+                "prefix cache hit", "mean latency s", "tool calls/traj", "terminations"):
         u.add_column(col)
     for r in rep["rows"]:
         lat, calls = r.get("mean_latency_s"), r.get("tool_calls_per_trajectory")
         ends = plain(", ".join(f"{k}={v}" for k, v in sorted((r.get("terminations") or {}).items())))
-        tokens = r.get("tokens") or {}
-        u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]), plain(tokens.get("prompt_tokens", "-")),
-                  plain(tokens.get("completion_tokens", "-")), _per_traj(r.get("image_tokens_per_trajectory")),
-                  fmt_rate(r.get("prefix_cache_hit_rate")),
+        u.add_row(plain(r["model"]), plain(r["suite"]), plain(r["setting"]),
+                  _per_traj(_tokens_per_trajectory(r, "prompt_tokens")),
+                  _per_traj(_tokens_per_trajectory(r, "completion_tokens")),
+                  _per_traj(r.get("image_tokens_per_trajectory")), fmt_rate(r.get("prefix_cache_hit_rate")),
                   "-" if lat is None else f"{lat:.2f}",
                   "-" if calls is None else f"{calls:.2f}", ends)
     console().print(u)
@@ -105,19 +108,16 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def _per_traj(value: float | None) -> str:
-    """Image tokens per trajectory, or ``-`` where the server did not count them."""
+    """Tokens per trajectory, or ``-`` where the server did not count them."""
     return "-" if value is None else f"{value:.0f}"
 
 
-def print_control(trace: list[dict[str, Any]] | None) -> None:
-    """The changes made to the running sweep (``fasteval ctl``): measured under them, so shown with them."""
-    if not trace:
-        return
-    from fasteval.runfolder.control import trace_summary
-
-    console().print(plain(f"steered while it ran ({len(trace)} changes, control.jsonl):"))
-    for line in trace_summary(trace).splitlines():
-        console().print(plain("  " + line))
+def _tokens_per_trajectory(row: dict[str, Any], field: str) -> float | None:
+    """A group's token total over its trajectories (error records too: they were billed); the JSON
+    report keeps the totals under ``tokens``."""
+    n = row["n_ok"] + row["n_error"]
+    total = (row.get("tokens") or {}).get(field)
+    return None if total is None or not n else total / n
 
 
 def _print_series(rep: dict[str, Any], name: str, form: str) -> int:
@@ -212,13 +212,13 @@ def _print_metrics(title: str, metrics: dict[str, Any]) -> None:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("report", help="scores per model × suite × setting, mean ± std over seeds")
+    p = sub.add_parser("report", help=HELP["report"])
     p.add_argument("run_dir", nargs="?")
     p.add_argument("--store", metavar="STORE",
                    help="with --leaderboard: every model the results store holds, across runs (no run folder)")
     p.add_argument("--format", choices=["table", "json", "csv", "markdown"], default="table",
-                   help="csv: with --leaderboard, or with --series (one line per suite, setting and step); "
-                        "markdown: with --leaderboard")
+                   help="csv and markdown: a line per model × suite × setting (with --leaderboard: per model; "
+                        "with --series, csv: per suite, setting and step)")
     p.add_argument("--series", metavar="NAME", help="only this series' learning curve (score and tool calls by step)")
     p.add_argument("--leaderboard", action="store_true",
                    help="one row per model, one column per suite, published numbers beside ours")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvloop
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE, exit_code_for
 from fasteval.core.terminal import clean
 
@@ -88,7 +89,7 @@ def manifest_endpoints(roles: Mapping[str, EndpointSpec], given: set[str]) -> li
 
 
 def add_parser(sub: Any) -> None:
-    rs = sub.add_parser("rescore", help="re-judge finished trajectories without regenerating them")
+    rs = sub.add_parser("rescore", help=HELP["rescore"])
     rs.add_argument("run_dir")
     rs.add_argument("--config", help="a config whose roles (judge, extractor) replace the run's")
     rs.add_argument("--judge", help='a judge role as JSON, e.g. \'{"provider": "openai", "base_url": ..., "model": ...}\'')

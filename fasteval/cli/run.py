@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
-import logging
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,10 +12,11 @@ import uvloop
 from rich.console import Console
 from rich.table import Table
 
-from fasteval.cli.common import console, print_config_error, private_run_files
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import console, print_config_error, print_error, print_pending, private_run_files
+from fasteval.cli.run_log import RunLog, internal_error
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
-    EXIT_INTERNAL,
     EXIT_OK,
     EXIT_USAGE,
     RunIncomplete,
@@ -27,8 +24,7 @@ from fasteval.core.exitcodes import (
 )
 from fasteval.core.redact import add_secrets_from_env, redact_text, secret_env_names, secret_like_env_names
 from fasteval.core.terminal import clean, plain
-from fasteval.runfolder.diskfaults import RunLogHandler, shown, unwritable_run_dir
-from fasteval.runfolder.names import RUN_LOG
+from fasteval.runfolder.diskfaults import shown
 
 if TYPE_CHECKING:
     from fasteval.config.load import SweepConfig
@@ -74,15 +70,18 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
     try:
         pv = preview(cfg, opts)
     except UsageError as e:  # ours only: a bug is an internal error (cli/main.py), never "usage"
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     store = f", {pv.from_store} from the results store" if pv.store else ""
     t = Table(title=plain(f"dry run of {cfg.path}: {pv.total} jobs, {pv.resumed} already done in {opts.run_dir}"
                           f"{store}, {pv.total - pv.resumed - pv.from_store} to run"))
-    for col in ("model", "suite", "setting", "seed", "jobs"):
-        t.add_column(col, justify="right" if col in ("seed", "jobs") else "left")
-    for (m, su, st, sd), n in pv.groups.items():
-        t.add_row(plain(m), plain(su), plain(st), plain(sd), plain(n))
+    for col in ("model", "suite", "setting", "seeds", "jobs"):
+        t.add_column(col, justify="right" if col in ("seeds", "jobs") else "left")
+    groups: dict[tuple[str, str, str], dict[int, int]] = {}
+    for (m, su, st, sd), n in pv.groups.items():  # a row per group, its seeds in one cell (JSON keeps each)
+        groups.setdefault((m, su, st), {})[sd] = n
+    for (m, su, st), by_seed in groups.items():
+        t.add_row(plain(m), plain(su), plain(st), plain(seed_list(sorted(by_seed))), plain(sum(by_seed.values())))
     console().print(t)
     _print_growth(pv)
     _print_series(cfg)
@@ -93,6 +92,13 @@ def _print_preview(cfg: SweepConfig, opts: RunOptions) -> int:
         f.add_row(*(plain(j[c]) for c in ("job_id", "model", "suite", "setting", "task_id", "seed")))
     console().print(f)
     return EXIT_OK
+
+
+def seed_list(seeds: list[int]) -> str:
+    """``0-4`` for a run of seeds, ``0,2,5`` otherwise: the plan's seeds in one cell."""
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(str(x) for x in seeds)
 
 
 def _print_growth(pv: PlanPreview) -> None:
@@ -139,72 +145,6 @@ def _print_error_summary(result: SweepResult) -> None:
     Console(stderr=True, width=None if sys.stderr.isatty() else 160).print(t)
 
 
-def _internal_error(e: Exception, run_dir: Path) -> int:
-    """One line on the terminal; the traceback went to run.log only (``_RunLog.held``)."""
-    print(f"internal error (a bug in fasteval, not in your config): {type(e).__name__}: "
-          f"{clean(redact_text(str(e)))[:300]}; the traceback is in {shown(run_dir / RUN_LOG)}, "
-          "please report it", file=sys.stderr)
-    return exit_code_for(e)
-
-
-class _TerminalFilter(logging.Filter):
-    """During a run the terminal shows only errors; warnings (ours and third-party libraries',
-    e.g. math_verify's timeout notice) go to run.log, where they do not tear the live panel."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR
-
-
-class _RunLog:
-    """run.log and a quiet terminal for as long as the sweep holds the run folder's lock.
-
-    ``held`` is ``api.run_planned``'s ``while_held``: opened after the lock, so a refused second
-    run writes nothing. ``opened`` and ``bug`` tell the CLI where a Ctrl-C or an exception ended.
-    """
-
-    def __init__(self) -> None:
-        self.opened = False
-        self.bug: Exception | None = None
-        """A bug of ours whose traceback went to run.log (the terminal gets one line)."""
-
-    @contextlib.contextmanager
-    def held(self, run_dir: Path) -> Iterator[None]:
-        try:
-            handler = RunLogHandler(run_dir / RUN_LOG)
-        except OSError as e:
-            raise unwritable_run_dir(e, run_dir) from e
-        self.opened = True
-        root = logging.getLogger()
-        root.addHandler(handler)
-        ours = logging.getLogger("fasteval")
-        old_level = ours.level
-        ours.setLevel(logging.INFO)  # breaker and job failures in full in run.log; third parties stay at WARNING
-        quiet = _TerminalFilter()
-        terminal = [h for h in root.handlers if h is not handler]
-        for h in terminal:
-            h.addFilter(quiet)
-        logging.captureWarnings(True)
-        # Long sweeps hold many small live objects; the default GC thresholds rescan them thousands of
-        # times a second. Freeze what startup built and collect young objects less often.
-        gc.freeze()
-        gc.set_threshold(50_000, 50, 100)
-        try:
-            yield
-        except Exception as e:
-            if exit_code_for(e) == EXIT_INTERNAL:  # a bug of ours: its traceback in run.log, the folder kept
-                self.bug = e
-                handler.handle(ours.makeRecord("fasteval", logging.ERROR, __file__, 0, "internal error: %s",
-                                               (type(e).__name__,), sys.exc_info()))
-            raise
-        finally:
-            logging.captureWarnings(False)
-            for h in terminal:
-                h.removeFilter(quiet)
-            ours.setLevel(old_level)
-            root.removeHandler(handler)
-            handler.close()
-
-
 class _Started:
     """What ``notify:`` needs to tell how a run that got past its config ended."""
 
@@ -214,8 +154,18 @@ class _Started:
     result: SweepResult | None = None
 
 
+FORCE_GONE = ("--force is gone: an edited config reruns only the jobs it changed, by itself (their old records are "
+              "kept aside as superseded; `fasteval run CONFIG --dry-run` shows what would rerun); for a fresh start, "
+              "pass a new --run-dir (docs/run-folder.md, \"A run folder that grows\")")
+"""What an old script's ``run --force`` gets instead of argparse's bare "unrecognized arguments"."""
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     """``fasteval run``: everything it creates is private unless ``--shared-run-dir`` (docs/run-folder.md)."""
+    if a.force:
+        from fasteval.core.errors import UsageError
+
+        raise UsageError(FORCE_GONE)  # one line, exit 2 (cli/main.py): before anything is read or claimed
     with private_run_files(a.shared_run_dir):
         seen = _Started()
         code = _run(a, seen)
@@ -239,6 +189,8 @@ def _run(a: argparse.Namespace, seen: _Started) -> int:
     except ConfigError as e:
         print_config_error(e)
         return exit_code_for(e)
+    if not (a.watch or a.dry_run):  # watch waits for them by design; the dry run lists them in its plan
+        print_pending(cfg.pending)
     add_secrets_from_env(secret_env_names(cfg.raw) | secret_like_env_names())
     _cache_overrides(a, cfg)
     _warn_missing_trackers(cfg)
@@ -280,7 +232,7 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
     from fasteval.core.errors import PreflightFailed, UsageError
     from fasteval.engine.run.sweep import SweepIncomplete
 
-    log = _RunLog()
+    log = RunLog()
     try:
         if a.watch:
             return uvloop.run(_watched(a, cfg, opts, log))
@@ -312,12 +264,12 @@ def _sweep(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, seen: _Sta
         print(msg if msg.startswith("incomplete") else f"error: {msg}", file=sys.stderr)
         return exit_code_for(e)
     except UsageError as e:  # ours: a config, a changed config, a damaged or busy run folder
-        print(f"error: {clean(redact_text(str(e)))}", file=sys.stderr)
+        print_error(e)
         return exit_code_for(e)
     except Exception as e:
         if e is not log.bug:  # a bug before run.log: cli/main.py prints its traceback
             raise
-        return _internal_error(e, opts.run_dir)
+        return internal_error(e, opts.run_dir)
     seen.result = result
     return _print_finished(result, opts.run_dir)
 
@@ -338,7 +290,7 @@ def _print_finished(result: SweepResult, run_dir: Path) -> int:
     return result.exit_code()
 
 
-async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, log: _RunLog) -> int:
+async def _watched(a: argparse.Namespace, cfg: SweepConfig, opts: RunOptions, log: RunLog) -> int:
     """``--watch`` on ``run_planned``'s path: the same preflight, claimed folder and run.log; each
     round is one sweep through the claimed folder."""
     from fasteval.api import claimed_run_folder
@@ -356,7 +308,8 @@ async def _watch(a: argparse.Namespace, opts: RunOptions, sweep: RunSweep) -> in
     if a.watch_interval <= 0 or (a.idle_timeout is not None and a.idle_timeout <= 0):
         print("error: --watch-interval and --idle-timeout must be positive", file=sys.stderr)
         return EXIT_USAGE
-    wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout)
+    wopts = WatchOptions(interval_s=a.watch_interval, until_step=a.until_step, idle_timeout_s=a.idle_timeout,
+                         run_dir=opts.run_dir)
     try:
         w = await watch_sweep(Path(a.config), sweep, wopts)
     except ConfigError as e:  # the config was edited into an invalid one under the watch
@@ -372,14 +325,16 @@ async def _watch(a: argparse.Namespace, opts: RunOptions, sweep: RunSweep) -> in
 
 
 def add_parser(sub: Any) -> None:
-    r = sub.add_parser("run", help="run (or resume) a sweep")
-    r.add_argument("config")
-    r.add_argument("--run-dir")
+    r = sub.add_parser("run", help=HELP["run"])
+    r.add_argument("config", help="the sweep config (YAML; docs/config.md)")
+    r.add_argument("--run-dir", help="where records go (default runs/<config file name>; a shard's own folder)")
     r.add_argument("--shard", help="i/n: run only this deterministic share of the jobs")
     r.add_argument("--shard-by", choices=["job", "model"], default="job",
                    help="spread jobs by hash (default) or give each shard whole models")
-    r.add_argument("--max-concurrency", type=int)
+    r.add_argument("--max-concurrency", type=int, metavar="N",
+                   help="jobs in flight at once (instead of the config's run.max_concurrency)")
     r.add_argument("--keep-errors", action="store_true", help="do not rerun jobs that ended in error")
+    r.add_argument("--force", action="store_true", help=argparse.SUPPRESS)  # removed: FORCE_GONE says why
     r.add_argument("--no-progress", action="store_true", help="plain progress lines instead of the live panel")
     r.add_argument("--cache", help="cache database path (default $FASTEVAL_CACHE_DIR or ~/.cache/fasteval)")
     r.add_argument("--cache-mode", help="per-namespace modes, e.g. 'search=replay,judge=use,model=off'")

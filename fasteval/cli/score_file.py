@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.table import Table
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import console, fmt, print_json
 from fasteval.core.exitcodes import EXIT_OK
 from fasteval.core.terminal import plain
@@ -34,7 +35,7 @@ def cmd_score_file(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    sf = sub.add_parser("score-file", help="score a reference harness's own output file, item by item")
+    sf = sub.add_parser("score-file", help=HELP["score-file"])
     sf.add_argument("file", nargs="+", help="one file, or several pooled (e.g. single- and multi-turn)")
     sf.add_argument("--suite", required=True)
     sf.add_argument("--fidelity", choices=["reference", "fixed"], default="reference")

@@ -18,10 +18,11 @@ from typing import Any
 
 import uvloop
 
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import print_error
 from fasteval.config.load import load_config
 from fasteval.core.errors import ConfigError
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import clean
 from fasteval.engine.run.serving import Serving, serve_specs
 from providers import (
     GpuConfigError,
@@ -35,7 +36,7 @@ from providers import (
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("serve", help="start one served model's servers as a sweep would (Ctrl-C stops them)")
+    p = sub.add_parser("serve", help=HELP["serve"])
     p.add_argument("config")
     p.add_argument("--model", required=True, help="the model (or role) name in the config")
     p.add_argument("--run-dir", help="where servers/ logs and state files go (default runs/serve-NAME)")
@@ -65,7 +66,7 @@ def cmd_serve(a: argparse.Namespace) -> int:
                 raise GpuConfigError(f"model {a.model} needs {spec.gpus_needed} GPU(s); this node has fewer (run.gpus)")
             gpus = taken
     except (ConfigError, ServeConfigError, GpuConfigError) as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     return uvloop.run(_serve(ServerGroup(spec, gpus, run_dir / "servers", cpus=cores)))
 
@@ -104,7 +105,7 @@ async def _serve(group: ServerGroup) -> int:
         try:
             starting.result()
         except ServerStartError as e:
-            print(f"error: {clean(e)}", file=sys.stderr)
+            print_error(e)
             return EXIT_USAGE
         announcing = asyncio.create_task(_announce(group))
         await asyncio.sleep(0)

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import private_run_files
 from fasteval.config.load import load_config
 from fasteval.core.errors import BadInput, ConfigError, DamagedRunFolder
@@ -249,7 +250,7 @@ def _merge(run_dir: Path, o: SubmitOptions) -> int:
 
 def add_parser(sub: Any) -> None:
     """Register ``fasteval slurm ...`` (fasteval.cli.main's COMMAND_MODULES)."""
-    s = sub.add_parser("slurm", help="run a sweep as a Slurm job array (submit, status, resume)")
+    s = sub.add_parser("slurm", help=HELP["slurm"])
     ssub = s.add_subparsers(dest="slurm_command", required=True)
     p = ssub.add_parser("submit", help="write and submit the array and merge scripts")
     p.add_argument("config")

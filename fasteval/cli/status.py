@@ -7,11 +7,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.table import Table
-
-from fasteval.cli.common import console, print_json
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import console, print_control, print_error, print_json
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
-from fasteval.core.terminal import clean, plain
+from fasteval.core.terminal import plain
 from fasteval.view.report import status
 
 
@@ -19,7 +18,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     try:
         st = status(Path(a.run_dir))
     except FileNotFoundError as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     from fasteval.runfolder.batch_journal import batch_rows
 
@@ -27,6 +26,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     if a.format == "json":
         print_json({**st, "batches": batches} if batches else st)
         return EXIT_OK
+    from rich.table import Table  # tables only: the JSON form never loads Rich
     t = Table(title=plain(f"{a.run_dir}: {st['done']} done, {st['error']} error, {st['remaining']} remaining "
                           f"of {st['total']}"))
     for col in ("group", "value", "total", "done", "error", "remaining"):
@@ -49,8 +49,6 @@ def cmd_status(a: argparse.Namespace) -> int:
             errs.add_row(plain(row["model"]), plain(row["error_kind"]), plain(row["jobs"]),
                          plain(str(row["example"] or "")[:200]))
         console().print(errs)
-    from fasteval.cli.report import print_control
-
     print_control(st.get("control"))
     if batches:
         bt = Table(title="batches at the provider (batch mode)", title_justify="left")
@@ -64,7 +62,7 @@ def cmd_status(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    s = sub.add_parser("status", help="what is done and what remains in a run folder")
+    s = sub.add_parser("status", help=HELP["status"])
     s.add_argument("run_dir")
     s.add_argument("--format", choices=["table", "json"], default="table")
     s.set_defaults(func=cmd_status)

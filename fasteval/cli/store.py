@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fasteval.cli.commands import HELP
 from fasteval.core.exitcodes import EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, json_text
 
@@ -79,7 +80,7 @@ def cmd_gc(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("store", help="the results store shared across runs: ls, import, gc")
+    p = sub.add_parser("store", help=HELP["store"])
     ssub = p.add_subparsers(dest="store_command", required=True)
     ls = ssub.add_parser("ls", help="what the store holds: one line per job, with its run of origin")
     ls.add_argument("store")

@@ -9,6 +9,7 @@ from typing import Any
 
 import uvloop
 
+from fasteval.cli.commands import HELP
 from fasteval.cli.common import print_json
 from fasteval.core.exitcodes import EXIT_OK
 
@@ -26,7 +27,7 @@ def cmd_tool_run(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    t = sub.add_parser("tool", help="tools by hand")
+    t = sub.add_parser("tool", help=HELP["tool"])
     tsub = t.add_subparsers(dest="tool_command", required=True)
     tr = tsub.add_parser("run", help="run one tool exactly as the agent loop would")
     tr.add_argument("name")

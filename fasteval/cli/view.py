@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fasteval.cli.commands import HELP
+from fasteval.cli.common import print_error
 from fasteval.core.exitcodes import EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from fasteval.core.terminal import clean, plain
 from fasteval.view.data import NotFound, RunSet
@@ -61,7 +63,7 @@ def cmd_view(a: argparse.Namespace) -> int:
     try:
         RunSet([Path(p) for p in a.runs])  # fail fast, before binding a port
     except NotFound as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     try:
         uvloop.run(serve([Path(p) for p in a.runs], a.host, a.port, access))
@@ -103,7 +105,7 @@ def cmd_show(a: argparse.Namespace) -> int:
             print("error: give a JOB_ID or --task", file=sys.stderr)
             return EXIT_USAGE
     except NotFound as e:
-        print(f"error: {clean(e)}", file=sys.stderr)
+        print_error(e)
         return EXIT_USAGE
     job_id = "".join(c for c in str(job["record"]["job_id"])[:12] if c.isalnum())  # a folder name, not a path
     out = Path(a.images) if a.images else Path(tempfile.mkdtemp(prefix=f"fasteval-show-{job_id}-"))
@@ -113,7 +115,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    v = sub.add_parser("view", help="browse run folders in a local web app (summary, jobs, trajectories)")
+    v = sub.add_parser("view", help=HELP["view"])
     v.add_argument("runs", nargs="+", metavar="RUN")
     v.add_argument("--host", default="127.0.0.1", help="bind address; anything but loopback needs --remote")
     v.add_argument("--remote", action="store_true",
@@ -123,7 +125,7 @@ def add_parser(sub: Any) -> None:
                    help="also answer to this Host name (a reverse proxy's); repeatable")
     v.add_argument("--port", type=int, default=8765, help="0 picks a free port (printed)")
     v.set_defaults(func=cmd_view)
-    s = sub.add_parser("show", help="one trajectory in the terminal, its images saved as files")
+    s = sub.add_parser("show", help=HELP["show"])
     s.add_argument("run", metavar="RUN")
     s.add_argument("job_id", nargs="?", metavar="JOB_ID")
     s.add_argument("--task", help="pick the job by task id (with --model/--setting/--seed)")

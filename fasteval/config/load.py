@@ -158,17 +158,16 @@ def _expand(spec: dict[str, Any], src: Source, where: KeyPath, base: Path, probl
         problems.add(src, (*where, "checkpoints"), "a series needs serve: (its checkpoints are served locally)")
         return []
     try:
-        taken, refused = expand_series(found, spec) if ready is None else expand_series(found, spec, ready)
+        taken, refused, waiting = expand_series(found, spec, ready)
     except SeriesError as e:
         problems.add(src, (*where, "serve", "model"), str(e))
         return []
-    if ready is None:
-        for line in refused:
-            problems.add(src, (*where, "serve", "model"), f"not a loadable checkpoint: {line}")
-        if not taken and not refused:
-            problems.add(src, (*where, "serve", "model"), f"no checkpoint folder matches {found.pattern}")
+    for line in refused:
+        problems.add(src, (*where, "serve", "model"), f"not a loadable checkpoint: {line}")
+    if ready is None and not taken and not refused and not waiting:
+        problems.add(src, (*where, "serve", "model"), f"no checkpoint folder matches {found.pattern}")
     series[found.name] = taken
-    pending[found.name] = refused
+    pending[found.name] = waiting
     return [series_entry(spec, ckpt) for ckpt in taken]
 
 
@@ -177,8 +176,10 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
 
     Relative paths are read from the config file's folder. ``check_paths=False`` skips the check
     that data files exist (for tools that only inspect a config). A series entry expands into one
-    model per checkpoint; a matched folder that is not loadable is a config error, unless
-    ``ready`` (watch mode) is given: then it is left out, listed in ``pending``, until ready.
+    model per checkpoint; a matched folder that is not loadable is a config error, except a step
+    still being written (``series.unfinished``: no marker file yet, or the newest step mid-save),
+    which is left out and listed in ``pending``; with ``ready`` (watch mode) every folder it refuses
+    waits there until ready.
     """
     p = Path(path)
     raw, src = _read(p)
@@ -232,9 +233,9 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
             suites.append(check_suite(entry, ("suites", i), src, problems, base))
     check_published(raw.get("published"), src, problems)
     if problems:
-        n = len(problems.items)
-        raise ConfigError(f"{p}: {n} problem{'s' if n > 1 else ''}:\n  " + "\n  ".join(problems.items),
-                          problems.items)
+        items = problems.in_file_order()
+        raise ConfigError(f"{p}: {len(items)} problem{'s' if len(items) > 1 else ''}:\n  " + "\n  ".join(items),
+                          items)
     seeds_raw = raw.get("seeds", [0])
     seeds = list(range(seeds_raw)) if isinstance(seeds_raw, int) else [int(x) for x in seeds_raw]
     return SweepConfig(raw=raw, path=p, models=[EndpointSpec.of(str(m["name"]), m) for m in models],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -192,6 +193,21 @@ class Problems:
     def __bool__(self) -> bool:
         return bool(self.items)
 
+    def in_file_order(self) -> list[str]:
+        """The problems as the file reads, top to bottom (checks run by topic, not by line); files in
+        the order they were first named, a problem without a line first in its file."""
+        files: dict[str, int] = {}
+
+        def key(item: str) -> tuple[int, int]:
+            m = _WHERE.match(item)
+            file, line = (m.group(1), int(m.group(2))) if m else (item.split(": ", 1)[0], 0)
+            return files.setdefault(file, len(files)), line
+
+        return sorted(self.items, key=key)
+
+
+_WHERE = re.compile(r"^(.+?):(\d+): ")
+
 
 _PY_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "path": (str,), "int": (int,), "float": (int, float),
                                          "bool": (bool,), "list": (list,), "dict": (dict,)}
@@ -264,15 +280,27 @@ def check_mapping(value: Mapping[str, Any], schema: OptionSchema, path: KeyPath,
 
 def config_json_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of a sweep config, from the same declarations the validator uses."""
+    from fasteval.config.series import CHECKPOINT_OPTIONS
     from fasteval.suites.base import SUITES
+
     schemas = provider_schemas()
-    endpoint = {"oneOf": [
-        {**object_schema({**dict(opts), "provider": Opt("str", choices=(name,), required=True)}),
-         "title": name} for name, opts in sorted(schemas.items())]}
-    for entry in endpoint["oneOf"]:
-        kind = providers()[entry["title"]]
-        for key, values in (kind.choices() if kind.choices else {}).items():
-            entry["properties"][key]["enum"] = values
+
+    def endpoint_schema(role: bool) -> dict[str, Any]:
+        """Every provider's entry; a model (not a role) of a servable provider may be a series."""
+        out: dict[str, Any] = {"oneOf": []}
+        for name, opts in sorted(schemas.items()):
+            kind = providers()[name]
+            fields = {**dict(opts), "provider": Opt("str", choices=(name,), required=True)}
+            if kind.servable and not role:
+                fields["checkpoints"] = Opt("dict", "a training run's checkpoints, one model per step",
+                                            fields=CHECKPOINT_OPTIONS)
+            entry = {**object_schema(fields), "title": name}
+            for key, values in (kind.choices() if kind.choices else {}).items():
+                entry["properties"][key]["enum"] = values
+            out["oneOf"].append(entry)
+        return out
+
+    endpoint = endpoint_schema(role=False)
     suites = []
     for name, cls in sorted(SUITES.items()):
         setting_opts = {**SETTING_COMMON_OPTIONS, **(getattr(cls, "setting_options", None) or {})}
@@ -285,7 +313,7 @@ def config_json_schema() -> dict[str, Any]:
     top["models"] = {"type": "array", "items": {"anyOf": [
         {"type": "object", "properties": {"include": {"type": "string"}}, "required": ["include"],
          "additionalProperties": False}, endpoint]}}
-    top["roles"] = {"type": "object", "additionalProperties": endpoint}
+    top["roles"] = {"type": "object", "additionalProperties": endpoint_schema(role=True)}
     top["suites"] = {"type": "array", "items": {"oneOf": suites}}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "fasteval sweep config",
             "type": "object", "properties": top, "required": ["models", "suites"], "additionalProperties": False}

@@ -179,20 +179,51 @@ def not_loadable(folder: Path) -> str | None:
     return None
 
 
-def expand_series(spec: SeriesSpec, entry: dict[str, Any],
-                  ready: Callable[[Path], str | None] = not_loadable) -> tuple[list[Checkpoint], list[str]]:
-    """The checkpoints to evaluate, and one line per matched folder that is not ready (and why).
+_MID_SAVE = ("no config.json (not an HF checkpoint folder)", "weight file(s) its index names are missing",
+             "no weight files", "a LoRA adapter folder without")
+"""What ``not_loadable`` says of a folder a save is still filling (the other reasons are formats vLLM
+cannot load, which waiting does not cure)."""
 
-    ``ready`` says why a folder cannot be served yet: by default whether it is loadable at all;
-    watch mode passes its own completeness test (sizes stable, a marker file).
+
+def unfinished(spec: SeriesSpec, folder: Path, why: str | None, newest: bool) -> str | None:
+    """Why a matched folder looks like a step its trainer is still writing (None: it does not).
+
+    With a ``marker``, any folder without the marker file: a plain run never serves a step its
+    trainer has not marked done, as watch mode does not. Without one, only the newest step, and only
+    when it lacks what a save in progress lacks (its config, weight files): trainers save in step
+    order, so an older incomplete step is broken, not unfinished, and stays a config error.
+    """
+    if spec.marker is not None and not (folder / spec.marker).exists():
+        return f"no {spec.marker} yet (its trainer has not marked it done)"
+    if spec.marker is None and newest and why is not None and any(m in why for m in _MID_SAVE):
+        return f"{why}: taken for a step still being written"
+    return None
+
+
+def expand_series(spec: SeriesSpec, entry: dict[str, Any], ready: Callable[[Path], str | None] | None = None,
+                  ) -> tuple[list[Checkpoint], list[str], list[str]]:
+    """The checkpoints to evaluate, one line per matched folder that cannot be served (and why), and
+    one per folder skipped as still being written (``unfinished``), each ``"<folder>: <why>"``.
+
+    ``ready`` is watch mode's completeness test (sizes stable, a marker file): what it refuses
+    waits, so nothing is refused. Without it (a plain run, ``config check``) a folder is served when
+    it is loadable, skipped when ``unfinished``, else refused.
     """
     taken: list[Checkpoint] = []
     refused: list[str] = []
-    for step, folder in spec.candidates():
-        why = ready(folder)
-        if why is None:
+    waiting: list[str] = []
+    found = spec.candidates()
+    newest = max((step for step, _ in found), default=None)
+    for step, folder in found:
+        why = ready(folder) if ready is not None else not_loadable(folder)
+        held = unfinished(spec, folder, why, step == newest) if ready is None else None
+        if held is not None:
+            waiting.append(f"{folder}: {held}")
+        elif why is None:
             model_dir = hf_folder(folder).resolve()
             taken.append(Checkpoint(step, folder.resolve(), model_dir, adapter=is_adapter(model_dir)))
+        elif ready is not None:
+            waiting.append(f"{folder}: {why}")
         else:
             refused.append(f"{folder}: {why}")
     if taken and any(c.adapter for c in taken):
@@ -205,7 +236,7 @@ def expand_series(spec: SeriesSpec, entry: dict[str, Any],
         _check_lora_placeholder(spec, entry, taken)
     if spec.newest_first:
         taken.reverse()
-    return taken, refused
+    return taken, refused, waiting
 
 
 def _check_lora_placeholder(spec: SeriesSpec, entry: dict[str, Any], adapters: list[Checkpoint]) -> None:

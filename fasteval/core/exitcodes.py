@@ -3,7 +3,9 @@
 0: everything finished ok; 1: finished, some jobs ended in error; 2: a config, usage or preflight
 error (nothing ran, no run folder claimed); 3: incomplete (an endpoint stayed down, or a fatal
 local fault such as a full disk stopped the sweep; rerun to continue); 70: an internal error (a
-bug of ours, reported with its traceback in run.log; the run folder is kept); 130: interrupted.
+bug of ours, reported with its traceback in run.log; the run folder is kept); 130: interrupted;
+141: the reader of stdout went away (``fasteval list policies | head -1``), as a shell reports a tool
+that SIGPIPE ended.
 ``fasteval compare --gate`` exits 1 when a comparison finds a regression.
 """
 
@@ -21,6 +23,9 @@ EXIT_INTERNAL = 70
 """sysexits' EX_SOFTWARE: neither the config nor the run's data is at fault, so 2 would send the
 user hunting for a typo and 1 would claim some jobs ran."""
 EXIT_INTERRUPTED = 130
+EXIT_PIPE_CLOSED = 141
+"""128 + SIGPIPE: what ``set -o pipefail`` sees of ``yes | head -1``. Python ignores SIGPIPE, so a
+write to a closed stdout raises instead; the command stops quietly with the code a Unix tool has."""
 
 
 class RunIncomplete(RuntimeError):

@@ -262,8 +262,10 @@ def plan_totals(cfg: SweepConfig, runs: list[SuiteRun], shard: tuple[int, int] |
     """The plan's size, and per model, suite, setting and seed (the manifest's ``plan``)."""
     combos = plan_combos(cfg, runs, shard, shard_by, selectors, ids)
     by: dict[str, dict[str, int]] = {"model": {}, "suite": {}, "setting": {}, "seed": {}}
-    for combo, n in combos.items():
-        for dim, val in zip(("model", "suite", "setting", "seed"), combo, strict=True):
+    for (model, suite, setting, seed), n in combos.items():
+        # a setting is its suite's: two suites' "tool" settings are two rows of status, not one
+        for dim, val in zip(("model", "suite", "setting", "seed"), (model, suite, f"{suite}/{setting}", seed),
+                            strict=True):
             by[dim][str(val)] = by[dim].get(str(val), 0) + n
     return sum(combos.values()), by
 

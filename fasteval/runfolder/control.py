@@ -67,6 +67,19 @@ def _is_alive(path: str) -> bool:
         probe.close()
 
 
+def sweep_answers(run_dir: Path) -> bool:
+    """Whether a sweep runs in ``run_dir`` now: its control socket answers (a stale one, left by a
+    ``kill -9``, refuses). The probe connects and closes without a request; the sweep answers it
+    with a refusal nobody reads, and records nothing."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(run_dir / CONTROL_SOCKET).st_mode):
+            return False
+        with socket_path(run_dir) as path:
+            return _is_alive(path)
+    except OSError:
+        return False
+
+
 def bind_control_socket(run_dir: Path) -> socket.socket:
     """A listening socket at ``run_dir/control.sock``, mode 0600; a stale one is replaced.
 

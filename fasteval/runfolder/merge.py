@@ -19,6 +19,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -73,22 +75,27 @@ def _chooser(indexes: list[RunIndex], sources: list[Path]) -> Chooser:
     return choose
 
 
-def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
-    """Write ``out`` from ``sources``; returns counts. Refuses mixed configs and disagreeing duplicates."""
+ConfigDiff = Callable[[dict[str, Any], dict[str, Any]], list[str]]
+"""What differs between two configs, a line each (``fasteval.config.load.config_diff``, given from above)."""
+
+
+def merge_runs(out: Path, sources: list[Path], config_diff: ConfigDiff | None = None) -> dict[str, Any]:
+    """Write ``out`` from ``sources``; returns counts. Refuses mixed configs (saying what differs,
+    given ``config_diff``) and disagreeing duplicates."""
     manifests = []
     for src in sources:
         m = read_manifest(src)
         if m is None:
             raise MergeConflict(f"{src} is not a run folder (no manifest.json)")
         manifests.append(m)
-    hashes = {m.get("config_hash") for m in manifests}
-    if len(hashes) > 1:
-        raise MergeConflict(f"the sources were run with different configs: {sorted(h or '' for h in hashes)}")
+    if len({m.get("config_hash") for m in manifests}) > 1:
+        raise MergeConflict(_mixed_configs(manifests, sources, config_diff))
     if out.exists() and any(out.iterdir()):
         raise MergeConflict(f"{out} already exists and is not empty; merge into a new or empty folder")
     out.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale(out)
     indexes = [open_index(src) for src in sources]
+    recorded = [index.count() for index in indexes]  # before the merge: how far each source got
     tmp = out.parent / f".{out.name}{_TMP_TAG}{os.getpid()}"
     try:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -98,7 +105,7 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
             index.close()
         blobs = _link_blobs(tmp, sources)
         _merge_traces(tmp, sources)
-        write_manifest(tmp, _merged_manifest(manifests, sources))
+        write_manifest(tmp, _merged_manifest(manifests, sources, recorded))
         with contextlib.suppress(FileNotFoundError):
             out.rmdir()  # an empty target folder the user made
         os.rename(tmp, out)
@@ -110,6 +117,20 @@ def merge_runs(out: Path, sources: list[Path]) -> dict[str, Any]:
             index.close()
     _fsync_dir(out.parent)
     return {"records": written, "blobs_copied": blobs, "sources": len(sources)}
+
+
+def _mixed_configs(manifests: list[dict[str, Any]], sources: list[Path], config_diff: ConfigDiff | None) -> str:
+    """Each source whose config differs from the first source's, with what differs (20 lines at most)."""
+    lines = [f"the sources were run with different configs (against {sources[0]}):"]
+    first = manifests[0]
+    for m, src in zip(manifests[1:], sources[1:], strict=True):
+        if m.get("config_hash") == first.get("config_hash"):
+            continue
+        changes = config_diff(first.get("config") or {}, m.get("config") or {}) if config_diff else []
+        lines.append(f"  {src}:" + ("" if changes else f" config hash {m.get('config_hash')} vs "
+                                                       f"{first.get('config_hash')}"))
+        lines += [f"    {c}" for c in changes[:20]] + ([f"    and {len(changes) - 20} more"] if len(changes) > 20 else [])
+    return "\n".join(lines)
 
 
 def _merge_traces(dst_run: Path, sources: list[Path]) -> None:
@@ -137,10 +158,20 @@ def _link_blobs(dst_run: Path, sources: list[Path]) -> int:
     return blobs
 
 
-def _merged_manifest(manifests: list[dict[str, Any]], sources: list[Path]) -> dict[str, Any]:
+def _merged_manifest(manifests: list[dict[str, Any]], sources: list[Path], recorded: list[int]) -> dict[str, Any]:
     plan_total = sum(int((m.get("plan") or {}).get("total", 0)) for m in manifests)
     base = dict(manifests[0])
     base.update({"shard": None, "merged_from": [str(s) for s in sources]})
+    # The merged folder's one history entry says how the merge went: sources with jobs of their plan
+    # left make a merged run that is partial, and readers name them (fasteval.view.completion).
+    partial = [f"{src}: {n} of {total}{f', {how}' if how else ''}" for m, src, n in zip(manifests, sources, recorded,
+                                                                                         strict=True)
+               if (total := int((m.get("plan") or {}).get("total", 0))) > n
+               for how in [_last_ending(m)]]
+    ended: dict[str, Any] = {"at": datetime.now(UTC).isoformat(), "how": "merged"}
+    if partial:
+        ended["why"] = "; ".join(partial)
+    base["history"] = [{"merged": ended["at"], "ended": ended}]
     plan = dict(base.get("plan") or {})
     plan["total"] = plan_total
     for dim in ("model", "suite", "setting", "seed"):
@@ -151,6 +182,14 @@ def _merged_manifest(manifests: list[dict[str, Any]], sources: list[Path]) -> di
         plan[f"by_{dim}"] = agg
     base["plan"] = plan
     return base
+
+
+def _last_ending(manifest: dict[str, Any]) -> str | None:
+    """How a source's last sweep ended, as its manifest's history says (None: it never said)."""
+    history = manifest.get("history")
+    last = history[-1] if isinstance(history, list) and history and isinstance(history[-1], dict) else {}
+    ended = last.get("ended")
+    return str(ended.get("how")) if isinstance(ended, dict) and ended.get("how") else None
 
 
 def _fsync_dir(path: Path) -> None:

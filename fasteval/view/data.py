@@ -196,7 +196,8 @@ class RunSet:
         plan = manifest.get("plan") or {}
         return {"name": run.name, "path": str(run.path), "config_name": (manifest.get("config") or {}).get("name"),
                 "config_hash": manifest.get("config_hash"), "created": manifest.get("created"),
-                "planned": plan.get("total"), "by_status": by_status, "rows": rep["rows"],
+                "planned": plan.get("total"), "by_status": by_status, "completion": rep.get("completion"),
+                "rows": rep["rows"],
                 "cost_usd": rep.get("cost_usd"), "stats": stats, "control": read_trace(run.path),
                 "leaderboard": leaderboard(rep, manifest.get("config") or {}), "curves": rep.get("curves") or {}}
 
@@ -332,19 +333,39 @@ class RunSet:
         run = self.run(run_name)
         with run.index() as idx:
             for model in sorted(str(k[0]) for k in idx.counts(by=("model",))):
-                errors = list(idx.rows(model=model, status="error", order="key", limit=per_model))
+                # Each example a different task: the key order walks one task's seeds and settings
+                # in a row, and two seeds of one task teach nothing the first did not.
+                errors = _distinct(idx.rows(model=model, status="error", order="key"), per_model)
                 solved: list[JobRow] = []
                 wrong: list[JobRow] = []
+                tasks: set[tuple[str, str]] = set()
                 for r in idx.rows(model=model, status="ok", order="key"):
-                    if (r.score or 0.0) >= 1.0:
-                        solved = solved or [r]
-                    elif len(wrong) < per_model:
+                    if (r.suite, r.task_id) in tasks:
+                        continue
+                    if (r.score or 0.0) >= 1.0 and not solved:
+                        solved = [r]
+                        tasks.add((r.suite, r.task_id))
+                    elif (r.score or 0.0) < 1.0 and len(wrong) < per_model:
                         wrong.append(r)
+                        tasks.add((r.suite, r.task_id))
                     if solved and len(wrong) >= per_model:
                         break
-                for r in (solved + errors + wrong)[:per_model]:
+                for r in _distinct(iter(solved + errors + wrong), per_model):
                     rec = idx.read_row(r)
                     yield {"run": run.name, "record": rec, "reference": reference_of(rec)}
+
+
+def _distinct(rows: Iterator[JobRow], n: int) -> list[JobRow]:
+    """The first ``n`` rows of different tasks (suite and task id)."""
+    out: list[JobRow] = []
+    seen: set[tuple[str, str]] = set()
+    for r in rows:
+        if (r.suite, r.task_id) not in seen:
+            seen.add((r.suite, r.task_id))
+            out.append(r)
+            if len(out) >= n:
+                break
+    return out
 
 
 def read_blob(path: Path) -> bytes:

@@ -56,13 +56,16 @@ def leaderboard(rep: Mapping[str, Any], config: Mapping[str, Any], *, sort: str 
             found = [p for p in found if p.fits(opts, defaults)]
         cells[model][f"{r['suite']}/{r['setting']}"] = _cell(r, found)
     out_rows = []
+    done = rep.get("completion") or {}
     for model in sorted(cells):
         means = [c["mean"] for c in cells[model].values() if c["mean"] is not None]
         out_rows.append({"model": model, "model_id": ids.get(model), "cells": cells[model],
                          "average": statistics.fmean(means) if means else None, "n_columns": len(means),
-                         "complete": len(means) == len(columns)})
+                         "complete": len(means) == len(columns),
+                         "jobs": (done.get("by_model") or {}).get(model)})  # done / total of the plan
     out_rows.sort(key=_sort_key(sort, columns))
-    return {"run_dir": rep.get("run_dir"), "sort": sort, "columns": columns, "rows": out_rows,
+    return {"run_dir": rep.get("run_dir"), "completion": rep.get("completion"), "sort": sort, "columns": columns,
+            "rows": out_rows,
             "average": "mean of the model's column headlines; a row with fewer columns than the table "
                        "averages over the ones it has (complete: false)"}
 
@@ -134,6 +137,17 @@ def cell_lines(cell: Mapping[str, Any] | None) -> list[str]:
     return [clean(line) for line in lines]
 
 
+def partial_jobs(row: Mapping[str, Any]) -> str:
+    """``" (12/330 jobs)"`` beside a model whose planned jobs do not all have a record, else ``""``."""
+    jobs = row.get("jobs")
+    return f" ({jobs['done']}/{jobs['total']} jobs)" if jobs and jobs.get("remaining") else ""
+
+
+def completion_line(board: Mapping[str, Any]) -> str:
+    """The run's partial-run line (``fasteval.view.completion``), ``""`` for a complete run."""
+    return clean(str((board.get("completion") or {}).get("line") or ""))
+
+
 def origin_text(origin: Mapping[str, Any]) -> str:
     """'run <folder> (+k), <date>': where a cell of the leaderboard across runs came from."""
     runs = [Path(str(r)).name for r in origin.get("runs") or []]
@@ -145,35 +159,46 @@ def markdown(board: Mapping[str, Any]) -> str:
     """A Markdown table (a cell's lines joined with '<br>'; every text escaped: '|', '<', '>', '&')."""
     md = markdown_text
     head = ["model", *(c["label"] for c in board["columns"]), "average"]
-    lines = ["| " + " | ".join(md(clean(h)) for h in head) + " |", "|" + "---|" * len(head)]
+    partial = completion_line(board)
+    lines = [f"**{md(partial)}**", ""] if partial else []
+    lines += ["| " + " | ".join(md(clean(h)) for h in head) + " |", "|" + "---|" * len(head)]
     for r in board["rows"]:
         cells = ["<br>".join(md(x) for x in cell_lines(r["cells"].get(c["key"]))) for c in board["columns"]]
         avg = pct(r["average"]) + ("" if r["complete"] else f" ({r['n_columns']}/{len(board['columns'])})")
-        lines.append("| " + " | ".join([md(clean(r["model"])), *cells, avg]) + " |")
+        lines.append("| " + " | ".join([md(clean(r["model"]) + partial_jobs(r)), *cells, avg]) + " |")
     lines.append("")
     lines.append("Score (%): mean ± std over seeds. paper: a published number for the same model and setting "
                  "(source in `--format json`).")
     return "\n".join(lines) + "\n"
 
 
+def _csv_pct(x: Any) -> str:
+    """A percentage, or an empty cell where there is none (a one-scorer suite's fixed/reference):
+    a spreadsheet reads an empty cell as missing, ``-`` as text."""
+    return "" if not isinstance(x, int | float) else f"{100 * x:.1f}"
+
+
 def csv_text(board: Mapping[str, Any]) -> str:
-    """One line per model; per column its mean, std, fixed, reference and first published number (percent)."""
+    """One line per model: its jobs with a record and planned (a partial run's rows say so), per column its
+    mean, std, fixed, reference and first published number (percent)."""
     buf = io.StringIO()
     w = csv.writer(buf)
-    head = ["model", "average", "n_columns"]
+    head = ["model", "average", "n_columns", "jobs done", "jobs planned"]
     origin = any("origin" in cell for r in board["rows"] for cell in r["cells"].values())
     extra = ("origin",) if origin else ()
     for c in board["columns"]:
         head += [spreadsheet_text(f"{c['label']} {x}")
                  for x in ("mean", "std", "fixed", "reference", "published", "published source", *extra)]
     w.writerow(head)
-    for r in board["rows"]:  # names and sources are text a spreadsheet must not run; pct() is our number
-        line = [spreadsheet_text(clean(r["model"])), pct(r["average"]), r["n_columns"]]
+    for r in board["rows"]:  # names and sources are text a spreadsheet must not run; numbers are ours
+        jobs = r.get("jobs") or {}
+        line = [spreadsheet_text(clean(r["model"])), _csv_pct(r["average"]), r["n_columns"], jobs.get("done", ""),
+                jobs.get("total", "")]
         for c in board["columns"]:
             cell = r["cells"].get(c["key"]) or {}
             pub = (cell.get("published") or [None])[0]
-            line += [pct(cell.get("mean")), pct(cell.get("std")), pct(cell.get("fixed")), pct(cell.get("reference")),
-                     pct(pub["value"]) if pub else "",
+            line += [_csv_pct(cell.get(k)) for k in ("mean", "std", "fixed", "reference")]
+            line += [pct(pub["value"]) if pub else "",
                      spreadsheet_text(clean(f"{pub['paper']}, {pub['table']}")) if pub else ""]
             if origin:
                 line.append(spreadsheet_text(clean(origin_text(cell["origin"]))) if cell.get("origin") else "")
@@ -196,7 +221,8 @@ def html(board: Mapping[str, Any]) -> str:
                 escape(x) if i == 0 else f'<span class="meta">{escape(x)}</span>' for i, x in enumerate(lines))
                 + "</td>")
         avg = pct(r["average"]) + ("" if r["complete"] else f" ({r['n_columns']}/{len(board['columns'])})")
-        body.append(f"<tr><td>{escape(r['model'])}</td>{''.join(tds)}<td class=\"num\">{escape(avg)}</td></tr>")
+        body.append(f"<tr><td>{escape(r['model'] + partial_jobs(r))}</td>{''.join(tds)}"
+                    f"<td class=\"num\">{escape(avg)}</td></tr>")
     return (f'<table class="leaderboard"><tr><th>model</th>{head}<th class="num">average</th></tr>{"".join(body)}'
             "</table><p class=\"meta\">Score (%): mean ± std over seeds; fixed/ref: both scorers where the suite "
             "has two; paper: a published number for the same model and setting (hover for its source).</p>")

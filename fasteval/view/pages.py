@@ -213,6 +213,7 @@ def summary_body(summary: dict[str, Any], *, live: bool = True) -> str:
             f'({escape(str(run.get("config_hash")))}) · created {escape(str(run.get("created")))} · '
             f'{sum(st.values())} of {run.get("planned") or "?"} jobs recorded '
             f'({st.get("ok", 0)} ok, {sum(v for k, v in st.items() if k != "ok")} error){jobs_link}</p>'
+            + completion_html(run.get("completion"))
             + (f"<h2>Leaderboard</h2>{leaderboard.html(run['leaderboard'])}" if run.get("leaderboard") else "")
             + f"<h2>Score (%) mean ± std over seeds</h2>{summary_table(run)}")
         for r in run["rows"]:
@@ -233,6 +234,13 @@ def summary_body(summary: dict[str, Any], *, live: bool = True) -> str:
         figs = "".join(f"<figure><figcaption>{escape(c)}</figcaption>{svg}</figure>" for c, svg in run_plots(run))
         parts.append(f'<h2>Plots</h2><div class="plots">{figs}</div></section>')
     return "".join(parts)
+
+
+def completion_html(done: dict[str, Any] | None) -> str:
+    """A partial run's line above its numbers (``fasteval.view.completion``), escaped."""
+    if not done or not done.get("line"):
+        return ""
+    return f'<p class="partial error-box">{escape(done["line"])}</p>'
 
 
 def control_html(trace: list[dict[str, Any]]) -> str:

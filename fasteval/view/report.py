@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from fasteval.core.pricing import cost_usd, model_prices
 from fasteval.runfolder.control import read_trace
 from fasteval.runfolder.index import RunIndex, open_index
-from fasteval.runfolder.records import read_manifest
+from fasteval.runfolder.manifest import read_manifest
+from fasteval.view.completion import completion
 from fasteval.view.curves import learning_curves
 from fasteval.view.report_groups import (
     SUMMARY_COLUMNS as SUMMARY_COLUMNS,  # importers of report keep the names
@@ -57,8 +58,8 @@ def status(run_dir: Path) -> dict[str, Any]:
     for key, by_status in grouped.items():
         for st, n in by_status.items():
             overall[st] += n
-            for dim, value in zip(_DIMS, key, strict=True):
-                per_dim[dim][str(value)][st] += n
+            for dim, value in zip(_DIMS, key, strict=True):  # a setting is its suite's: suite/setting
+                per_dim[dim][f"{key[1]}/{value}" if dim == "setting" else str(value)][st] += n
     out.update(counts(int(plan["total"]) if "total" in plan else None, overall))
     out["errors_by_kind"] = errors_by_kind(run_dir)
     control = read_trace(run_dir)
@@ -66,6 +67,8 @@ def status(run_dir: Path) -> dict[str, Any]:
         out["control"] = control
     for dim in _DIMS:
         totals: dict[str, int] = plan.get(f"by_{dim}") or {}
+        if dim == "setting" and any("/" not in k for k in totals):
+            totals = {}  # a plan written when settings of all suites were counted together: not split
         keys = sorted(set(totals) | set(per_dim[dim]))
         out[f"by_{dim}"] = {k: counts(int(totals[k]) if k in totals else None, per_dim[dim].get(k, {}))
                             for k in keys}
@@ -138,8 +141,9 @@ def report(run_dir: Path, *, per_task: bool = True) -> dict[str, Any]:
             if extra:
                 row["suite_metrics"] = extra
             rows.append(row)
+        done = completion(run_dir, index, manifest)
     texts = (read_manifest(run_dir) or {}).get("texts") or {}
-    out: dict[str, Any] = {"run_dir": str(run_dir), "rows": rows,
+    out: dict[str, Any] = {"run_dir": str(run_dir), "completion": done, "rows": rows,
                            "cost_usd": round(total_cost, 6) if total_cost is not None else None,
                            "texts": {name: texts_label(m) for name, m in texts.items()}}
     control = read_trace(run_dir)

@@ -151,7 +151,9 @@ class Replica:
         self._recovering: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._on_change = on_change
-        servers_dir.mkdir(parents=True, exist_ok=True)
+        self._servers_dir = servers_dir
+        """Made when the replica first writes its state (a start), never by building it: ``config
+        check`` builds the supervisors to place them and must leave no folder behind."""
 
     @property
     def base_url(self) -> str:
@@ -186,6 +188,7 @@ class Replica:
                "last_error": self.last_error, "tmpdir": str(self.tmp_dir) if self.tmp_dir is not None else None}
         if self.prefix_cache is not None:
             doc["prefix_cache"] = self.prefix_cache
+        self._servers_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".json.tmp")
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()  # a leftover (or a planted link) is replaced, never written through

@@ -15,6 +15,7 @@ from pathlib import Path
 import orjson
 import uvloop
 
+from providers.sim.checkpoint import behaviour
 from providers.sim.frontend import Frontend
 from providers.sim.hostile import Hostile
 from providers.sim.prefix_cache import PrefixCacheModel
@@ -74,17 +75,37 @@ def main() -> None:
     ap.add_argument("--lora-modules", action="append", default=[], metavar="NAME=PATH[,NAME=PATH...]",
                     help="serve these names too, as vLLM serves LoRA adapters: the first model's policy, or the "
                          "one a PATH/policy file names")
+    ap.add_argument("--checkpoint", metavar="FOLDER",
+                    help="serve the first --model as the checkpoint in FOLDER behaves: its sim.json (policy, "
+                         "misread_rate, tool_uses, latency_ms, seed; providers.sim.checkpoint writes one), as a "
+                         "served model's weights decide its answers: a series of them draws a learning curve")
     a = ap.parse_args()
     a.metrics_extra = Path(a.metrics_file).read_text() if a.metrics_file else ""
     models = []
-    for spec in (a.model or ["sim"]) + _adapters(a.lora_modules, (a.model or ["sim"])[0]):
+    first = (a.model or ["sim"])[0]
+    for i, spec in enumerate((a.model or ["sim"]) + _adapters(a.lora_modules, first)):
         name, _, policy = spec.partition(":")
         model = SimModel(name=name, policy=policy or "tools", latency_ms=a.latency_ms, tool_uses=a.tool_uses,
                          options={"batch_api": {"turnaround_s": a.batch_turnaround_s}})
         if a.reply_chars > 0:
             model.default_reply = _filler(a.reply_chars)
+        if i == 0 and a.checkpoint:
+            _behave(model, Path(a.checkpoint))
         models.append(model)
     uvloop.run(_serve(models, a))
+
+
+def _behave(model: SimModel, folder: Path) -> None:
+    """Give ``model`` the behaviour its checkpoint folder's ``sim.json`` names (none: as it is)."""
+    try:
+        found = behaviour(folder)
+    except ValueError as e:
+        raise SystemExit(f"--checkpoint {folder}: {e}") from None
+    for key, value in found.items():
+        if key in ("policy", "tool_uses", "latency_ms", "seed"):
+            setattr(model, key, value)
+        else:
+            model.options[key] = value
 
 
 def _hostile(text: str | None) -> Hostile | None:
@@ -102,7 +123,12 @@ def _adapters(values: list[str], base: str) -> list[str]:
     for item in (x for v in values for x in v.split(",") if x.strip()):
         name, _, path = item.partition("=")
         policy_file = Path(path) / "policy"
-        policy = policy_file.read_text().strip() if policy_file.is_file() else base.partition(":")[2]
+        try:
+            named = behaviour(Path(path)).get("policy")
+        except ValueError as e:
+            raise SystemExit(f"--lora-modules {path}: {e}") from None
+        policy = (named or (policy_file.read_text().strip() if policy_file.is_file() else "")
+                  or base.partition(":")[2])
         out.append(f"{name}:{policy}")
     return out
 

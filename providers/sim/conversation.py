@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import pyvips
 
 from providers.base import TOOL_IMAGES_PREFIX
 from providers.sim.media import image_bytes
@@ -101,7 +100,8 @@ def read_conversation(body: dict[str, Any]) -> View:
 
 def image_level(url: str) -> float:
     """Median grey level of an image: how sim 'reads' a uniform patch."""
-    import numpy as np  # here: most sim requests carry no image to read
+    import numpy as np  # here: most sim requests carry no image to read (and listing policies none)
+    import pyvips
 
     # file:// URLs were checked against the allowed root before any policy runs.
     raw = image_bytes(url, Path("/"))

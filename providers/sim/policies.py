@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from fasteval.core.registry import LazyRegistry
 from providers.sim.conversation import View, image_level, read_conversation
 from providers.sim.spec import SimModel
 
@@ -21,7 +22,11 @@ Reply = dict[str, Any]
 """An assistant message: {"content": str | None, "tool_calls": [...]}."""
 
 Policy = Callable[[SimModel, dict[str, Any], int], Reply]
-POLICIES: dict[str, Policy] = {}
+POLICIES: LazyRegistry[Policy] = LazyRegistry(
+    "sim policy", {"oracle": "providers.sim.oracle", "guess": "providers.sim.oracle"},
+    key=lambda fn: str(getattr(fn, "policy_name")))  # noqa: B009 (set by register_policy)
+"""Every policy by name; the tir-synth ones (``oracle.py``) load when first named, so listing the
+names (``fasteval list policies``, the config check) imports no server."""
 
 _BOX = re.compile(r"box \[(\d+), (\d+), (\d+), (\d+)\]")
 _ADD = re.compile(r"add (\d+)")
@@ -30,8 +35,8 @@ _SUB = re.compile(r"subtract (\d+) from your previous answer")
 
 def register_policy(name: str) -> Callable[[Policy], Policy]:
     def deco(fn: Policy) -> Policy:
-        POLICIES[name] = fn
-        return fn
+        setattr(fn, "policy_name", name)  # noqa: B010 (a function has no declared attribute for it)
+        return POLICIES.register(fn)
     return deco
 
 

@@ -165,3 +165,30 @@ def test_a_lora_series_keeps_its_base_and_serves_each_adapter_by_its_step_name(t
     hf_checkpoint(tmp_path / "lora" / "checkpoint-15")
     with pytest.raises(ConfigError, match="LoRA adapters and full checkpoints in one series"):
         load_config(config(tmp_path, {"serve": {"model": str(base)}, "checkpoints": {"glob": "lora/checkpoint-*"}}))
+
+
+def test_a_plain_load_skips_a_step_still_being_written_instead_of_refusing_the_config(tmp_path: Path) -> None:
+    """#39 item 5: ``run`` and ``config check`` refused the whole config (exit 2) for one step mid-save."""
+    hf_checkpoint(tmp_path / "run" / "checkpoint-100")
+    (tmp_path / "run" / "checkpoint-200").mkdir()  # the trainer has made the folder, no config.json yet
+    cfg = load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "run" / "checkpoint-*")}}))
+    assert [m.name for m in cfg.models] == ["run7@100"]
+    assert cfg.pending["run7"] == [f"{tmp_path / 'run' / 'checkpoint-200'}: no config.json (not an HF checkpoint "
+                                   "folder): taken for a step still being written"]
+    # an older step that is incomplete is not being written (trainers save in step order): still refused
+    hf_checkpoint(tmp_path / "run" / "checkpoint-300")
+    with pytest.raises(ConfigError, match="checkpoint-200: no config.json"):
+        load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "run" / "checkpoint-*")}}))
+
+
+def test_with_a_marker_a_plain_load_takes_only_the_steps_their_trainer_marked_done(tmp_path: Path) -> None:
+    for step in (1, 2, 3):
+        hf_checkpoint(tmp_path / "run" / f"checkpoint-{step}", written=0 if step == 2 else None)
+        if step != 2:
+            (tmp_path / "run" / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    hf_checkpoint(tmp_path / "run" / "checkpoint-4")  # loadable, but not marked done: not served yet
+    cfg = load_config(config(tmp_path, {"serve": {"model": str(tmp_path / "run" / "checkpoint-*")},
+                                        "checkpoints": {"marker": "trainer_state.json"}}))
+    assert [m.name for m in cfg.models] == ["run7@1", "run7@3"]
+    assert [line.split(": ", 1)[1] for line in cfg.pending["run7"]] == [
+        "no trainer_state.json yet (its trainer has not marked it done)"] * 2

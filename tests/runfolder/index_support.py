@@ -56,7 +56,7 @@ def manifest(run_dir: Path, jobs: list[Job], config_hash: str = "h") -> None:
     by: dict[str, dict[str, int]] = {d: {} for d in ("model", "suite", "setting", "seed")}
     for j in jobs:
         for d in by:
-            v = str(getattr(j, d))
+            v = f"{j.suite}/{j.setting}" if d == "setting" else str(getattr(j, d))  # as the sweep writes it
             by[d][v] = by[d].get(v, 0) + 1
     run_dir.mkdir(parents=True, exist_ok=True)
     write_manifest(run_dir, {"config_hash": config_hash, "config": {},

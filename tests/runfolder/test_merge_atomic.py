@@ -76,8 +76,8 @@ def test_merge_killed_at_random_moments_leaves_no_target_and_a_rerun_completes_i
         with pytest.raises(FileNotFoundError):
             status(out)
     assert midway, "no kill landed while the merge was writing"
-    res = subprocess.run([*FASTEVAL, "merge", str(out), *map(str, sources)], capture_output=True, text=True,
-                         timeout=300) if not out.exists() else None
+    res = subprocess.run([*FASTEVAL, "merge", str(out), *map(str, sources), "--format", "json"], capture_output=True,
+                         text=True, timeout=300) if not out.exists() else None
     if res is not None:
         assert res.returncode == 0, res.stderr
         assert orjson.loads(res.stdout)["records"] == len(_expected(sources))

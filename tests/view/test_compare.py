@@ -111,3 +111,13 @@ def test_sides_that_name_nothing_are_one_line_usage_errors(series_run: Path, dem
 def test_checkpoint_series_orders_steps_numerically() -> None:
     assert checkpoint_series(["run7@2000", "run7@500", "base", "run8@1", "x@y@10", "x@y@9"]) == {
         "run7": ["run7@500", "run7@2000"], "x@y": ["x@y@9", "x@y@10"]}
+
+
+def test_a_series_in_the_table_ends_with_one_summary_of_every_step(series_run: Path) -> None:
+    """#39 item 15: ``compare --series`` printed one table per pair of steps and no summary."""
+    proc = run_cli("compare", str(series_run), "--series", "ck")
+    assert proc.returncode == 0, proc.stderr
+    summary = proc.stdout.split("summary: 2 comparisons")[1]
+    rows = [line for line in summary.splitlines() if "ck@" in line]
+    assert any("ck@100" in r and "ck@200" in r and "better" in r for r in rows), summary
+    assert any("ck@200" in r and "ck@300" in r for r in rows), summary

@@ -83,7 +83,9 @@ def test_terminal_and_html_reports_show_the_curve_and_an_unknown_series_is_refus
     assert 'class="band"' in html and "step 200: 100 (band 100–100) · best" in html
     bad = run_cli("report", str(series_run), "--series", "run8")
     assert bad.returncode == 2 and "no series 'run8'" in bad.stderr and "run7" in bad.stderr
-    assert run_cli("report", str(series_run), "--format", "csv").returncode == 2
+    plain = run_cli("report", str(series_run), "--format", "csv")  # without --series: the report's rows
+    assert plain.returncode == 0 and plain.stdout.startswith("model,suite,setting,mean,")
+    assert run_cli("report", str(series_run), "--series", "run7", "--format", "markdown").returncode == 2
 
 
 def test_rows_outside_a_series_and_ties_between_steps() -> None:

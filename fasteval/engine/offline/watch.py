@@ -27,6 +27,9 @@ from pathlib import Path
 from fasteval.config.load import SweepConfig, load_config
 from fasteval.config.series import SeriesSpec, not_loadable, step_of
 from fasteval.engine.run.sweep import SweepIncomplete, SweepResult
+from fasteval.runfolder.index import open_index
+from fasteval.runfolder.names import MANIFEST
+from fasteval.runfolder.records import read_manifest
 
 RunSweep = Callable[[SweepConfig], Awaitable[SweepResult]]
 """One sweep into the watched run folder (the run path's ``ClaimedRun.sweep``)."""
@@ -44,6 +47,9 @@ class WatchOptions:
     """Evaluate steps up to this one, and stop once a checkpoint at or past it has landed."""
     idle_timeout_s: float | None = None
     """Stop after this long without a new complete checkpoint."""
+    run_dir: Path | None = None
+    """The watched run folder: a restarted watch reads what it already holds, so the checkpoints it
+    evaluated before are not announced (or swept) as new."""
 
 
 @dataclass(slots=True)
@@ -163,13 +169,22 @@ async def watch_sweep(config: Path, sweep: RunSweep, wopts: WatchOptions,
     result = WatchResult()
     taken: set[str] = set()
     last_new = time.monotonic()
+    before = _recorded(wopts.run_dir)  # what an earlier watch of this run folder evaluated
     while True:
         cfg = _within(load_config(config, ready=ready), wopts.until_step)
         fresh = [m.name for m in cfg.models if m.name not in taken]
-        if fresh:
-            tell(f"watch: {len(fresh)} new checkpoint(s): {', '.join(fresh)}")
-            taken.update(fresh)
-            result.evaluated.extend(fresh)
+        done = [m for m in fresh if m in before and before[m][0] >= before[m][1] > 0]
+        begun = [m for m in fresh if m in before and m not in done]
+        new = [m for m in fresh if m not in before]
+        if done:
+            tell(f"watch: {len(done)} checkpoint(s) already evaluated in this run folder: {', '.join(done)}")
+        if begun:
+            tell(f"watch: resuming {len(begun)} checkpoint(s) begun before: {', '.join(begun)}")
+        taken.update(fresh)
+        result.evaluated.extend(fresh)
+        if new or begun:
+            if new:
+                tell(f"watch: {len(new)} new checkpoint(s): {', '.join(new)}")
             last_new = time.monotonic()
             result.rounds += 1
             try:
@@ -190,6 +205,18 @@ async def watch_sweep(config: Path, sweep: RunSweep, wopts: WatchOptions,
             result.stopped_by = "idle-timeout"
             return result
         await asyncio.sleep(wopts.interval_s)
+
+
+def _recorded(run_dir: Path | None) -> dict[str, tuple[int, int]]:
+    """Per model of the run folder: (ok records, jobs its plan had), from the run index and the
+    manifest; a model with records is not new, and one whose jobs are all ok was evaluated."""
+    if run_dir is None or not (run_dir / MANIFEST).exists():
+        return {}
+    planned = ((read_manifest(run_dir) or {}).get("plan") or {}).get("by_model") or {}
+    with open_index(run_dir) as index:
+        counts = index.counts(by=("model",))
+    return {str(model): (by_status.get("ok", 0), int(planned.get(str(model), 0)))
+            for (model,), by_status in counts.items()}
 
 
 def _step_le(line: str, until_step: int | None) -> bool:

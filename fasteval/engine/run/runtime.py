@@ -90,7 +90,15 @@ async def open_runtime(stack: contextlib.AsyncExitStack, blobs: BlobStore, cfg: 
             if isinstance(client.lane, BatchLane):
                 rt.lanes[name] = client.lane
                 stack.push_async_callback(client.lane.close)
+    specs = {**{m.name: m for m in models}, **roles}
     for lane in rt.lanes.values():
+        if journal is not None and specs[lane.name].kind.embedded:
+            # An earlier run's embedded sim held its batches in that process: they ended with it (polled,
+            # they are unknown for ever). Ended as expired, their requests go into a new batch, as an
+            # expired batch's do; the sim bills nothing, so nothing is paid twice.
+            for jb in journal.open_batches(lane.name):
+                await journal.results(jb.local, [], ended="expired")
+            continue
         tell(f"reattaching {lane.name}'s batches")
         n = await lane.reattach()
         if n:

@@ -25,12 +25,19 @@ def mean_std(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
+def field(r: Rec, name: str) -> Mapping[str, Any]:
+    """A record's mapping field (``score_details``, ``metadata``), ``{}`` when it is anything else: a
+    hand-edited or foreign record must not stop a report."""
+    value = r.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
 def item_value(r: Rec, fidelity: str, key: str = "scores") -> float:
     """A record's score under ``fidelity`` (0 for an error record or a missing value)."""
     if r.get("status") != "ok":
         return 0.0
-    scores = (r.get("score_details") or {}).get(key) or {}
-    value = scores.get(fidelity)
+    scores = field(r, "score_details").get(key)
+    value = scores.get(fidelity) if isinstance(scores, Mapping) else None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
@@ -70,7 +77,7 @@ def grouped(records: Sequence[Rec], key_of: Callable[[Rec], str | None], key: st
 
 
 def meta(r: Rec, name: str) -> str | None:
-    value = (r.get("metadata") or {}).get(name)
+    value = field(r, "metadata").get(name)
     return None if value is None else str(value)
 
 
