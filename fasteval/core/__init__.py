@@ -3,7 +3,7 @@
 It imports nothing of ours, so any module may use it without dragging in another layer.
 """
 
-from fasteval.core.errors import ConfigChanged, ConfigError, ModelConfigError
+from fasteval.core.errors import ConfigError, ModelConfigError
 from fasteval.core.exitcodes import (
     EXIT_INCOMPLETE,
     EXIT_INTERNAL,
@@ -28,5 +28,5 @@ from fasteval.core.types import (
 )
 
 __all__ = ["EXIT_INCOMPLETE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_JOB_ERRORS", "EXIT_OK", "EXIT_USAGE",
-           "ConfigChanged", "ConfigError", "Identity", "ImageRef", "Job", "LazyRegistry", "Message", "ModelConfigError", "Record",
+           "ConfigError", "Identity", "ImageRef", "Job", "LazyRegistry", "Message", "ModelConfigError", "Record",
            "Task", "ToolCall", "Trajectory", "Turn", "Usage", "exit_code_for"]

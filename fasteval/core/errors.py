@@ -35,13 +35,6 @@ class ModelConfigError(ConfigError):
     """A model or role entry that cannot become a client (its provider, ``serve``, limits, images): exit 2."""
 
 
-class ConfigChanged(RuntimeError, UsageError):
-    """The config, or a served checkpoint, differs from what the run folder was started with.
-
-    Resuming would mix two experiments under one folder; ``--force`` or a new ``--run-dir`` (exit 2).
-    """
-
-
 class RunDirUnwritable(RuntimeError, UsageError):
     """The run folder cannot be written at all (read-only, no permission): exit 2, nothing ran."""
 

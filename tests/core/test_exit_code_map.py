@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from fasteval.core.errors import (
-    ConfigChanged,
     ConfigError,
     DamagedRunFolder,
     ModelConfigError,
@@ -29,7 +28,6 @@ from providers.local.spec import ServeConfigError
     (ModelConfigError("model m: bad"), EXIT_USAGE),
     (ServeConfigError("serve"), EXIT_USAGE),
     (GpuConfigError("gpus"), EXIT_USAGE),
-    (ConfigChanged("changed"), EXIT_USAGE),
     (RunDirUnwritable("read-only"), EXIT_USAGE),
     (UnsafeRunFolder("a link"), EXIT_USAGE),
     (DamagedRunFolder("manifest.json: not an object"), EXIT_USAGE),
