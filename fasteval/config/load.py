@@ -164,7 +164,8 @@ def _expand(spec: dict[str, Any], src: Source, where: KeyPath, base: Path, probl
         return []
     for line in refused:
         problems.add(src, (*where, "serve", "model"), f"not a loadable checkpoint: {line}")
-    if ready is None and not taken and not refused and not waiting:
+    if ready is None and problems.check_paths and not taken and not refused and not waiting:
+        # (unchecked paths: a recipe whose checkpoints a trainer has yet to write still reads)
         problems.add(src, (*where, "serve", "model"), f"no checkpoint folder matches {found.pattern}")
     series[found.name] = taken
     pending[found.name] = waiting
@@ -175,7 +176,8 @@ def load_config(path: str | Path, *, check_paths: bool = True, ready: Readiness 
     """Read and validate a sweep config; every problem is reported at once (ConfigError.problems).
 
     Relative paths are read from the config file's folder. ``check_paths=False`` skips the check
-    that data files exist (for tools that only inspect a config). A series entry expands into one
+    that data files exist, and lets a series match no checkpoint yet (for tools that only inspect
+    a config). A series entry expands into one
     model per checkpoint; a matched folder that is not loadable is a config error, except a step
     still being written (``series.unfinished``: no marker file yet, or the newest step mid-save),
     which is left out and listed in ``pending``; with ``ready`` (watch mode) every folder it refuses
