@@ -239,8 +239,11 @@ async def build_runs(folder: Path, n: int, kb: float, shards: int, models: list[
     writers, indexes = [], []
     for run_dir, shard in targets:
         opts = RunOptions(run_dir=run_dir, shard=shard)
-        prepare_run_dir(cfg, opts)
         runs = [load_suite(e, BlobStore(run_dir / "blobs")) for e in cfg.suites]
+        # the manifest as the sweep's start writes it, its groups' fingerprints included: without
+        # them every measured command would first mark the whole index against the groups a
+        # resume writes (~3 s at 10^6), a state no real run folder is left in
+        prepare_run_dir(cfg, opts, runs)
         total, by = plan_totals(cfg, runs, shard)  # as Sweep.run records its plan
         manifest = read_manifest(run_dir) or {}
         manifest["plan"] = {"total": total, **{f"by_{k}": v for k, v in by.items()}}
@@ -324,8 +327,24 @@ def _same_answers(folder: Path, trees: dict[str, Path]) -> dict[str, Any]:
     if len(trees) == 2:
         for row in (*answers["report"]["before"]["rows"], *answers["report"]["after"]["rows"]):
             row.pop("mean_latency_s", None)
-        out = {what: answers[what]["before"] == answers[what]["after"] for what in answers}
+        for side in ("before", "after"):  # keyed suite/setting now; e061baf merged same-named settings
+            answers["status"][side].pop("by_setting", None)
+        for what in answers:
+            differ = _differences(answers[what]["before"], answers[what]["after"])
+            out[what] = not differ
+            if differ:
+                print(f"{what}: before and after differ at {', '.join(differ[:8])}", file=sys.stderr)
     return out
+
+
+def _differences(before: Any, after: Any, at: str = "") -> list[str]:
+    """Where two answers differ, over the keys both have (a key only the newer side prints, such
+    as a partial run's completion, is an addition, not a different answer)."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        return [d for k in before.keys() & after.keys() for d in _differences(before[k], after[k], f"{at}.{k}")]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [d for i, (b, a) in enumerate(zip(before, after, strict=True)) for d in _differences(b, a, f"{at}[{i}]")]
+    return [] if before == after else [at or "."]
 
 
 def _commands(folder: Path, cfg: str, models: list[str], shards: int) -> dict[str, list[str]]:
