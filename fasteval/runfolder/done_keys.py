@@ -357,8 +357,9 @@ def fold_if_worth(db: sqlite3.Connection) -> bool:
     """Fold the changes into a new array when they are many (a sweep's end): the next resume then
     reads the array alone. Counting them costs two index counts; True when it folded."""
     meta = _meta(db)
-    if "done_offset" not in meta:
-        return False
+    if "done_offset" not in meta:  # never made (an index built from scratch): made now, once
+        read(db)
+        return True
     rows = db.execute("SELECT count(*) FROM jobs WHERE byte_offset >= ?", (int(meta["done_offset"]),)).fetchone()[0]
     logged = db.execute("SELECT count(*) FROM done_log WHERE seq > ?", (int(meta.get("done_seq", 0)),)).fetchone()[0]
     if not worth_folding(int(meta.get("done_n", 0)), rows + logged):

@@ -97,3 +97,18 @@ def test_a_union_keeps_each_keys_best_state() -> None:
     assert len(merged) == 3
     assert DoneKeys(merged._hi, merged._lo, merged._state).contains_many(["aa" * 10, "bb" * 10, "cc" * 10]).tolist() \
         == [True, True, False]
+
+
+async def test_a_fresh_run_folders_writer_leaves_the_array_made(tmp_path: Path) -> None:
+    """An index built from scratch leaves the array to later (a reader never needs it), so the
+    first sweep's writer makes it as it closes: the next resume reads one array."""
+    rng = random.Random(6)
+    run = tmp_path / "run"
+    jobs = random_jobs(rng, n_tasks=30, seeds=2)
+    manifest(run, jobs)
+    with open_index(run) as index:
+        assert index._db.execute("SELECT value FROM meta WHERE key = 'done_offset'").fetchone() is None
+        await write(run, [make_record(rng, j) for j in jobs], index)
+    with open_index(run) as index:
+        folded = index._db.execute("SELECT value FROM meta WHERE key = 'done_n'").fetchone()
+        assert folded is not None and int(folded[0]) == index.count()
