@@ -1,7 +1,7 @@
 """Run folders at overnight scale: every reader, resume and a fresh start on N-job runs, before vs after.
 
     .venv/bin/python benchmarks/scale.py [--cases 100000,1000000] [--models 10] [--shards 4]
-                                         [--baseline-ref 0e32a32] [--no-baseline] [--repeats 3]
+                                         [--baseline-ref e061baf] [--no-baseline] [--repeats 3]
                                          [--commands resume,status,...] [--work DIR] [--json]
     .venv/bin/python benchmarks/scale.py --store 1000000     # a results store of N records matched
 

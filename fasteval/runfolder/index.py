@@ -242,6 +242,15 @@ class RunIndex(DerivedReads):
         self._keep_statistics()
         return added
 
+    def settle(self) -> None:
+        """What a sweep's writer leaves as it closes, so the first reader after it writes nothing.
+
+        The resume set folded into one array and the planner's statistics renewed: left to the first
+        ``status`` or resume, they cost it ~0.4 s and ~1.5 s at 10^6 jobs (ANALYZE and the fold), once.
+        """
+        self.fold_done()
+        self._keep_statistics()
+
     def _keep_statistics(self) -> None:
         """Planner statistics for the secondary indexes, renewed each time the run doubles.
 

@@ -333,11 +333,12 @@ class RecordWriter:
             await self._task
             self._task = None
             if self.index is not None and self.failure is None:
-                # The next resume reads the resume set as one array, not this run's rows one by one.
+                # The next resume reads the resume set as one array, not this run's rows one by one,
+                # and the first reader finds the planner's statistics made (``RunIndex.settle``).
                 try:
-                    await asyncio.to_thread(self.index.fold_done)
+                    await asyncio.to_thread(self.index.settle)
                 except (OSError, sqlite3.Error) as e:
-                    log.warning("run index: resume set not folded (%s); the next reader folds it", e)
+                    log.warning("run index: not settled (%s); the next reader settles it", e)
         if self._fd >= 0:
             if self.fsync != "never" and self.failure is None:
                 try:

@@ -23,7 +23,7 @@ from fasteval.trackers.scores import (
     run_tags,
     series_names,
 )
-from fasteval.trackers.sinks import Sink, open_sink
+from fasteval.trackers.sinks import Sink, TrackerUnavailable, open_sink
 
 LEADERBOARD = "fasteval/leaderboard"
 
@@ -68,7 +68,13 @@ def send_run(run_dir: Path, spec: TrackerSpec, *, models: tuple[str, ...] = (),
     with open_index(run_dir) as index, index.snapshot():
         scores = list(group_scores(index, series, models, suites))
         partial = is_partial(manifest, index)
-    sink = open_sink(spec.named(str((config or {}).get("name") or run_dir.resolve().name)), run_tags(manifest, run_dir))
+    try:
+        sink = open_sink(spec.named(str((config or {}).get("name") or run_dir.resolve().name)),
+                         run_tags(manifest, run_dir))
+    except UsageError:
+        raise
+    except Exception as e:  # the tracker library's own fault (its client, its server): one line, exit 2
+        raise TrackerUnavailable(spec.kind, e) from e
     try:
         n = log_groups(sink, scores) + log_leaderboard(sink, scores, partial)
     finally:

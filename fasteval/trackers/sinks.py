@@ -34,6 +34,19 @@ class MissingExtra(UsageError):
                          f"pip install 'fasteval[{kind}]'")
 
 
+class TrackerUnavailable(RuntimeError, UsageError):
+    """``export --to``: the tracker would not open its run (a wrong URI or run id, a server down).
+
+    The library's own error, redacted and cut to one line: no traceback for a fault that is not ours.
+    """
+
+    def __init__(self, kind: str, exc: BaseException) -> None:
+        from fasteval.core.redact import redact_text
+
+        why = " ".join(redact_text(f"{type(exc).__name__}: {exc}").split())
+        super().__init__(f"{kind}: could not open the tracker's run ({why[:300]})")
+
+
 def _library(kind: str) -> Any:
     import importlib
 

@@ -158,6 +158,8 @@ async def test_status_json_and_table_and_the_trace_in_status_and_report(tmp_path
         await socket_up(run_dir, task)
         code, out, _ = await fasteval("ctl", str(run_dir), "set", "--model", "m[red]", "rpm=600", "concurrency=3")
         assert code == 0 and "m[red].rpm: None -> 600.0" in out and "m[red].concurrency: 256 -> 3" in out
+        # #39 item 12: the answer says the change lasts this sweep, and a resume takes the config's.
+        assert "(for this sweep: a resume starts from the config's limits" in out, out
         code, out, _ = await fasteval("ctl", str(run_dir), "status", "--json")
         st = orjson.loads(out)
         assert code == 0 and st["status"]["endpoints"]["m[red]"]["rpm"] == 600.0

@@ -9,6 +9,7 @@ second run folder over the same config against the store none at all.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from fasteval.view.leaderboard import leaderboard
 from fasteval.view.report import report, status
 from fasteval.view.store_report import store_report
 from providers.sim import SimModel, SimServer
+from tests.runfolder.index_support import index_aggregates, rescan_aggregates
 
 pytestmark = pytest.mark.slow  # every test here runs real sweeps against real servers, several times
 
@@ -93,10 +95,11 @@ async def test_adding_a_model_runs_only_its_jobs_and_operational_changes_run_not
     assert (res.ok, res.skipped) == (JOBS, JOBS)
     assert set(sent(before, servers)) == {"b"}, "only the added model's server was asked"
     assert status(run_dir)["done"] == 2 * JOBS
-    # concurrency, limits, retries and b's endpoint URL (the same model elsewhere) shape no result
+    # concurrency, limits, retries, b's endpoint URL (the same model elsewhere) and notify shape no result
     before = counts(servers)
     ops = config(tmp_path, [model("a", servers["a-right"], limits={"concurrency": 2}),
-                            model("b", servers["b-again"], retry={"max_attempts": 5})], run={"max_concurrency": 3})
+                            model("b", servers["b-again"], retry={"max_attempts": 5})], run={"max_concurrency": 3},
+                 notify={"command": [sys.executable, "-c", "pass"], "timeout_s": 5})
     again = await run(ops, run_dir)
     assert (again.ok, again.skipped) == (0, 2 * JOBS)
     assert sent(before, servers) == {}
@@ -129,12 +132,18 @@ async def test_changing_one_models_temperature_reruns_only_its_jobs_and_the_repo
     # the old records are kept aside, never rewritten, still readable by their job id
     lines = (run_dir / "records.jsonl").read_bytes().splitlines()
     assert len(lines) == 3 * JOBS
-    old = [orjson.loads(ln) for ln in lines[:2 * JOBS] if orjson.loads(ln)["model"] == "a"]
+    old_lines = [ln for ln in lines[:2 * JOBS] if orjson.loads(ln)["model"] == "a"]
+    old = [orjson.loads(ln) for ln in old_lines]
     with open_index(run_dir) as index:
         assert index.stats()["superseded"] == JOBS
         row = index.row(old[0]["job_id"])
         assert row is not None and row.superseded and row.score == 0.0
         assert index.count(model="a") == JOBS and index.count(model="a", superseded=None) == 2 * JOBS
+        # the aggregates every reader takes equal a full read of the current records (a's old ones left out)
+        current = tmp_path / "current"
+        current.mkdir()
+        (current / "records.jsonl").write_bytes(b"".join(ln + b"\n" for ln in lines if ln not in old_lines))
+        assert index_aggregates(index) == rescan_aggregates(current)
     # an export holds the current records only, as the report does
     export_run(run_dir, "parquet", tmp_path / "x.parquet")
     table = pq.read_table(tmp_path / "x.parquet", columns=["model", "score"]).to_pylist()

@@ -65,6 +65,30 @@ def test_mlflow_holds_each_metric_at_each_step(series_run: Path, tmp_path: Path,
     assert "fasteval/leaderboard.json" in artifacts
 
 
+def test_mlflow_attaches_to_a_training_runs_own_run_and_leaves_it_running(
+        series_run: Path, tmp_path: Path, mlflow_uri: str) -> None:
+    """``--run-id``: the eval curve lands in the trainer's run beside its loss, which stays the trainer's."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=mlflow_uri)
+    train = client.create_run(client.create_experiment("training")).info.run_id
+    for step, loss in ((100, 2.0), (200, 1.5), (300, 1.2)):
+        client.log_metric(train, "train/loss", loss, step=step)
+    proc = run_cli("export", str(series_run), "--to", "mlflow", "--uri", mlflow_uri, "--run-id", train, "--json",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["run_id"] == train
+    run = client.get_run(train)
+    assert run.info.status == "RUNNING", "an attached run is the trainer's to end"
+    assert {m.step for m in client.get_metric_history(train, "train/loss")} == {100, 200, 300}
+    curve = {m.step: m.value for m in client.get_metric_history(train, MEAN)}
+    assert sorted(curve) == [100, 200, 300] and curve[200] == pytest.approx(expected(series_run)[MEAN, 200])
+    missing = run_cli("export", str(series_run), "--to", "mlflow", "--uri", mlflow_uri, "--run-id", "0" * 32,
+                      cwd=tmp_path)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1, missing.stderr[-2000:]
+    assert "mlflow: could not open the tracker's run" in missing.stderr
+
+
 def test_tensorboard_holds_each_scalar_at_each_checkpoint_step(series_run: Path, tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -178,3 +178,31 @@ def test_compare_names_models_only_one_side_has_and_sums_up_several_pairs(
     assert "sim-direct" in summary and "sim-tools" in summary and "no detectable" in summary, out
     code, out = _cli(capsys, "compare", str(run_a), str(run_b), "--format", "json")
     assert len(orjson.loads(out)["notes"]) == 1
+
+
+async def test_the_viewer_over_http_says_a_run_is_partial(narrowed: tuple[Path, Path]) -> None:
+    """The live viewer's summary page and its /api/summary carry the same line as ``report``."""
+    import aiohttp
+    from aiohttp import web
+
+    from fasteval.view.app import make_app
+    from fasteval.view.data import RunSet
+
+    _, run = narrowed
+    runner = web.AppRunner(make_app(RunSet([run])))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    base = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        async with aiohttp.ClientSession() as s:
+            async with s.get(f"{base}/") as r:
+                assert r.status == 200
+                page = await r.text()
+            async with s.get(f"{base}/api/summary") as r:
+                summary = await r.json()
+    finally:
+        await runner.cleanup()
+    assert '<p class="partial error-box">partial run: the last sweep ran a part of the plan' in page
+    assert "4 of 12 jobs have a record (33%), 8 remaining" in page
+    assert summary["runs"][0]["completion"]["remaining"] == 8

@@ -100,3 +100,14 @@ def test_no_csv_cell_of_a_learning_curve_starts_a_formula(tmp_path: Path) -> Non
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
     assert [(r["series"], r["setting"], r["step"], r["model"]) for r in rows] == [
         ("'-2+3", "'@SUM(1+1)", "100", "'-2+3@100"), ("'-2+3", "'@SUM(1+1)", "200", "'-2+3@200")]
+
+
+def test_no_csv_cell_of_the_plain_report_starts_a_formula(hostile_run: tuple[Path, Path]) -> None:
+    """``report --format csv`` (not the leaderboard) names models and settings as text too."""
+    run_dir, _ = hostile_run
+    proc = run_cli("report", str(run_dir), "--format", "csv")
+    assert proc.returncode == 0, proc.stderr
+    cells = _cells(proc.stdout)
+    formulas = [c for c in cells if c.startswith(FORMULA_STARTS) and not OURS.fullmatch(c)]
+    assert not formulas, formulas
+    assert {"'" + n for n in NAMES} <= set(cells) and "'=1+1" in cells, cells

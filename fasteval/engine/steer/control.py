@@ -29,7 +29,7 @@ BOUNDS: dict[str, float] = {"concurrency": 1_000_000, "max_attempts": 1_000, "rp
 flight, 116 days), and a value past 64 bits could not even be written to the trace or an answer."""
 
 FOR_THIS_SWEEP = "for this sweep: a resume starts from the config's limits (put them there to keep them)"
-"""What ``ctl set`` says of how long its change lasts (docs/ctl.md: why limits are not carried over)."""
+"""What ``ctl set`` says of how long its change lasts (docs/cli.md: why limits are not carried over)."""
 
 
 class Controller:
