@@ -8,6 +8,7 @@ mean ± std over seeds of the per-seed mean score, a 95% bootstrap CI over tasks
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from fasteval.view.report_groups import (
 from fasteval.view.report_groups import SUMMED_COLUMNS as SUMMED_COLUMNS
 from fasteval.view.report_groups import TOKEN_FIELDS as TOKEN_FIELDS
 from fasteval.view.report_groups import bootstrap_ci as bootstrap_ci
-from fasteval.view.report_groups import fold, group_summary
+from fasteval.view.report_groups import fold, group_summary, resolve_ci
 from fasteval.view.report_groups import prefix_cache_hit_rate as prefix_cache_hit_rate
 from fasteval.view.report_groups import summarise as summarise
 from providers import price_terms
@@ -127,12 +128,14 @@ def report(run_dir: Path, *, per_task: bool = True) -> dict[str, Any]:
     prices = model_prices(manifest.get("config") or {}, price_terms)
     total_cost: float | None = None
     rows = []
-    with open_index(run_dir) as index, index.snapshot():
+    # Two threads for the groups' bootstrap CIs, beside this one reading the next group (task_figures).
+    with ThreadPoolExecutor(2, thread_name_prefix="bootstrap") as pool, open_index(run_dir) as index, \
+            index.snapshot():
         groups = fold(index.aggregates())
         for key in sorted(groups):
             model, suite, setting = key
             row: dict[str, Any] = {"model": model, "suite": suite, "setting": setting,
-                                   **group_summary(index, key, groups[key], per_task)}
+                                   **group_summary(index, key, groups[key], per_task, pool)}
             price = prices.get(model)
             row["cost_usd"] = round(cost_usd(row["tokens"], price), 6) if price is not None else None
             if row["cost_usd"] is not None:
@@ -142,6 +145,8 @@ def report(run_dir: Path, *, per_task: bool = True) -> dict[str, Any]:
                 row["suite_metrics"] = extra
             rows.append(row)
         done = completion(run_dir, index, manifest)
+        for row in rows:
+            resolve_ci(row)
     texts = (read_manifest(run_dir) or {}).get("texts") or {}
     out: dict[str, Any] = {"run_dir": str(run_dir), "completion": done, "rows": rows,
                            "cost_usd": round(total_cost, 6) if total_cost is not None else None,

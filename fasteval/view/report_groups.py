@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,9 +86,11 @@ def fold(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], GroupTota
     return out
 
 
-def group_summary(index: RunIndex, key: tuple[str, str, str], g: GroupTotals, per_task: bool = True) -> dict[str, Any]:
+def group_summary(index: RunIndex, key: tuple[str, str, str], g: GroupTotals, per_task: bool = True,
+                  pool: Executor | None = None) -> dict[str, Any]:
     """Mean ± std over seeds, errors, terminations, tokens of one group; with ``per_task``, also the
-    bootstrap CI over tasks and pass@k / pass^k (one covered read of the key index)."""
+    bootstrap CI over tasks and pass@k / pass^k (one covered read of the key index). With ``pool``,
+    ``ci95`` is a Future (``task_figures``) that ``resolve_ci`` replaces once every group is read."""
     model, suite, setting = key
     if g.overflowed:
         g.sums.update(zip(INT_SUMS, index.sums(INT_SUMS, scan=True, model=model, suite=suite, setting=setting)[1:],
@@ -115,13 +118,20 @@ def group_summary(index: RunIndex, key: tuple[str, str, str], g: GroupTotals, pe
                          for t, s in sorted(g.by_type.items())},
     }
     if per_task:
-        out.update(task_figures(index, key, k, whole_scores=not g.fractional))
+        out.update(task_figures(index, key, k, whole_scores=not g.fractional, pool=pool))
     return out
 
 
-def task_figures(index: RunIndex, key: tuple[str, str, str], k: int, whole_scores: bool = False) -> dict[str, Any]:
+def task_figures(index: RunIndex, key: tuple[str, str, str], k: int, whole_scores: bool = False,
+                 pool: Executor | None = None) -> dict[str, Any]:
     """The per-task figures of one group: the bootstrap CI over tasks (in task-id order, so it does
-    not depend on record order), pass@k and pass^k, from the tasks' sums in one streamed read."""
+    not depend on record order), pass@k and pass^k, from the tasks' sums in one streamed read.
+
+    With ``pool`` the bootstrap runs there while the caller reads the next group: it is most of a
+    report's time at 10^6 jobs (1,000 resamples of 20,000 tasks, ~0.18 s a group) and numpy draws
+    and gathers without the GIL, so on 2 cores a 10-group report's bootstraps and reads overlap.
+    Each CI has its own generator (seed 0), so the interval is the same however they are scheduled.
+    """
     model, suite, setting = key
     means: list[float] = []
     passed = all_passed = 0
@@ -130,9 +140,10 @@ def task_figures(index: RunIndex, key: tuple[str, str, str], k: int, whole_score
                      else (a >> 31) / n if whole_scores else mean_of_sum(exact_value(a, b), n))
         passed += best >= 1.0
         all_passed += worst >= 1.0 and n == k
-    ci = bootstrap_ci(means)
     n_tasks = len(means)
-    return {"ci95": list(ci) if ci else None, "n_tasks": n_tasks,
+    ci95: list[float] | None | Future[list[float] | None] = (
+        _ci_list(means) if pool is None else pool.submit(_ci_list, means))
+    return {"ci95": ci95, "n_tasks": n_tasks,
             "pass_at_k": passed / n_tasks if n_tasks else None, "pass_pow_k": all_passed / n_tasks if n_tasks else None}
 
 
@@ -182,6 +193,17 @@ def summarise(rows: Iterable[tuple[Any, ...]], sums: Sequence[int]) -> dict[str,
         "image_tokens_per_trajectory": image_tokens / n_rows if n_rows and image_tokens else None,
         "by_task_type": {t: exact_mean(v) for t, v in sorted(by_type.items())},
     }
+
+
+def _ci_list(per_task: list[float]) -> list[float] | None:
+    ci = bootstrap_ci(per_task)
+    return list(ci) if ci else None
+
+
+def resolve_ci(row: dict[str, Any]) -> None:
+    """A row's ``ci95`` as computed in the pool (``task_figures``), in place of its Future."""
+    if isinstance(row.get("ci95"), Future):
+        row["ci95"] = row["ci95"].result()
 
 
 def bootstrap_ci(per_task: list[float], *, n: int = 1000, seed: int = 0) -> tuple[float, float] | None:
