@@ -247,3 +247,17 @@ async def test_two_entries_of_one_suite_whose_files_share_task_ids_are_different
     assert status(run_dir)["total"] == 6
     again = await run(path, run_dir)
     assert (again.ok, again.skipped) == (0, 6)
+
+
+async def test_a_renamed_model_is_explained_not_guessed(tmp_path: Path) -> None:
+    """A model renamed with nothing else changed: its jobs are new in this folder (names are part of a
+    job's id), and the dry run says why, naming the records with the same fingerprint."""
+    run_dir = tmp_path / "run"
+    sim = {"provider": "sim", "policy": "tools", "model": "sim-x"}  # the model id stays; only the name moves
+    assert (await run(config(tmp_path, [{"name": "a", **sim}]), run_dir)).ok == JOBS
+    pv = preview(load_config(config(tmp_path, [{"name": "a-renamed", **sim}], name="renamed")),
+                 RunOptions(run_dir=run_dir))
+    change = pv.changes[("a-renamed", "demo", "tools")]
+    assert change.state == "new" and change.note is not None
+    assert "the same fingerprint as the records of a/demo/tools" in change.note, change.note
+    assert pv.by_model_suite[("a-renamed", "demo")] == {"reused": 0, "store": 0, "new": JOBS, "changed": 0}
