@@ -101,6 +101,15 @@ def derived_ok(db: sqlite3.Connection) -> bool:
     return bool(counted == int(meta.get("n_jobs", -1)) - aside)
 
 
+def _keep_by_triggers(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None]) -> None:
+    """The open transaction's last step: the triggers that keep ``agg`` and the resume set from now
+    on, the index marked derived, committed."""
+    for sql in (*_agg.trigger_sql(), *_done.trigger_sql()):
+        db.execute(sql)
+    set_meta({"derived": DERIVED})
+    db.execute("COMMIT")
+
+
 def keep(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None], done: Any) -> None:
     """Take ``agg`` as it stands (added up by the caller) and ``done`` as the resume set, then keep
     both by triggers: a merge whose sources' rows all went in (their aggregates add up)."""
@@ -108,10 +117,7 @@ def keep(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None], don
     try:
         drop_triggers(db)
         set_meta(_done.store(db, done))
-        for sql in (*_agg.trigger_sql(), *_done.trigger_sql()):
-            db.execute(sql)
-        set_meta({"derived": DERIVED})
-        db.execute("COMMIT")
+        _keep_by_triggers(db, set_meta)
     except BaseException:
         db.execute("ROLLBACK")
         raise
@@ -129,10 +135,7 @@ def derive(db: sqlite3.Connection, set_meta: Callable[[dict[str, Any]], None]) -
         db.execute("DELETE FROM agg")
         db.execute(_agg.recompute_sql())
         _done.forget(db)  # made by the first resume that reads it
-        for sql in (*_agg.trigger_sql(), *_done.trigger_sql()):
-            db.execute(sql)
-        set_meta({"derived": DERIVED})
-        db.execute("COMMIT")
+        _keep_by_triggers(db, set_meta)
     except BaseException:
         db.execute("ROLLBACK")
         raise
